@@ -1,0 +1,1 @@
+//! Benchmark workloads for Weft. STUB.

@@ -1,0 +1,1 @@
+//! RESP server over Weft. Not built yet: see the `weft serve` issue.

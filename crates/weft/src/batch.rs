@@ -1,0 +1,304 @@
+//! Atomic groups of writes.
+//!
+//! A [`WriteBatch`] is applied all-or-nothing: it becomes one WAL record and
+//! its operations get consecutive sequence numbers. Its encoding *is* the WAL
+//! payload (as in LevelDB), so a batch is never re-serialised on the write path:
+//!
+//! ```text
+//! batch   := seq: u64 LE | count: u32 LE | op*
+//! op      := kind: u8 | varint32 key_len | key | (kind == Put: varint32 value_len | value)
+//! ```
+
+use crate::error::{Error, Result};
+use crate::key::{SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
+
+const HEADER: usize = 12;
+
+/// An ordered list of puts and deletes applied atomically by [`crate::Db::write`].
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+/// let mut batch = weft::WriteBatch::new();
+/// batch.put(b"apple", b"red");
+/// batch.put(b"pear", b"green");
+/// batch.delete(b"apple");
+/// db.write(batch, &weft::WriteOptions::default()).unwrap();
+/// assert_eq!(db.get(b"apple").unwrap(), None);
+/// assert_eq!(db.get(b"pear").unwrap().as_deref(), Some(&b"green"[..]));
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct WriteBatch {
+    rep: Vec<u8>,
+}
+
+impl Default for WriteBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for WriteBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteBatch")
+            .field("count", &self.len())
+            .field("bytes", &self.rep.len())
+            .finish()
+    }
+}
+
+fn put_varint32(dst: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        dst.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    dst.push(v as u8);
+}
+
+/// Decodes a varint32 from the front of `src`, returning it and its length.
+pub(crate) fn get_varint32(src: &[u8]) -> Option<(u32, usize)> {
+    let mut v: u32 = 0;
+    for (i, &b) in src.iter().enumerate().take(5) {
+        v |= ((b & 0x7f) as u32) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        WriteBatch {
+            rep: vec![0; HEADER],
+        }
+    }
+
+    /// Adds a put of `key` to `value`.
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
+        self.push(ValueKind::Put, key.as_ref(), Some(value.as_ref()));
+        self
+    }
+
+    /// Adds a delete of `key`.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
+        self.push(ValueKind::Delete, key.as_ref(), None);
+        self
+    }
+
+    fn push(&mut self, kind: ValueKind, key: &[u8], value: Option<&[u8]>) {
+        let n = self.len() as u32 + 1;
+        self.rep[8..12].copy_from_slice(&n.to_le_bytes());
+        self.rep.push(kind as u8);
+        // Oversized keys/values are rejected by `validate` before the batch is
+        // written; lengths are clamped here only so the encoding stays parseable.
+        put_varint32(&mut self.rep, key.len().min(u32::MAX as usize) as u32);
+        self.rep.extend_from_slice(key);
+        if let Some(v) = value {
+            put_varint32(&mut self.rep, v.len().min(u32::MAX as usize) as u32);
+            self.rep.extend_from_slice(v);
+        }
+    }
+
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        u32::from_le_bytes(self.rep[8..12].try_into().expect("header is 12 bytes")) as usize
+    }
+
+    /// True when the batch holds no operation.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes every operation.
+    pub fn clear(&mut self) {
+        self.rep.clear();
+        self.rep.resize(HEADER, 0);
+    }
+
+    /// Bytes of the encoded batch (its WAL payload size).
+    pub fn approximate_size(&self) -> usize {
+        self.rep.len()
+    }
+
+    /// Iterates over the operations in order.
+    pub fn iter(&self) -> BatchIter<'_> {
+        BatchIter {
+            data: &self.rep[HEADER..],
+            remaining: self.len(),
+        }
+    }
+
+    /// Checks the limits of DESIGN "Semantics" for every operation.
+    pub(crate) fn validate(&self) -> Result<()> {
+        for op in self.iter() {
+            let op = op?;
+            if op.key.len() > MAX_KEY_SIZE {
+                return Err(Error::InvalidArgument(format!(
+                    "key of {} bytes exceeds the limit of {MAX_KEY_SIZE} bytes",
+                    op.key.len()
+                )));
+            }
+            if op.value.len() > MAX_VALUE_SIZE {
+                return Err(Error::InvalidArgument(format!(
+                    "value of {} bytes exceeds the limit of {MAX_VALUE_SIZE} bytes",
+                    op.value.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The sequence of the first operation, as stamped by the write path.
+    pub(crate) fn sequence(&self) -> SequenceNumber {
+        u64::from_le_bytes(self.rep[0..8].try_into().expect("header is 12 bytes"))
+    }
+
+    pub(crate) fn set_sequence(&mut self, seq: SequenceNumber) {
+        self.rep[0..8].copy_from_slice(&seq.to_le_bytes());
+    }
+
+    /// The encoded batch (WAL payload).
+    pub(crate) fn encoded(&self) -> &[u8] {
+        &self.rep
+    }
+
+    /// Parses a WAL payload back into a batch, checking its structure.
+    pub(crate) fn decode(rep: Vec<u8>) -> std::result::Result<WriteBatch, String> {
+        if rep.len() < HEADER {
+            return Err(format!(
+                "batch of {} bytes is shorter than its header",
+                rep.len()
+            ));
+        }
+        let b = WriteBatch { rep };
+        let mut seen = 0;
+        for op in b.iter() {
+            op.map_err(|e| e.to_string())?;
+            seen += 1;
+        }
+        if seen != b.len() {
+            return Err(format!("batch header says {} ops, found {seen}", b.len()));
+        }
+        Ok(b)
+    }
+
+    /// Appends all operations of `other` (used to build a group's record).
+    pub(crate) fn append(&mut self, other: &WriteBatch) {
+        let n = (self.len() + other.len()) as u32;
+        self.rep[8..12].copy_from_slice(&n.to_le_bytes());
+        self.rep.extend_from_slice(&other.rep[HEADER..]);
+    }
+}
+
+/// One operation of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchOp<'a> {
+    /// Put or delete.
+    pub kind: ValueKind,
+    /// The key.
+    pub key: &'a [u8],
+    /// The value (empty for a delete).
+    pub value: &'a [u8],
+}
+
+/// Iterator over the operations of a [`WriteBatch`].
+pub struct BatchIter<'a> {
+    data: &'a [u8],
+    remaining: usize,
+}
+
+impl<'a> Iterator for BatchIter<'a> {
+    type Item = Result<BatchOp<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        let bad = |m: &str| {
+            Some(Err(Error::InvalidArgument(format!(
+                "malformed write batch: {m}"
+            ))))
+        };
+        let Some((&tag, rest)) = self.data.split_first() else {
+            self.remaining = 0;
+            return bad("truncated op");
+        };
+        let Some(kind) = ValueKind::from_u8(tag) else {
+            self.remaining = 0;
+            return bad("unknown op kind");
+        };
+        let mut take = |d: &mut &'a [u8]| -> Option<&'a [u8]> {
+            let (len, n) = get_varint32(d)?;
+            let end = n.checked_add(len as usize)?;
+            let s = d.get(n..end)?;
+            *d = &d[end..];
+            Some(s)
+        };
+        let mut d = rest;
+        let Some(key) = take(&mut d) else {
+            self.remaining = 0;
+            return bad("truncated key");
+        };
+        let value = if kind == ValueKind::Put {
+            match take(&mut d) {
+                Some(v) => v,
+                None => {
+                    self.remaining = 0;
+                    return bad("truncated value");
+                }
+            }
+        } else {
+            &[][..]
+        };
+        self.data = d;
+        Some(Ok(BatchOp { kind, key, value }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_append() {
+        let mut a = WriteBatch::new();
+        a.put(b"k1", b"v1").delete(b"k2");
+        let mut b = WriteBatch::new();
+        b.put(b"", vec![7u8; 300]);
+        a.append(&b);
+        a.set_sequence(99);
+        let d = WriteBatch::decode(a.encoded().to_vec()).unwrap();
+        assert_eq!(d.sequence(), 99);
+        let ops: Vec<_> = d.iter().map(|o| o.unwrap()).collect();
+        assert_eq!(ops.len(), 3);
+        assert_eq!(
+            (ops[0].kind, ops[0].key, ops[0].value),
+            (ValueKind::Put, &b"k1"[..], &b"v1"[..])
+        );
+        assert_eq!((ops[1].kind, ops[1].key), (ValueKind::Delete, &b"k2"[..]));
+        assert_eq!(ops[2].value.len(), 300);
+    }
+
+    #[test]
+    fn decode_rejects_truncation_anywhere() {
+        let mut a = WriteBatch::new();
+        a.put(b"key", b"value").delete(b"other");
+        let enc = a.encoded().to_vec();
+        for cut in 0..enc.len() {
+            assert!(
+                WriteBatch::decode(enc[..cut].to_vec()).is_err(),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn oversized_key_is_invalid_argument() {
+        let mut a = WriteBatch::new();
+        a.put(vec![0u8; MAX_KEY_SIZE + 1], b"v");
+        assert!(matches!(a.validate(), Err(Error::InvalidArgument(_))));
+    }
+}

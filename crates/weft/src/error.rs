@@ -1,0 +1,99 @@
+//! The one error type of the engine.
+//!
+//! Every fallible call of the public API returns [`Result<T>`]. The variants are
+//! precise on purpose (as redb's are): a caller can tell a full disk from a
+//! flipped bit from a misuse of the API, and each message says what and where.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in Weft.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed. `context` names the operation and
+    /// the file involved.
+    #[error("I/O error while {context}: {source}")]
+    Io {
+        /// What Weft was doing, e.g. `"writing WAL 000012.log"`.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Bytes on disk failed verification (checksum, magic, framing, or a
+    /// structural invariant). Weft never returns data from a corrupted region.
+    #[error("corruption in {} at offset {offset}: {reason}", file.display())]
+    Corruption {
+        /// The file holding the bad bytes.
+        file: PathBuf,
+        /// Byte offset of the bad region within `file`.
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+
+    /// The caller passed something Weft does not accept (oversized key or
+    /// value, an option out of range, ...). Nothing was written.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// A write or fsync on the WAL, the manifest, or a background flush failed
+    /// earlier; the database no longer accepts writes (reads keep working).
+    /// Reopen the database to recover.
+    #[error("database is poisoned by an earlier write failure: {0}")]
+    Poisoned(String),
+
+    /// Another process (or another `Db` in this process) holds the directory.
+    #[error("database directory {} is locked by another process", path.display())]
+    Locked {
+        /// The LOCK file that could not be acquired.
+        path: PathBuf,
+    },
+
+    /// The database was closed; no further operations are possible.
+    #[error("database is closed")]
+    Closed,
+}
+
+impl Error {
+    /// Builds an [`Error::Io`] with a context message.
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// Builds an [`Error::Corruption`].
+    pub(crate) fn corruption(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Corruption {
+            file: file.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// True for [`Error::Corruption`].
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+}
+
+/// Adds a context message to an `io::Result`.
+pub(crate) trait IoContext<T> {
+    fn context(self, f: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn context(self, f: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| Error::io(f(), e))
+    }
+}

@@ -1,0 +1,104 @@
+//! The cursor every layer exposes to the engine: memtables, tables, stores.
+//!
+//! An [`InternalIterator`] walks *every version* of every key in internal
+//! order (user key ascending, sequence descending). It knows nothing of
+//! snapshots: [`super::visible::VisibleIter`] adds the snapshot filter and
+//! turns it into a cursor over user keys, for every source the same way.
+//!
+//! Fallible layers (tables read blocks from disk) report errors through the
+//! `Result` of the positioning calls; after an error the iterator is invalid.
+
+use crate::error::Result;
+use crate::key::{SequenceNumber, ValueKind};
+
+/// A bidirectional cursor over versioned entries in internal order.
+pub trait InternalIterator: Send {
+    /// True when positioned on an entry.
+    fn valid(&self) -> bool;
+    /// Positions on the first entry.
+    fn seek_to_first(&mut self) -> Result<()>;
+    /// Positions on the last entry.
+    fn seek_to_last(&mut self) -> Result<()>;
+    /// Positions on the first entry at or after `(user_key, seq)` in internal
+    /// order: the newest version of `user_key` with sequence `<= seq`, or the
+    /// first entry of a later key.
+    fn seek(&mut self, user_key: &[u8], seq: SequenceNumber) -> Result<()>;
+    /// Moves to the next entry. Requires `valid()`.
+    fn next(&mut self) -> Result<()>;
+    /// Moves to the previous entry. Requires `valid()`.
+    fn prev(&mut self) -> Result<()>;
+    /// The current entry's user key. Requires `valid()`.
+    fn user_key(&self) -> &[u8];
+    /// The current entry's sequence. Requires `valid()`.
+    fn seq(&self) -> SequenceNumber;
+    /// The current entry's kind. Requires `valid()`.
+    fn kind(&self) -> ValueKind;
+    /// The current entry's value (empty for deletes). Requires `valid()`.
+    fn value(&self) -> &[u8];
+}
+
+/// An iterator over a sorted in-memory vector of entries; used by tests and
+/// by small in-memory sources. Entries must be in internal order.
+pub struct VecIter {
+    entries: Vec<(Vec<u8>, SequenceNumber, ValueKind, Vec<u8>)>,
+    pos: usize,
+}
+
+impl VecIter {
+    /// Wraps entries already in internal order.
+    pub fn new(entries: Vec<(Vec<u8>, SequenceNumber, ValueKind, Vec<u8>)>) -> Self {
+        debug_assert!(entries.windows(2).all(|w| crate::key::compare_positions(
+            &w[0].0, w[0].1, &w[1].0, w[1].1
+        ) == std::cmp::Ordering::Less));
+        let pos = entries.len();
+        VecIter { entries, pos }
+    }
+}
+
+impl InternalIterator for VecIter {
+    fn valid(&self) -> bool {
+        self.pos < self.entries.len()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.pos = 0;
+        Ok(())
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.pos = if self.entries.is_empty() {
+            0
+        } else {
+            self.entries.len() - 1
+        };
+        Ok(())
+    }
+    fn seek(&mut self, user_key: &[u8], seq: SequenceNumber) -> Result<()> {
+        self.pos = self.entries.partition_point(|e| {
+            crate::key::compare_positions(&e.0, e.1, user_key, seq) == std::cmp::Ordering::Less
+        });
+        Ok(())
+    }
+    fn next(&mut self) -> Result<()> {
+        self.pos += 1;
+        Ok(())
+    }
+    fn prev(&mut self) -> Result<()> {
+        self.pos = if self.pos == 0 {
+            self.entries.len()
+        } else {
+            self.pos - 1
+        };
+        Ok(())
+    }
+    fn user_key(&self) -> &[u8] {
+        &self.entries[self.pos].0
+    }
+    fn seq(&self) -> SequenceNumber {
+        self.entries[self.pos].1
+    }
+    fn kind(&self) -> ValueKind {
+        self.entries[self.pos].2
+    }
+    fn value(&self) -> &[u8] {
+        &self.entries[self.pos].3
+    }
+}

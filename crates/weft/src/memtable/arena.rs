@@ -1,0 +1,1 @@
+//! Bump-allocating arena for memtable nodes. STUB.

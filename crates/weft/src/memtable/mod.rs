@@ -1,0 +1,122 @@
+//! In-memory write buffers: one trait, five kinds (see DESIGN "Memtable").
+//!
+//! The engine talks to a memtable only through [`Memtable`]. The trait is
+//! shaped for all five kinds of DESIGN:
+//!
+//! * versioned inserts from concurrent writers (`insert`), where a version may
+//!   arrive out of sequence order (group commit inserts concurrently);
+//! * point reads at a snapshot (`get`), which the hash kinds answer in O(1);
+//! * an ordered cursor over every version (`iter`), used by flush and scans;
+//! * `prepare_scan`, the hook a hash-woven kind (teks) uses to drain its queue
+//!   of not-yet-indexed keys up to a snapshot before any ordered access;
+//! * `approximate_memory` and `is_full`, which drive rotation (a fixed-size
+//!   hash reports full at its load threshold instead of degrading).
+//!
+//! A memtable never frees memory while it lives: its arena goes with the last
+//! `Arc`, which readers and iterators hold.
+
+pub mod arena;
+pub mod skiplist;
+
+use std::sync::Arc;
+
+use crate::iter::InternalIterator;
+use crate::key::{SequenceNumber, ValueKind};
+
+/// Which memtable implementation a database uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum MemtableKind {
+    /// Append-only concurrent skiplist, one node per version (RocksDB baseline).
+    #[default]
+    SkipList,
+}
+
+impl MemtableKind {
+    /// Every kind this build supports.
+    pub const ALL: &'static [MemtableKind] = &[MemtableKind::SkipList];
+
+    /// The kind's name as used by `weft bench --memtable` and `Options`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemtableKind::SkipList => "skiplist",
+        }
+    }
+}
+
+impl std::str::FromStr for MemtableKind {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        MemtableKind::ALL
+            .iter()
+            .copied()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| crate::Error::InvalidArgument(format!("unknown memtable kind {s:?}")))
+    }
+}
+
+impl std::fmt::Display for MemtableKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The newest version of a key visible at some snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found<'a> {
+    /// Sequence of the version found.
+    pub seq: SequenceNumber,
+    /// Put or delete.
+    pub kind: ValueKind,
+    /// The value (empty for a delete).
+    pub value: &'a [u8],
+}
+
+/// A concurrent, versioned, in-memory write buffer.
+pub trait Memtable: Send + Sync + 'static {
+    /// The implementation's kind.
+    fn kind(&self) -> MemtableKind;
+
+    /// Inserts one version. Called concurrently by many writers; each
+    /// `(user_key, seq)` pair is inserted at most once, but sequences may
+    /// arrive in any order. Never fails: the engine rotates the memtable
+    /// before it grows past its budget.
+    fn insert(&self, user_key: &[u8], seq: SequenceNumber, kind: ValueKind, value: &[u8]);
+
+    /// The newest version of `user_key` with sequence `<= snapshot`, if any.
+    fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<Found<'_>>;
+
+    /// A cursor over every version in internal order. The cursor keeps the
+    /// memtable alive. Entries inserted after its creation may or may not be
+    /// seen; callers filter by snapshot.
+    fn iter(self: Arc<Self>) -> Box<dyn InternalIterator>;
+
+    /// Called before ordered access at `snapshot` (iterators, seeks): a kind
+    /// that indexes new keys lazily must make every key with a version
+    /// `<= snapshot` reachable by `iter` before returning.
+    fn prepare_scan(&self, _snapshot: SequenceNumber) {}
+
+    /// Bytes of memory held (arena and index), for rotation and stats.
+    fn approximate_memory(&self) -> usize;
+
+    /// Number of versions inserted.
+    fn len(&self) -> usize;
+
+    /// True when no version was inserted.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True when the memtable cannot take more entries without degrading
+    /// (a fixed-capacity hash at its load threshold). The engine rotates.
+    fn is_full(&self) -> bool {
+        false
+    }
+}
+
+/// Creates an empty memtable of `kind`.
+pub fn new_memtable(kind: MemtableKind) -> Arc<dyn Memtable> {
+    match kind {
+        MemtableKind::SkipList => Arc::new(skiplist::SkipListMemtable::new()),
+    }
+}

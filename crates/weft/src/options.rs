@@ -1,0 +1,206 @@
+//! Options: plain structs with documented defaults and chainable setters.
+
+use crate::memtable::MemtableKind;
+use crate::snapshot::Snapshot;
+
+/// How a database is opened and tuned. `Options::default()` is a sensible
+/// configuration for a store of a few GiB on one machine.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Options {
+    /// Create the directory and an empty database if none exists. Default `true`.
+    pub create_if_missing: bool,
+    /// Fail if a database already exists. Default `false`.
+    pub error_if_exists: bool,
+    /// Memtable implementation. Default [`MemtableKind::SkipList`].
+    pub memtable: MemtableKind,
+    /// Bytes of memory an active memtable may hold before it is rotated and
+    /// queued for flush. Default 64 MiB (RocksDB's default).
+    pub write_buffer_size: usize,
+    /// Immutable memtables allowed to wait for flush. Writers are slowed when
+    /// the queue is one short of this and stalled (never failed) when it is
+    /// full. Default 2.
+    pub max_immutable_memtables: usize,
+    /// Target uncompressed size of a table data block. Default 4 KiB.
+    pub block_size: usize,
+    /// Capacity in bytes of the block cache shared by all tables. Default 64 MiB.
+    pub block_cache_size: usize,
+    /// Bloom filter bits per key in each table; 0 disables filters. Default 10.
+    pub bloom_bits_per_key: usize,
+    /// Target size of one SortedStore table written by a merge. Default 32 MiB.
+    pub table_size: u64,
+    /// Bytes of UnsortedStore tables a partition may hold before they are
+    /// merged into its SortedStore (UniKV's `UnsortedLimit`). Default 256 MiB.
+    pub unsorted_limit: u64,
+    /// UnsortedStore tables that slow writers down while merges catch up.
+    /// Default 24.
+    pub unsorted_slowdown_tables: usize,
+    /// UnsortedStore tables that stall writers until a merge finishes. Default 48.
+    pub unsorted_stop_tables: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            memtable: MemtableKind::default(),
+            write_buffer_size: 64 << 20,
+            max_immutable_memtables: 2,
+            block_size: 4 << 10,
+            block_cache_size: 64 << 20,
+            bloom_bits_per_key: 10,
+            table_size: 32 << 20,
+            unsorted_limit: 256 << 20,
+            unsorted_slowdown_tables: 24,
+            unsorted_stop_tables: 48,
+        }
+    }
+}
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty),* $(,)?) => {
+        $( $(#[$doc])* pub fn $name(mut self, value: $ty) -> Self { self.$name = value; self } )*
+    };
+}
+
+impl Options {
+    /// The defaults; same as `Options::default()`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    setters! {
+        /// Sets [`Options::create_if_missing`].
+        create_if_missing: bool,
+        /// Sets [`Options::error_if_exists`].
+        error_if_exists: bool,
+        /// Sets [`Options::memtable`].
+        memtable: MemtableKind,
+        /// Sets [`Options::write_buffer_size`].
+        write_buffer_size: usize,
+        /// Sets [`Options::max_immutable_memtables`].
+        max_immutable_memtables: usize,
+        /// Sets [`Options::block_size`].
+        block_size: usize,
+        /// Sets [`Options::block_cache_size`].
+        block_cache_size: usize,
+        /// Sets [`Options::bloom_bits_per_key`].
+        bloom_bits_per_key: usize,
+        /// Sets [`Options::table_size`].
+        table_size: u64,
+        /// Sets [`Options::unsorted_limit`].
+        unsorted_limit: u64,
+        /// Sets [`Options::unsorted_slowdown_tables`].
+        unsorted_slowdown_tables: usize,
+        /// Sets [`Options::unsorted_stop_tables`].
+        unsorted_stop_tables: usize,
+    }
+
+    /// Checks that every field is in range.
+    pub(crate) fn validate(&self) -> crate::Result<()> {
+        let bad = |m: &str| Err(crate::Error::InvalidArgument(m.to_string()));
+        if self.write_buffer_size < 4096 {
+            return bad("write_buffer_size must be at least 4096 bytes");
+        }
+        if self.max_immutable_memtables == 0 {
+            return bad("max_immutable_memtables must be at least 1");
+        }
+        if !(256..=(16 << 20)).contains(&self.block_size) {
+            return bad("block_size must be between 256 B and 16 MiB");
+        }
+        if self.table_size < 4096 {
+            return bad("table_size must be at least 4096 bytes");
+        }
+        if self.unsorted_stop_tables <= self.unsorted_slowdown_tables {
+            return bad("unsorted_stop_tables must exceed unsorted_slowdown_tables");
+        }
+        Ok(())
+    }
+}
+
+/// Per-write options.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct WriteOptions {
+    /// Return only after the WAL record is on stable storage (fdatasync).
+    /// Group commit shares one fsync among concurrent writers. Default `false`:
+    /// the write survives a process crash but a machine crash may lose it.
+    pub sync: bool,
+}
+
+impl WriteOptions {
+    /// Defaults (`sync = false`).
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets [`WriteOptions::sync`].
+    pub fn sync(mut self, sync: bool) -> Self {
+        self.sync = sync;
+        self
+    }
+}
+
+/// Per-read options.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ReadOptions {
+    /// Read at this snapshot instead of the latest visible sequence.
+    pub snapshot: Option<Snapshot>,
+    /// Iterators: the first key they may return (inclusive).
+    pub lower_bound: Option<Vec<u8>>,
+    /// Iterators: the key they stop before (exclusive).
+    pub upper_bound: Option<Vec<u8>>,
+    /// Put blocks read by this call into the block cache. Default `true`
+    /// (set by `new()`; a `Default` value leaves it `false` for bulk scans).
+    pub fill_cache: bool,
+}
+
+impl ReadOptions {
+    /// Defaults: latest data, no bounds, cache filled.
+    pub fn new() -> Self {
+        ReadOptions {
+            fill_cache: true,
+            ..Default::default()
+        }
+    }
+    /// Reads at `snapshot`.
+    pub fn snapshot(mut self, snapshot: &Snapshot) -> Self {
+        self.snapshot = Some(snapshot.clone());
+        self
+    }
+    /// Sets the inclusive lower bound of iterators.
+    pub fn lower_bound(mut self, key: impl Into<Vec<u8>>) -> Self {
+        self.lower_bound = Some(key.into());
+        self
+    }
+    /// Sets the exclusive upper bound of iterators.
+    pub fn upper_bound(mut self, key: impl Into<Vec<u8>>) -> Self {
+        self.upper_bound = Some(key.into());
+        self
+    }
+    /// Restricts iterators to keys starting with `prefix`.
+    pub fn prefix(mut self, prefix: &[u8]) -> Self {
+        self.lower_bound = Some(prefix.to_vec());
+        self.upper_bound = prefix_successor(prefix);
+        self
+    }
+    /// Sets [`ReadOptions::fill_cache`].
+    pub fn fill_cache(mut self, fill: bool) -> Self {
+        self.fill_cache = fill;
+        self
+    }
+}
+
+/// The smallest key greater than every key starting with `prefix`, or `None`
+/// if there is none (the prefix is empty or all `0xff`).
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut v = prefix.to_vec();
+    while let Some(last) = v.pop() {
+        if last != 0xff {
+            v.push(last + 1);
+            return Some(v);
+        }
+    }
+    None
+}

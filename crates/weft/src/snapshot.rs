@@ -1,0 +1,115 @@
+//! Snapshots: a pinned sequence number that reads can use, and that keeps
+//! merges from dropping the versions it can see.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::key::SequenceNumber;
+
+/// A point-in-time view of the database. Reads with
+/// [`crate::ReadOptions::snapshot`] see exactly the writes acknowledged
+/// before [`crate::Db::snapshot`] returned. Cheap to clone; the view is
+/// released when the last clone is dropped.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+/// db.put(b"k", b"old").unwrap();
+/// let snap = db.snapshot();
+/// db.put(b"k", b"new").unwrap();
+/// let at = weft::ReadOptions::new().snapshot(&snap);
+/// assert_eq!(db.get_opt(b"k", &at).unwrap().as_deref(), Some(&b"old"[..]));
+/// assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"new"[..]));
+/// ```
+#[derive(Clone)]
+pub struct Snapshot {
+    inner: Arc<SnapshotHandle>,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("sequence", &self.sequence())
+            .finish()
+    }
+}
+
+impl Snapshot {
+    /// The sequence number this snapshot reads at.
+    pub fn sequence(&self) -> SequenceNumber {
+        self.inner.seq
+    }
+}
+
+struct SnapshotHandle {
+    seq: SequenceNumber,
+    list: Arc<SnapshotList>,
+}
+
+impl Drop for SnapshotHandle {
+    fn drop(&mut self) {
+        self.list.release(self.seq);
+    }
+}
+
+/// The set of live snapshots, as a multiset of sequences.
+#[derive(Default)]
+pub(crate) struct SnapshotList {
+    live: Mutex<BTreeMap<SequenceNumber, usize>>,
+}
+
+impl SnapshotList {
+    /// Registers a snapshot at `seq`. The caller must hold whatever keeps
+    /// `seq` from being garbage collected until the registration is visible
+    /// (the engine reads the visible sequence under the same lock).
+    pub(crate) fn acquire(self: &Arc<Self>, seq: SequenceNumber) -> Snapshot {
+        *self.live.lock().entry(seq).or_insert(0) += 1;
+        Snapshot {
+            inner: Arc::new(SnapshotHandle {
+                seq,
+                list: Arc::clone(self),
+            }),
+        }
+    }
+
+    /// Registers a snapshot at the sequence `current()` returns, atomically
+    /// with respect to [`SnapshotList::sequences`].
+    pub(crate) fn acquire_with(
+        self: &Arc<Self>,
+        current: impl FnOnce() -> SequenceNumber,
+    ) -> Snapshot {
+        let mut live = self.live.lock();
+        let seq = current();
+        *live.entry(seq).or_insert(0) += 1;
+        drop(live);
+        Snapshot {
+            inner: Arc::new(SnapshotHandle {
+                seq,
+                list: Arc::clone(self),
+            }),
+        }
+    }
+
+    fn release(&self, seq: SequenceNumber) {
+        let mut live = self.live.lock();
+        match live.get_mut(&seq) {
+            Some(n) if *n > 1 => *n -= 1,
+            Some(_) => {
+                live.remove(&seq);
+            }
+            None => debug_assert!(false, "released snapshot {seq} was not registered"),
+        }
+    }
+
+    /// Sequences of all live snapshots, ascending, each once.
+    pub(crate) fn sequences(&self) -> Vec<SequenceNumber> {
+        self.live.lock().keys().copied().collect()
+    }
+
+    /// Number of live snapshots (counting clones of one registration once).
+    pub(crate) fn len(&self) -> usize {
+        self.live.lock().values().sum()
+    }
+}

@@ -1,0 +1,78 @@
+//! Engine statistics, as returned by [`crate::Db::stats`].
+
+/// A point-in-time summary of the engine's state and counters.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Latest visible sequence number.
+    pub sequence: u64,
+    /// The memtable kind in use.
+    pub memtable_kind: String,
+    /// Bytes held by the active memtable.
+    pub active_memtable_bytes: u64,
+    /// Immutable memtables waiting for flush.
+    pub immutable_memtables: usize,
+    /// Bytes held by immutable memtables.
+    pub immutable_memtable_bytes: u64,
+    /// Live snapshots.
+    pub live_snapshots: usize,
+    /// Every partition, in key order.
+    pub partitions: Vec<PartitionStats>,
+    /// Bytes of keys and values handed to the write path by users.
+    pub user_bytes_written: u64,
+    /// Bytes written to write-ahead logs.
+    pub wal_bytes_written: u64,
+    /// Bytes of tables written by flushes.
+    pub flush_bytes_written: u64,
+    /// Bytes of tables written by merges.
+    pub merge_bytes_written: u64,
+    /// Bytes written to the manifest.
+    pub manifest_bytes_written: u64,
+    /// All bytes written divided by user bytes written (0 when none).
+    pub write_amplification: f64,
+    /// Block cache counters.
+    pub block_cache: CacheStats,
+    /// Flushes completed.
+    pub flushes: u64,
+    /// Merges (UnsortedStore → SortedStore) completed.
+    pub merges: u64,
+    /// Writes delayed because flush or merge was falling behind.
+    pub write_slowdowns: u64,
+    /// Writes that had to wait for flush or merge to make room.
+    pub write_stalls: u64,
+    /// Bytes dropped from the tail of the last WAL at open (a torn write).
+    pub wal_tail_truncated_bytes: u64,
+}
+
+/// One range partition.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct PartitionStats {
+    /// Partition id.
+    pub id: u64,
+    /// Inclusive lower bound of its key range (empty = unbounded).
+    pub lower: Vec<u8>,
+    /// Exclusive upper bound (`None` = unbounded).
+    pub upper: Option<Vec<u8>>,
+    /// Tables in the UnsortedStore.
+    pub unsorted_tables: usize,
+    /// Bytes of UnsortedStore tables.
+    pub unsorted_bytes: u64,
+    /// Tables in the SortedStore.
+    pub sorted_tables: usize,
+    /// Bytes of SortedStore tables.
+    pub sorted_bytes: u64,
+}
+
+/// Block cache counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Capacity in bytes.
+    pub capacity: u64,
+    /// Bytes currently charged.
+    pub usage: u64,
+    /// Lookups that found their block.
+    pub hits: u64,
+    /// Lookups that did not.
+    pub misses: u64,
+}
