@@ -230,7 +230,7 @@ impl<'a> Iterator for BatchIter<'a> {
             self.remaining = 0;
             return bad("unknown op kind");
         };
-        let mut take = |d: &mut &'a [u8]| -> Option<&'a [u8]> {
+        let take = |d: &mut &'a [u8]| -> Option<&'a [u8]> {
             let (len, n) = get_varint32(d)?;
             let end = n.checked_add(len as usize)?;
             let s = d.get(n..end)?;

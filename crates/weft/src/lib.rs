@@ -16,6 +16,7 @@
 
 #![deny(missing_docs)]
 
+mod background;
 pub mod batch;
 pub mod cache;
 mod db;
@@ -23,10 +24,12 @@ pub mod error;
 pub mod filename;
 pub mod iter;
 pub mod key;
+pub mod manifest;
 pub mod memtable;
 pub mod options;
 pub mod snapshot;
 pub mod stats;
+pub mod store;
 pub mod table;
 pub mod wal;
 

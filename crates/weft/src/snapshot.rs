@@ -61,19 +61,6 @@ pub(crate) struct SnapshotList {
 }
 
 impl SnapshotList {
-    /// Registers a snapshot at `seq`. The caller must hold whatever keeps
-    /// `seq` from being garbage collected until the registration is visible
-    /// (the engine reads the visible sequence under the same lock).
-    pub(crate) fn acquire(self: &Arc<Self>, seq: SequenceNumber) -> Snapshot {
-        *self.live.lock().entry(seq).or_insert(0) += 1;
-        Snapshot {
-            inner: Arc::new(SnapshotHandle {
-                seq,
-                list: Arc::clone(self),
-            }),
-        }
-    }
-
     /// Registers a snapshot at the sequence `current()` returns, atomically
     /// with respect to [`SnapshotList::sequences`].
     pub(crate) fn acquire_with(

@@ -107,6 +107,10 @@ impl Table {
     pub fn iter(self: &Arc<Self>) -> TableIter {
         unimplemented!()
     }
+    /// A cursor that may bypass the block cache.
+    pub fn iter_with_fill_cache(self: &Arc<Self>, _fill: bool) -> TableIter {
+        unimplemented!()
+    }
     /// Reads and verifies every block; returns the number of blocks.
     pub fn verify_checksums(&self) -> Result<u64> {
         unimplemented!()

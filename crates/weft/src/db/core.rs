@@ -1,0 +1,237 @@
+//! The engine's shared state (`Core`), the super version readers pin, and
+//! the counters behind [`crate::Stats`].
+//!
+//! Locking, in the only order they may be taken: `queue` (write group
+//! membership) → `state` (memtables, version, manifest, file numbers) → `wal`.
+//! The write leader holds none of them while it appends to the WAL or inserts
+//! into the memtable; it is the only thread that touches the WAL between
+//! rotations, so its mutex is never contended.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::write::Writer;
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::key::SequenceNumber;
+use crate::manifest::ManifestWriter;
+use crate::memtable::Memtable;
+use crate::options::Options;
+use crate::snapshot::SnapshotList;
+use crate::store::Version;
+use crate::table::TableOptions;
+use crate::wal::LogWriter;
+
+/// What a read pins: the memtables and the store version of one moment.
+pub(crate) struct SuperVersion {
+    /// The active memtable.
+    pub mem: Arc<dyn Memtable>,
+    /// Immutable memtables, newest first.
+    pub imms: Vec<Arc<dyn Memtable>>,
+    /// The store.
+    pub version: Arc<Version>,
+}
+
+/// A memtable waiting for flush, with the WAL that covers it.
+pub(crate) struct ImmutableMemtable {
+    pub mem: Arc<dyn Memtable>,
+    pub wal_number: u64,
+}
+
+/// Everything guarded by `Core::state`.
+pub(crate) struct EngineState {
+    pub mem: Arc<dyn Memtable>,
+    pub mem_wal: u64,
+    /// Oldest first.
+    pub imms: VecDeque<ImmutableMemtable>,
+    pub version: Arc<Version>,
+    pub manifest: ManifestWriter,
+    pub next_file_number: u64,
+    pub log_number: u64,
+    /// Memtables ever made immutable / ever flushed (for `Db::flush` waits).
+    pub imm_created: u64,
+    pub imm_flushed: u64,
+    /// Partitions a manual `compact()` asked to merge.
+    pub manual_merges: BTreeSet<u64>,
+    pub shutting_down: bool,
+}
+
+impl EngineState {
+    /// Allocates a file number.
+    pub fn new_file_number(&mut self) -> u64 {
+        let n = self.next_file_number;
+        self.next_file_number += 1;
+        n
+    }
+}
+
+/// The WAL being appended to.
+pub(crate) struct ActiveWal {
+    pub writer: LogWriter,
+}
+
+/// Monotonic counters, read by `stats()`.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub user_bytes: AtomicU64,
+    pub wal_bytes: AtomicU64,
+    pub flush_bytes: AtomicU64,
+    pub merge_bytes: AtomicU64,
+    pub manifest_bytes: AtomicU64,
+    pub flushes: AtomicU64,
+    pub merges: AtomicU64,
+    pub slowdowns: AtomicU64,
+    pub stalls: AtomicU64,
+    pub wal_truncated: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// The engine, shared by `Db` handles and the background thread.
+pub(crate) struct Core {
+    pub dir: PathBuf,
+    pub options: Options,
+    pub table_options: TableOptions,
+    pub cache: Arc<BlockCache>,
+    pub snapshots: Arc<SnapshotList>,
+    /// Highest sequence whose write (and every earlier one) is complete.
+    pub visible_seq: AtomicU64,
+    /// Highest sequence handed out (write leader only).
+    pub last_seq: AtomicU64,
+    pub queue: Mutex<VecDeque<Arc<Writer>>>,
+    pub wal: Mutex<ActiveWal>,
+    pub state: Mutex<EngineState>,
+    /// Signalled on every state change that someone may wait for: work for
+    /// the background thread, room for stalled writers, finished flushes.
+    pub state_cv: Condvar,
+    pub super_version: RwLock<Arc<SuperVersion>>,
+    poisoned: AtomicBool,
+    poison_reason: Mutex<Option<String>>,
+    pub closed: AtomicBool,
+    pub counters: Counters,
+}
+
+impl Core {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        dir: PathBuf,
+        options: Options,
+        cache: Arc<BlockCache>,
+        state: EngineState,
+        wal: ActiveWal,
+        last_seq: SequenceNumber,
+        counters: Counters,
+    ) -> Core {
+        let table_options = TableOptions {
+            block_size: options.block_size,
+            restart_interval: 16,
+            bloom_bits_per_key: options.bloom_bits_per_key,
+        };
+        let sv = Arc::new(SuperVersion {
+            mem: Arc::clone(&state.mem),
+            imms: Vec::new(),
+            version: Arc::clone(&state.version),
+        });
+        Core {
+            dir,
+            options,
+            table_options,
+            cache,
+            snapshots: Arc::new(SnapshotList::default()),
+            visible_seq: AtomicU64::new(last_seq),
+            last_seq: AtomicU64::new(last_seq),
+            queue: Mutex::new(VecDeque::new()),
+            wal: Mutex::new(wal),
+            state: Mutex::new(state),
+            state_cv: Condvar::new(),
+            super_version: RwLock::new(sv),
+            poisoned: AtomicBool::new(false),
+            poison_reason: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            counters,
+        }
+    }
+
+    /// Publishes a new super version built from `st`. Called with the state
+    /// lock held after every change to memtables or version.
+    pub fn install_super_version(&self, st: &EngineState) {
+        let sv = Arc::new(SuperVersion {
+            mem: Arc::clone(&st.mem),
+            imms: st.imms.iter().rev().map(|i| Arc::clone(&i.mem)).collect(),
+            version: Arc::clone(&st.version),
+        });
+        *self.super_version.write() = sv;
+    }
+
+    /// The current super version.
+    pub fn super_version(&self) -> Arc<SuperVersion> {
+        Arc::clone(&self.super_version.read())
+    }
+
+    /// The latest visible sequence.
+    pub fn visible(&self) -> SequenceNumber {
+        self.visible_seq.load(Ordering::Acquire)
+    }
+
+    /// Refuses writes from now on (a WAL, manifest or flush failure).
+    pub fn poison(&self, reason: &Error) {
+        let mut r = self.poison_reason.lock();
+        if r.is_none() {
+            *r = Some(reason.to_string());
+        }
+        self.poisoned.store(true, Ordering::Release);
+        drop(r);
+        // Wake stalled writers and flush waiters so they see it.
+        let _st = self.state.lock();
+        self.state_cv.notify_all();
+    }
+
+    /// `Err(Poisoned)` if an earlier failure poisoned the database, and
+    /// `Err(Closed)` after close.
+    pub fn check_writable(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if self.poisoned.load(Ordering::Acquire) {
+            let r = self.poison_reason.lock().clone().unwrap_or_default();
+            return Err(Error::Poisoned(r));
+        }
+        Ok(())
+    }
+
+    /// True once poisoned.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+}
+
+/// Gives each member of a write group its own copy of the leader's error.
+pub(crate) fn share_error(e: &Error) -> Error {
+    match e {
+        Error::Io { context, source } => Error::Io {
+            context: context.clone(),
+            source: std::io::Error::new(source.kind(), source.to_string()),
+        },
+        Error::Corruption {
+            file,
+            offset,
+            reason,
+        } => Error::Corruption {
+            file: file.clone(),
+            offset: *offset,
+            reason: reason.clone(),
+        },
+        Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+        Error::Poisoned(m) => Error::Poisoned(m.clone()),
+        Error::Locked { path } => Error::Locked { path: path.clone() },
+        Error::Closed => Error::Closed,
+    }
+}

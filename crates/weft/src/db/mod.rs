@@ -1,0 +1,470 @@
+//! The database: the public API over the write path ([`write`]), the read
+//! path, recovery ([`open`]) and background work ([`crate::background`]).
+
+pub(crate) mod core;
+mod open;
+mod write;
+
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::Mutex;
+
+use self::core::Core;
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::iter::visible::VisibleIter;
+use crate::iter::{DbIterator, MergingIter, Range};
+use crate::key::{SequenceNumber, ValueKind, MAX_KEY_SIZE};
+use crate::options::{prefix_successor, Options, ReadOptions, WriteOptions};
+use crate::snapshot::Snapshot;
+use crate::stats::{PartitionStats, Stats};
+use crate::wal::{LogRead, LogReader};
+
+/// An open database. Cheap to clone (an `Arc` inside), `Send + Sync`: share
+/// it between threads freely. Dropping the last clone closes it.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+/// db.put(b"hello", b"world").unwrap();
+/// assert_eq!(db.get(b"hello").unwrap().as_deref(), Some(&b"world"[..]));
+/// db.delete(b"hello").unwrap();
+/// assert_eq!(db.get(b"hello").unwrap(), None);
+/// ```
+#[derive(Clone)]
+pub struct Db {
+    inner: Arc<DbHandle>,
+}
+
+/// Owns the engine for all `Db` clones; closes it when the last goes.
+struct DbHandle {
+    core: Arc<Core>,
+    background: Mutex<Option<JoinHandle<()>>>,
+    _lock: open::DirLock,
+}
+
+impl Drop for DbHandle {
+    fn drop(&mut self) {
+        let _ = shutdown(&self.core, &self.background);
+    }
+}
+
+/// Stops background work (after its current job) and syncs the WAL.
+fn shutdown(core: &Core, background: &Mutex<Option<JoinHandle<()>>>) -> Result<()> {
+    if core.closed.swap(true, Ordering::AcqRel) {
+        return Ok(());
+    }
+    {
+        let mut st = core.state.lock();
+        st.shutting_down = true;
+        core.state_cv.notify_all();
+    }
+    if let Some(h) = background.lock().take() {
+        let _ = h.join();
+    }
+    // Writers hold no lock between calls, so the WAL is quiescent once every
+    // caller has returned; a racing writer gets `Closed`.
+    let _q = core.queue.lock();
+    core.wal.lock().writer.sync()
+}
+
+/// Result of [`Db::verify_checksums`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CheckReport {
+    /// Files verified.
+    pub files: u64,
+    /// Checksummed blocks or records verified.
+    pub blocks: u64,
+    /// Bytes verified.
+    pub bytes: u64,
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_SIZE {
+        return Err(Error::InvalidArgument(format!(
+            "key of {} bytes exceeds the limit of {MAX_KEY_SIZE} bytes",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+fn bound_to_vec<K: AsRef<[u8]>>(b: Bound<&K>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+impl Db {
+    /// Opens (or creates) the database in `path`, recovering from any crash.
+    ///
+    /// Fails with [`Error::Locked`] if another process has it open.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        let opened = open::open(path.as_ref(), options)?;
+        let core = opened.core;
+        let bg_core = Arc::clone(&core);
+        let handle = std::thread::Builder::new()
+            .name("weft-background".into())
+            .spawn(move || crate::background::run(bg_core))
+            .map_err(|e| Error::io("starting the background thread", e))?;
+        Ok(Db {
+            inner: Arc::new(DbHandle {
+                core,
+                background: Mutex::new(Some(handle)),
+                _lock: opened.lock,
+            }),
+        })
+    }
+
+    fn core(&self) -> &Core {
+        &self.inner.core
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_opt(key, value, &WriteOptions::default())
+    }
+
+    /// Sets `key` to `value` with options (e.g. `sync`).
+    pub fn put_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write(b, opts)
+    }
+
+    /// Deletes `key` (a no-op if absent).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_opt(key, &WriteOptions::default())
+    }
+
+    /// Deletes `key` with options.
+    pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write(b, opts)
+    }
+
+    /// Applies `batch` atomically: after any crash, all of it or none.
+    pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        batch.validate()?;
+        if batch.approximate_size() > u32::MAX as usize / 2 {
+            return Err(Error::InvalidArgument(format!(
+                "write batch of {} bytes exceeds the 2 GiB limit",
+                batch.approximate_size()
+            )));
+        }
+        self.core().write(batch, opts.sync, false)
+    }
+
+    /// The latest value of `key`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.get_opt(key, &ReadOptions::new())
+    }
+
+    /// The value of `key` under `opts` (e.g. at a snapshot).
+    pub fn get_opt(&self, key: impl AsRef<[u8]>, opts: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        let core = self.core();
+        // Pin first, then read the sequence: everything visible at that
+        // sequence is then in the pinned memtables or tables.
+        let sv = core.super_version();
+        let seq = self.read_sequence(opts);
+        let found = |kind: ValueKind, v: &[u8]| match kind {
+            ValueKind::Put => Some(v.to_vec()),
+            ValueKind::Delete => None,
+        };
+        if let Some(f) = sv.mem.get(key, seq) {
+            return Ok(found(f.kind, f.value));
+        }
+        for m in &sv.imms {
+            if let Some(f) = m.get(key, seq) {
+                return Ok(found(f.kind, f.value));
+            }
+        }
+        Ok(match sv.version.get(key, seq)? {
+            Some((_, ValueKind::Put, v)) => Some(v),
+            _ => None,
+        })
+    }
+
+    fn read_sequence(&self, opts: &ReadOptions) -> SequenceNumber {
+        match &opts.snapshot {
+            Some(s) => s.sequence(),
+            None => self.core().visible(),
+        }
+    }
+
+    /// Pins the current state: reads with this snapshot see exactly the
+    /// writes acknowledged before this call returned.
+    pub fn snapshot(&self) -> Snapshot {
+        let core = self.core();
+        core.snapshots.acquire_with(|| core.visible())
+    }
+
+    /// A cursor over the database at one snapshot (an atomic scan), bounded
+    /// by `opts.lower_bound` / `opts.upper_bound`.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// for k in ["a", "b", "c"] { db.put(k, k.to_uppercase()).unwrap(); }
+    /// let mut it = db.iter(&weft::ReadOptions::new().lower_bound("b")).unwrap();
+    /// it.seek_to_last().unwrap();
+    /// assert_eq!(it.key(), b"c");
+    /// it.prev().unwrap();
+    /// assert_eq!(it.value(), b"B");
+    /// it.prev().unwrap();
+    /// assert!(!it.valid());
+    /// ```
+    pub fn iter(&self, opts: &ReadOptions) -> Result<DbIterator> {
+        let sv = self.core().super_version();
+        let seq = self.read_sequence(opts);
+        Ok(self.iter_at(opts, sv, seq))
+    }
+
+    fn iter_at(
+        &self,
+        opts: &ReadOptions,
+        sv: Arc<core::SuperVersion>,
+        seq: SequenceNumber,
+    ) -> DbIterator {
+        let mut children = Vec::new();
+        for m in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
+            m.prepare_scan(seq);
+            children.push(VisibleIter::new(Arc::clone(m).iter(), seq));
+        }
+        for it in sv.version.iters(opts.fill_cache) {
+            children.push(VisibleIter::new(it, seq));
+        }
+        let merged = MergingIter::new(children);
+        DbIterator::new(
+            merged,
+            opts.lower_bound.clone(),
+            opts.upper_bound.clone(),
+            sv,
+        )
+    }
+
+    fn range_from(&self, opts: &ReadOptions) -> Range {
+        let sv = self.core().super_version();
+        let seq = self.read_sequence(opts);
+        let front = self.iter_at(opts, Arc::clone(&sv), seq);
+        let back = self.iter_at(opts, sv, seq);
+        Range::new(front, back)
+    }
+
+    /// Pairs with keys in `range`, in key order; `.rev()` for reverse.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// for k in ["a", "b", "c", "d"] { db.put(k, "v").unwrap(); }
+    /// let keys: Vec<Vec<u8>> = db.range("b".."d").unwrap().rev().map(|r| r.unwrap().0).collect();
+    /// assert_eq!(keys, vec![b"c".to_vec(), b"b".to_vec()]);
+    /// ```
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<Range> {
+        self.range_opt(range, &ReadOptions::new())
+    }
+
+    /// Like [`Db::range`] with read options (e.g. a snapshot); the range
+    /// narrows any bounds set in `opts`.
+    pub fn range_opt<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        range: R,
+        opts: &ReadOptions,
+    ) -> Result<Range> {
+        let mut o = opts.clone();
+        // Turn the range into [lower, upper) bounds.
+        let lower = match bound_to_vec(range.start_bound()) {
+            Bound::Included(k) => Some(k),
+            Bound::Excluded(mut k) => {
+                k.push(0);
+                Some(k)
+            }
+            Bound::Unbounded => None,
+        };
+        let upper = match bound_to_vec(range.end_bound()) {
+            Bound::Included(mut k) => {
+                k.push(0);
+                Some(k)
+            }
+            Bound::Excluded(k) => Some(k),
+            Bound::Unbounded => None,
+        };
+        if let Some(l) = lower {
+            o.lower_bound = Some(match o.lower_bound.take() {
+                Some(x) if x > l => x,
+                _ => l,
+            });
+        }
+        if let Some(u) = upper {
+            o.upper_bound = Some(match o.upper_bound.take() {
+                Some(x) if x < u => x,
+                _ => u,
+            });
+        }
+        Ok(self.range_from(&o))
+    }
+
+    /// Pairs whose key starts with `prefix`, in key order.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<Range> {
+        let p = prefix.as_ref();
+        let opts = ReadOptions {
+            lower_bound: Some(p.to_vec()),
+            upper_bound: prefix_successor(p),
+            ..ReadOptions::new()
+        };
+        Ok(self.range_from(&opts))
+    }
+
+    /// Writes the memtables to tables and waits until they are durable there.
+    pub fn flush(&self) -> Result<()> {
+        let core = self.core();
+        core.write(WriteBatch::new(), false, true)?;
+        let mut st = core.state.lock();
+        let target = st.imm_created;
+        while st.imm_flushed < target {
+            core.check_writable()?;
+            core.state_cv.wait(&mut st);
+        }
+        Ok(())
+    }
+
+    /// Flushes, then merges every partition's UnsortedStore into its
+    /// SortedStore, and waits.
+    pub fn compact(&self) -> Result<()> {
+        self.flush()?;
+        let core = self.core();
+        let mut st = core.state.lock();
+        let ids: Vec<u64> = st.version.partitions.iter().map(|p| p.id).collect();
+        st.manual_merges.extend(ids);
+        core.state_cv.notify_all();
+        while !st.manual_merges.is_empty() {
+            core.check_writable()?;
+            core.state_cv.wait(&mut st);
+        }
+        Ok(())
+    }
+
+    /// Verifies every checksum of every live file: tables, the manifest and
+    /// the WALs. Returns what was checked; the first failure is an
+    /// `Error::Corruption` naming file and offset.
+    pub fn verify_checksums(&self) -> Result<CheckReport> {
+        let core = self.core();
+        let (sv, manifest_number, wal_numbers) = {
+            let st = core.state.lock();
+            let mut wals: Vec<u64> = st.imms.iter().map(|i| i.wal_number).collect();
+            wals.push(st.mem_wal);
+            (core.super_version(), st.manifest.number(), wals)
+        };
+        let mut report = CheckReport::default();
+        for t in sv.version.all_tables() {
+            report.blocks += t.table.verify_checksums()?;
+            report.files += 1;
+            report.bytes += t.meta.size;
+        }
+        let mut logs = vec![(
+            crate::filename::manifest_path(&core.dir, manifest_number),
+            false,
+        )];
+        let n = wal_numbers.len();
+        for (i, w) in wal_numbers.into_iter().enumerate() {
+            // The active WAL may be mid-append: a torn tail there is expected.
+            logs.push((crate::filename::wal_path(&core.dir, w), i + 1 == n));
+        }
+        for (path, active) in logs {
+            let mut r = LogReader::open(&path)?;
+            loop {
+                match r.read()? {
+                    LogRead::Record { payload, .. } => {
+                        report.blocks += 1;
+                        report.bytes += payload.len() as u64;
+                    }
+                    LogRead::End => break,
+                    LogRead::Bad { at_tail: true, .. } if active => break,
+                    LogRead::Bad { offset, reason, .. } => {
+                        return Err(Error::corruption(&path, offset, reason))
+                    }
+                }
+            }
+            report.files += 1;
+        }
+        Ok(report)
+    }
+
+    /// Engine statistics.
+    pub fn stats(&self) -> Stats {
+        let core = self.core();
+        let sv = core.super_version();
+        let c = &core.counters;
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let user = load(&c.user_bytes);
+        let written = load(&c.wal_bytes)
+            + load(&c.flush_bytes)
+            + load(&c.merge_bytes)
+            + load(&c.manifest_bytes);
+        Stats {
+            sequence: core.visible(),
+            memtable_kind: core.options.memtable.name().to_string(),
+            active_memtable_bytes: sv.mem.approximate_memory() as u64,
+            immutable_memtables: sv.imms.len(),
+            immutable_memtable_bytes: sv.imms.iter().map(|m| m.approximate_memory() as u64).sum(),
+            live_snapshots: core.snapshots.len(),
+            partitions: sv
+                .version
+                .partitions
+                .iter()
+                .map(|p| PartitionStats {
+                    id: p.id,
+                    lower: p.lower.clone(),
+                    upper: p.upper.clone(),
+                    unsorted_tables: p.unsorted.len(),
+                    unsorted_bytes: p.unsorted_bytes(),
+                    sorted_tables: p.sorted.len(),
+                    sorted_bytes: p.sorted_bytes(),
+                })
+                .collect(),
+            user_bytes_written: user,
+            wal_bytes_written: load(&c.wal_bytes),
+            flush_bytes_written: load(&c.flush_bytes),
+            merge_bytes_written: load(&c.merge_bytes),
+            manifest_bytes_written: load(&c.manifest_bytes),
+            write_amplification: if user == 0 {
+                0.0
+            } else {
+                written as f64 / user as f64
+            },
+            block_cache: core.cache.stats(),
+            flushes: load(&c.flushes),
+            merges: load(&c.merges),
+            write_slowdowns: load(&c.slowdowns),
+            write_stalls: load(&c.stalls),
+            wal_tail_truncated_bytes: load(&c.wal_truncated),
+        }
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.core().dir
+    }
+
+    /// Stops background work (after its current job), syncs the WAL and
+    /// closes the database. Other clones of this `Db` get [`Error::Closed`]
+    /// from then on; the directory lock is released when the last is dropped.
+    pub fn close(self) -> Result<()> {
+        shutdown(&self.inner.core, &self.inner.background)
+    }
+}

@@ -1,0 +1,317 @@
+//! The write path: group commit, sequence assignment, WAL append, memtable
+//! inserts, and in-order publication of the visible sequence.
+//!
+//! Writers queue up (LevelDB's design). The writer at the front is the
+//! *leader*: it takes the queue's head as a group, makes room in the memtable
+//! (rotating it, or waiting for flush), gives the group consecutive sequences,
+//! appends the whole group to the WAL as **one record** (so the group is
+//! atomic on recovery) and fsyncs once if any member asked for `sync`. Then
+//! the memtable inserts run — concurrently on the members' own threads when
+//! the group is large enough to pay for the wake-ups. Only when every insert
+//! of the group is done does the leader publish the group's last sequence as
+//! visible, acknowledge the members, and hand leadership to the next writer.
+//! Sequences therefore become visible strictly in order: a reader never sees
+//! a write without every write acknowledged before it (TeksDB's "last
+//! committed sequence").
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use super::core::{share_error, ActiveWal, Core, Counters, EngineState, ImmutableMemtable};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::key::SequenceNumber;
+use crate::memtable::{new_memtable, Memtable};
+use crate::wal::LogWriter;
+
+/// Largest group the leader assembles (bytes of batches).
+const MAX_GROUP_BYTES: usize = 1 << 20;
+/// Average operations per member above which members insert in parallel.
+const PARALLEL_INSERT_MIN_OPS: usize = 32;
+
+enum WriterState {
+    Pending,
+    /// Insert your batch at `seq` into `mem`, then report to `job`.
+    Insert {
+        mem: Arc<dyn Memtable>,
+        seq: SequenceNumber,
+        job: Arc<InsertJob>,
+    },
+    Done(Option<Error>),
+}
+
+/// One caller of `Db::write` waiting in the queue.
+pub(crate) struct Writer {
+    batch: Mutex<WriteBatch>,
+    sync: bool,
+    /// A flush request: rotate the memtable even if it is not full.
+    rotate: bool,
+    state: Mutex<WriterState>,
+    cv: Condvar,
+}
+
+/// Counts outstanding member inserts of one group.
+struct InsertJob {
+    remaining: Mutex<usize>,
+    cv: Condvar,
+}
+
+impl InsertJob {
+    fn finish_one(&self) {
+        let mut r = self.remaining.lock();
+        *r -= 1;
+        if *r == 0 {
+            self.cv.notify_all();
+        }
+    }
+}
+
+fn insert_batch(mem: &dyn Memtable, batch: &WriteBatch, first_seq: SequenceNumber) {
+    for (i, op) in batch.iter().enumerate() {
+        // The batch was validated before it was queued, so decoding succeeds.
+        if let Ok(op) = op {
+            mem.insert(op.key, first_seq + i as u64, op.kind, op.value);
+        }
+    }
+}
+
+impl Core {
+    /// Applies `batch` (validated by the caller) through the queue.
+    pub(crate) fn write(&self, batch: WriteBatch, sync: bool, rotate: bool) -> Result<()> {
+        self.check_writable()?;
+        let user_bytes = batch.approximate_size() as u64;
+        let w = Arc::new(Writer {
+            batch: Mutex::new(batch),
+            sync,
+            rotate,
+            state: Mutex::new(WriterState::Pending),
+            cv: Condvar::new(),
+        });
+        let mut q = self.queue.lock();
+        q.push_back(Arc::clone(&w));
+        loop {
+            let st = std::mem::replace(&mut *w.state.lock(), WriterState::Pending);
+            match st {
+                WriterState::Done(None) => return Ok(()),
+                WriterState::Done(Some(e)) => return Err(e),
+                WriterState::Insert { mem, seq, job } => {
+                    drop(q);
+                    insert_batch(mem.as_ref(), &w.batch.lock(), seq);
+                    job.finish_one();
+                    q = self.queue.lock();
+                }
+                WriterState::Pending => {
+                    if q.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
+                        break;
+                    }
+                    w.cv.wait(&mut q);
+                }
+            }
+        }
+
+        // Leader: take a group from the head of the queue.
+        let mut group = vec![Arc::clone(&w)];
+        if !w.rotate {
+            let mut bytes = w.batch.lock().approximate_size();
+            for m in q.iter().skip(1) {
+                if m.rotate {
+                    break;
+                }
+                let b = m.batch.lock().approximate_size();
+                if bytes + b > MAX_GROUP_BYTES {
+                    break;
+                }
+                bytes += b;
+                group.push(Arc::clone(m));
+            }
+        }
+        drop(q);
+
+        let result = self.commit_group(&group);
+        if result.is_ok() {
+            Counters::add(&self.counters.user_bytes, user_bytes);
+        }
+
+        let mut q = self.queue.lock();
+        for m in &group {
+            let front = q.pop_front();
+            debug_assert!(
+                front.is_some_and(|f| Arc::ptr_eq(&f, m)),
+                "group is the queue's head"
+            );
+            if !Arc::ptr_eq(m, &w) {
+                if result.is_ok() {
+                    Counters::add(
+                        &self.counters.user_bytes,
+                        m.batch.lock().approximate_size() as u64,
+                    );
+                }
+                *m.state.lock() = WriterState::Done(result.as_ref().err().map(share_error));
+                m.cv.notify_one();
+            }
+        }
+        if let Some(next) = q.front() {
+            next.cv.notify_one();
+        }
+        result
+    }
+
+    fn commit_group(&self, group: &[Arc<Writer>]) -> Result<()> {
+        self.check_writable()?;
+        let mem = self.make_room(group[0].rotate)?;
+        let ops: usize = group.iter().map(|m| m.batch.lock().len()).sum();
+        if ops == 0 {
+            return Ok(());
+        }
+
+        // Sequences.
+        let first = self.last_seq.load(Ordering::Relaxed) + 1;
+        let mut seqs = Vec::with_capacity(group.len());
+        let mut next = first;
+        for m in group {
+            let mut b = m.batch.lock();
+            b.set_sequence(next);
+            seqs.push(next);
+            next += b.len() as u64;
+        }
+        let last = next - 1;
+        if last > crate::key::MAX_SEQUENCE {
+            let e = Error::Poisoned("sequence numbers exhausted".into());
+            self.poison(&e);
+            return Err(e);
+        }
+
+        // One WAL record for the whole group.
+        let sync = group.iter().any(|m| m.sync);
+        let wal_result = {
+            let mut wal = self.wal.lock();
+            let r = if group.len() == 1 {
+                wal.writer.add_record(group[0].batch.lock().encoded())
+            } else {
+                let mut all = group[0].batch.lock().clone();
+                for m in &group[1..] {
+                    all.append(&m.batch.lock());
+                }
+                wal.writer.add_record(all.encoded())
+            };
+            r.and_then(|n| {
+                Counters::add(&self.counters.wal_bytes, n);
+                if sync {
+                    wal.writer.sync()?;
+                }
+                Ok(())
+            })
+        };
+        if let Err(e) = wal_result {
+            self.poison(&e);
+            return Err(e);
+        }
+        self.last_seq.store(last, Ordering::Relaxed);
+
+        // Memtable inserts.
+        if group.len() > 1 && ops / group.len() >= PARALLEL_INSERT_MIN_OPS {
+            let job = Arc::new(InsertJob {
+                remaining: Mutex::new(group.len() - 1),
+                cv: Condvar::new(),
+            });
+            {
+                let _q = self.queue.lock();
+                for (m, &seq) in group.iter().zip(&seqs).skip(1) {
+                    *m.state.lock() = WriterState::Insert {
+                        mem: Arc::clone(&mem),
+                        seq,
+                        job: Arc::clone(&job),
+                    };
+                    m.cv.notify_one();
+                }
+            }
+            insert_batch(mem.as_ref(), &group[0].batch.lock(), seqs[0]);
+            let mut r = job.remaining.lock();
+            while *r > 0 {
+                job.cv.wait(&mut r);
+            }
+        } else {
+            for (m, &seq) in group.iter().zip(&seqs) {
+                insert_batch(mem.as_ref(), &m.batch.lock(), seq);
+            }
+        }
+
+        // Publish: every sequence up to `last` is complete.
+        debug_assert_eq!(self.visible_seq.load(Ordering::Relaxed), first - 1);
+        self.visible_seq.store(last, Ordering::Release);
+        Ok(())
+    }
+
+    /// Ensures the active memtable can take a write; rotates it when full (or
+    /// when `force`), slows writers when background work falls behind, and
+    /// stalls them — never fails them — when it is far behind.
+    fn make_room(&self, force: bool) -> Result<Arc<dyn Memtable>> {
+        let opts = &self.options;
+        let mut slowed = false;
+        let mut force = force;
+        let mut st = self.state.lock();
+        loop {
+            self.check_writable()?;
+            let unsorted = st.version.unsorted_tables();
+            let behind = st.imms.len() + 1 >= opts.max_immutable_memtables
+                && opts.max_immutable_memtables > 1
+                || unsorted >= opts.unsorted_slowdown_tables;
+            if behind && !slowed && !force {
+                slowed = true;
+                Counters::add(&self.counters.slowdowns, 1);
+                MutexGuard::unlocked(&mut st, || std::thread::sleep(Duration::from_millis(1)));
+                continue;
+            }
+            let full = st.mem.approximate_memory() >= opts.write_buffer_size || st.mem.is_full();
+            if !full && !(force && !st.mem.is_empty()) {
+                return Ok(Arc::clone(&st.mem));
+            }
+            if st.imms.len() >= opts.max_immutable_memtables
+                || unsorted >= opts.unsorted_stop_tables
+            {
+                Counters::add(&self.counters.stalls, 1);
+                self.state_cv.wait(&mut st);
+                continue;
+            }
+            self.rotate(&mut st)?;
+            force = false;
+        }
+    }
+
+    /// Makes the active memtable immutable and starts a new one with a new WAL.
+    fn rotate(&self, st: &mut EngineState) -> Result<()> {
+        let number = st.new_file_number();
+        let path = crate::filename::wal_path(&self.dir, number);
+        let writer = match LogWriter::create(&path) {
+            Ok(w) => w,
+            Err(e) => {
+                self.poison(&e);
+                return Err(e);
+            }
+        };
+        {
+            let mut wal = self.wal.lock();
+            // The old WAL must be durable before any write lands in the new
+            // one: otherwise a machine crash could keep later writes and lose
+            // earlier ones, breaking the prefix guarantee.
+            if let Err(e) = wal.writer.sync() {
+                self.poison(&e);
+                return Err(e);
+            }
+            *wal = ActiveWal { writer };
+        }
+        let old = std::mem::replace(&mut st.mem, new_memtable(self.options.memtable));
+        let old_wal = std::mem::replace(&mut st.mem_wal, number);
+        st.imms.push_back(ImmutableMemtable {
+            mem: old,
+            wal_number: old_wal,
+        });
+        st.imm_created += 1;
+        self.install_super_version(st);
+        self.state_cv.notify_all();
+        Ok(())
+    }
+}

@@ -1,0 +1,313 @@
+//! Writing tables from a merged stream of versions: the common core of flush
+//! (memtable → UnsortedStore table) and merge (UnsortedStore + SortedStore →
+//! new SortedStore tables).
+//!
+//! **Which versions survive.** Live snapshots cut the sequence space into
+//! stripes: a version belongs to the stripe of the oldest snapshot that can
+//! see it (or to the "latest" stripe above every snapshot). A reader in a
+//! stripe sees only the newest version of that stripe, so every older version
+//! of the same key in the same stripe is dropped. When the output is the
+//! bottom of the partition (a merge into the SortedStore: nothing older exists
+//! anywhere), a tombstone with no surviving older version below it is dropped
+//! too — it would shadow nothing. Flushes keep tombstones: older versions may
+//! sit in tables below.
+//!
+//! The snapshot list is read when the job starts. That is safe: every version
+//! in the input was already visible then, so a snapshot taken later reads at a
+//! sequence at least as high as the input's highest, i.e. in the latest stripe,
+//! whose newest versions are always kept.
+//!
+//! **Table cuts.** A user key's versions never straddle two output tables, so
+//! a SortedStore lookup needs exactly one table.
+
+use std::path::Path;
+
+use super::FileMeta;
+use crate::error::Result;
+use crate::iter::MergedEntries;
+use crate::key::{internal_key, SequenceNumber, ValueKind};
+use crate::table::{TableBuilder, TableOptions};
+
+/// Which versions a job keeps.
+#[derive(Debug, Clone)]
+pub struct RetentionPolicy {
+    /// Live snapshot sequences, ascending.
+    pub snapshots: Vec<SequenceNumber>,
+    /// Output is the bottom of the partition: drop tombstones that shadow nothing.
+    pub bottommost: bool,
+}
+
+impl RetentionPolicy {
+    fn stripe(&self, seq: SequenceNumber) -> usize {
+        self.snapshots.partition_point(|&s| s < seq)
+    }
+}
+
+/// Where a job's output goes.
+pub struct OutputSpec<'a> {
+    /// Database directory.
+    pub dir: &'a Path,
+    /// Table format options.
+    pub table: TableOptions,
+    /// Start a new table at the next user key once this size is reached
+    /// (`u64::MAX` = one table).
+    pub target_size: u64,
+    /// Stop before this user key (partition upper bound).
+    pub upper: Option<&'a [u8]>,
+}
+
+/// Counters of one job.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct JobStats {
+    /// Versions read from the input.
+    pub input_entries: u64,
+    /// Versions written.
+    pub output_entries: u64,
+    /// Bytes of tables written.
+    pub bytes_written: u64,
+}
+
+/// Writes the versions of `input` (positioned on its first entry) that
+/// `policy` keeps into new tables, stopping at `spec.upper`. `new_file`
+/// allocates a file number per table. Returns the tables written; the caller
+/// makes them live through the manifest (or deletes them on error).
+pub fn write_tables(
+    input: &mut MergedEntries,
+    policy: &RetentionPolicy,
+    spec: &OutputSpec<'_>,
+    new_file: &mut dyn FnMut() -> u64,
+    stats: &mut JobStats,
+) -> Result<Vec<FileMeta>> {
+    let mut out = Outputs {
+        spec,
+        builder: None,
+        done: Vec::new(),
+    };
+    let result = run(input, policy, &mut out, new_file, stats);
+    match result {
+        Ok(()) => {
+            out.finish_current()?;
+            stats.bytes_written += out.done.iter().map(|m| m.size).sum::<u64>();
+            Ok(out.done)
+        }
+        Err(e) => {
+            out.abandon();
+            Err(e)
+        }
+    }
+}
+
+/// The retention decision for a stream of versions, one key at a time.
+pub(crate) struct VersionFilter<'p> {
+    policy: &'p RetentionPolicy,
+    last_stripe: usize,
+    /// Tombstones held back in a bottommost job until an older surviving
+    /// version of the same key shows they are needed.
+    deferred: Vec<SequenceNumber>,
+}
+
+/// What to do with one offered version.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Shadowed within its stripe.
+    Drop,
+    /// A bottommost tombstone, held back.
+    Defer,
+    /// Write these held-back tombstones (newest first), then the version.
+    Emit(Vec<SequenceNumber>),
+}
+
+impl<'p> VersionFilter<'p> {
+    pub(crate) fn new(policy: &'p RetentionPolicy) -> Self {
+        VersionFilter {
+            policy,
+            last_stripe: usize::MAX,
+            deferred: Vec::new(),
+        }
+    }
+
+    /// Starts a new user key (dropping tombstones held for the previous one).
+    pub(crate) fn start_key(&mut self) {
+        self.last_stripe = usize::MAX;
+        self.deferred.clear();
+    }
+
+    /// Offers the next version of the current key (versions come newest first).
+    pub(crate) fn offer(&mut self, seq: SequenceNumber, kind: ValueKind) -> Verdict {
+        let stripe = self.policy.stripe(seq);
+        if stripe == self.last_stripe {
+            return Verdict::Drop;
+        }
+        self.last_stripe = stripe;
+        if self.policy.bottommost && kind == ValueKind::Delete {
+            self.deferred.push(seq);
+            Verdict::Defer
+        } else {
+            Verdict::Emit(std::mem::take(&mut self.deferred))
+        }
+    }
+}
+
+fn run(
+    input: &mut MergedEntries,
+    policy: &RetentionPolicy,
+    out: &mut Outputs<'_>,
+    new_file: &mut dyn FnMut() -> u64,
+    stats: &mut JobStats,
+) -> Result<()> {
+    let mut filter = VersionFilter::new(policy);
+    let mut key: Vec<u8> = Vec::new();
+    let mut have_key = false;
+    let mut emitted_for_key = false;
+    while input.valid() {
+        let e = input.entry();
+        if let Some(upper) = out.spec.upper {
+            if e.user_key() >= upper {
+                break;
+            }
+        }
+        stats.input_entries += 1;
+        if !have_key || e.user_key() != key.as_slice() {
+            key.clear();
+            key.extend_from_slice(e.user_key());
+            have_key = true;
+            emitted_for_key = false;
+            filter.start_key();
+        }
+        if let Verdict::Emit(tombstones) = filter.offer(e.seq(), e.kind()) {
+            for d in tombstones {
+                out.add(&key, d, ValueKind::Delete, &[], !emitted_for_key, new_file)?;
+                emitted_for_key = true;
+                stats.output_entries += 1;
+            }
+            let e = input.entry();
+            out.add(
+                &key,
+                e.seq(),
+                e.kind(),
+                e.value(),
+                !emitted_for_key,
+                new_file,
+            )?;
+            emitted_for_key = true;
+            stats.output_entries += 1;
+        }
+        input.next()?;
+    }
+    Ok(())
+}
+
+struct Outputs<'a> {
+    spec: &'a OutputSpec<'a>,
+    builder: Option<Building>,
+    done: Vec<FileMeta>,
+}
+
+struct Building {
+    number: u64,
+    builder: TableBuilder,
+}
+
+impl Outputs<'_> {
+    fn add(
+        &mut self,
+        key: &[u8],
+        seq: SequenceNumber,
+        kind: ValueKind,
+        value: &[u8],
+        starts_key: bool,
+        new_file: &mut dyn FnMut() -> u64,
+    ) -> Result<()> {
+        if starts_key {
+            if let Some(b) = &self.builder {
+                if b.builder.estimated_size() >= self.spec.target_size {
+                    self.finish_current()?;
+                }
+            }
+        }
+        if self.builder.is_none() {
+            let number = new_file();
+            let path = crate::filename::table_path(self.spec.dir, number);
+            let builder = TableBuilder::create(&path, self.spec.table)?;
+            self.builder = Some(Building { number, builder });
+        }
+        let b = self.builder.as_mut().expect("builder was just created");
+        b.builder.add(key, seq, kind, value)
+    }
+
+    fn finish_current(&mut self) -> Result<()> {
+        if let Some(b) = self.builder.take() {
+            let number = b.number;
+            match b.builder.finish() {
+                Ok(s) => self.done.push(FileMeta {
+                    number,
+                    size: s.file_size,
+                    entries: s.entries,
+                    smallest: s.smallest,
+                    largest: s.largest,
+                }),
+                Err(e) => {
+                    let _ =
+                        std::fs::remove_file(crate::filename::table_path(self.spec.dir, number));
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes every table this job wrote (the job failed).
+    fn abandon(&mut self) {
+        if let Some(b) = self.builder.take() {
+            drop(b.builder);
+            let _ = std::fs::remove_file(crate::filename::table_path(self.spec.dir, b.number));
+        }
+        for m in self.done.drain(..) {
+            let _ = std::fs::remove_file(crate::filename::table_path(self.spec.dir, m.number));
+        }
+    }
+}
+
+/// The smallest internal key that could start `user_key` (used for bounds).
+pub fn first_position(user_key: &[u8]) -> Vec<u8> {
+    internal_key(user_key, crate::key::MAX_SEQUENCE, ValueKind::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keep(versions: &[(u64, ValueKind)], snapshots: &[u64], bottommost: bool) -> Vec<u64> {
+        let policy = RetentionPolicy {
+            snapshots: snapshots.to_vec(),
+            bottommost,
+        };
+        let mut f = VersionFilter::new(&policy);
+        f.start_key();
+        let mut kept = vec![];
+        for &(seq, kind) in versions {
+            if let Verdict::Emit(t) = f.offer(seq, kind) {
+                kept.extend(t);
+                kept.push(seq);
+            }
+        }
+        kept
+    }
+
+    #[test]
+    fn stripes_keep_one_version_per_snapshot() {
+        use ValueKind::*;
+        assert_eq!(
+            keep(&[(9, Put), (7, Put), (6, Put)], &[8], false),
+            vec![9, 7]
+        );
+        assert_eq!(keep(&[(9, Put), (3, Put)], &[5, 8], false), vec![9, 3]);
+        assert_eq!(keep(&[(9, Put), (7, Put)], &[], false), vec![9]);
+        // Bottommost: a tombstone over nothing disappears...
+        assert_eq!(keep(&[(9, Delete), (7, Put)], &[], true), Vec::<u64>::new());
+        // ...but not when a snapshot still sees the older value.
+        assert_eq!(keep(&[(9, Delete), (7, Put)], &[8], true), vec![9, 7]);
+        // Not bottommost: tombstones stay.
+        assert_eq!(keep(&[(9, Delete), (7, Put)], &[], false), vec![9]);
+    }
+}

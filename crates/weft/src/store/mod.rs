@@ -1,0 +1,277 @@
+//! The persistent layout (UniKV): disjoint range partitions, each with an
+//! UnsortedStore and a SortedStore.
+//!
+//! * The **UnsortedStore** of a partition holds the tables flushed from
+//!   memtables, in flush order, with overlapping key ranges. A lookup probes
+//!   them newest first (each through its Bloom filter for now; the UniKV hash
+//!   index replaces the filters in a later step).
+//! * The **SortedStore** is one sorted run of non-overlapping tables. When a
+//!   partition's UnsortedStore passes `unsorted_limit` bytes, it is merged into
+//!   the SortedStore ([`compaction`]).
+//!
+//! A [`Version`] is an immutable picture of all partitions and their tables;
+//! edits make new versions. Readers pin a version through an `Arc` and never
+//! see it change. Layers are ordered by age — memtables, then UnsortedStore
+//! tables newest first, then the SortedStore — so the first layer holding a
+//! visible version of a key has its newest one.
+//!
+//! A table removed by an edit is marked obsolete; its file is deleted when the
+//! last reader drops it.
+
+pub mod compaction;
+pub mod sorted_run;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::cache::BlockCache;
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::key::{parse_internal_key, SequenceNumber, ValueKind};
+use crate::table::Table;
+
+/// Where a table lives within its partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Flushed from a memtable; overlaps other tables.
+    Unsorted,
+    /// Part of the partition's sorted run.
+    Sorted,
+}
+
+/// What the manifest records about a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMeta {
+    /// File number (`NNNNNN.sst`).
+    pub number: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Entries in the table.
+    pub entries: u64,
+    /// Smallest encoded internal key.
+    pub smallest: Vec<u8>,
+    /// Largest encoded internal key.
+    pub largest: Vec<u8>,
+}
+
+impl FileMeta {
+    /// User key of the smallest entry.
+    pub fn smallest_user_key(&self) -> &[u8] {
+        crate::key::user_key_of(&self.smallest)
+    }
+    /// User key of the largest entry.
+    pub fn largest_user_key(&self) -> &[u8] {
+        crate::key::user_key_of(&self.largest)
+    }
+    /// Sequence of the largest entry.
+    pub fn largest_seq(&self) -> SequenceNumber {
+        parse_internal_key(&self.largest)
+            .map(|p| p.seq)
+            .unwrap_or(0)
+    }
+}
+
+/// An open table of the current (or an older, still pinned) version.
+pub struct TableFile {
+    /// Manifest metadata.
+    pub meta: FileMeta,
+    /// The open table.
+    pub table: Arc<Table>,
+    path: PathBuf,
+    cache: Arc<BlockCache>,
+    obsolete: AtomicBool,
+}
+
+impl TableFile {
+    /// Opens table `meta.number` in `dir`.
+    pub fn open(dir: &Path, meta: FileMeta, cache: &Arc<BlockCache>) -> Result<Arc<TableFile>> {
+        let path = crate::filename::table_path(dir, meta.number);
+        let table = Table::open(&path, meta.number, meta.size, Arc::clone(cache))?;
+        Ok(Arc::new(TableFile {
+            meta,
+            table,
+            path,
+            cache: Arc::clone(cache),
+            obsolete: AtomicBool::new(false),
+        }))
+    }
+
+    /// Marks the table as removed from the live version: its file is deleted
+    /// once the last reader lets go.
+    pub fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for TableFile {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            self.cache.evict_file(self.meta.number);
+            // A failure leaves an orphan that the next open removes.
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// One range partition `[lower, upper)`.
+#[derive(Clone)]
+pub struct Partition {
+    /// Stable id (recorded in the manifest).
+    pub id: u64,
+    /// Inclusive lower bound; empty = unbounded.
+    pub lower: Vec<u8>,
+    /// Exclusive upper bound; `None` = unbounded.
+    pub upper: Option<Vec<u8>>,
+    /// UnsortedStore tables, oldest first.
+    pub unsorted: Vec<Arc<TableFile>>,
+    /// SortedStore tables, ascending and non-overlapping.
+    pub sorted: Vec<Arc<TableFile>>,
+}
+
+impl Partition {
+    /// An empty partition.
+    pub fn new(id: u64, lower: Vec<u8>, upper: Option<Vec<u8>>) -> Self {
+        Partition {
+            id,
+            lower,
+            upper,
+            unsorted: Vec::new(),
+            sorted: Vec::new(),
+        }
+    }
+
+    /// True when `key` falls in this partition's range.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        key >= self.lower.as_slice() && self.upper.as_deref().is_none_or(|u| key < u)
+    }
+
+    /// Bytes of UnsortedStore tables.
+    pub fn unsorted_bytes(&self) -> u64 {
+        self.unsorted.iter().map(|t| t.meta.size).sum()
+    }
+
+    /// Bytes of SortedStore tables.
+    pub fn sorted_bytes(&self) -> u64 {
+        self.sorted.iter().map(|t| t.meta.size).sum()
+    }
+
+    /// The newest version of `key` at `snapshot` in this partition.
+    pub fn get(
+        &self,
+        key: &[u8],
+        snapshot: SequenceNumber,
+    ) -> Result<Option<(SequenceNumber, ValueKind, Vec<u8>)>> {
+        for t in self.unsorted.iter().rev() {
+            if key < t.meta.smallest_user_key() || key > t.meta.largest_user_key() {
+                continue;
+            }
+            if let Some(found) = t.table.get(key, snapshot)? {
+                return Ok(Some(found));
+            }
+        }
+        // Merges never split one user key's versions across sorted tables,
+        // so at most one table can hold the key.
+        let i = self
+            .sorted
+            .partition_point(|t| t.meta.largest_user_key() < key);
+        match self.sorted.get(i) {
+            Some(t) if t.meta.smallest_user_key() <= key => t.table.get(key, snapshot),
+            _ => Ok(None),
+        }
+    }
+
+    fn check_invariants(&self) {
+        debug_assert!(self
+            .sorted
+            .windows(2)
+            .all(|w| w[0].meta.largest_user_key() < w[1].meta.smallest_user_key()));
+        debug_assert!(self
+            .unsorted
+            .windows(2)
+            .all(|w| w[0].meta.number < w[1].meta.number));
+    }
+}
+
+/// An immutable picture of the store: partitions in key order.
+#[derive(Clone)]
+pub struct Version {
+    /// Partitions, ascending and covering every key.
+    pub partitions: Vec<Arc<Partition>>,
+}
+
+impl Version {
+    /// A store of one empty partition covering all keys.
+    pub fn new_single() -> Self {
+        Version {
+            partitions: vec![Arc::new(Partition::new(0, Vec::new(), None))],
+        }
+    }
+
+    /// The partition whose range holds `key`.
+    pub fn partition_for(&self, key: &[u8]) -> &Arc<Partition> {
+        let i = self
+            .partitions
+            .partition_point(|p| p.lower.as_slice() <= key);
+        let p = &self.partitions[i.saturating_sub(1)];
+        debug_assert!(p.contains(key));
+        p
+    }
+
+    /// The newest version of `key` at `snapshot` in the store.
+    pub fn get(
+        &self,
+        key: &[u8],
+        snapshot: SequenceNumber,
+    ) -> Result<Option<(SequenceNumber, ValueKind, Vec<u8>)>> {
+        self.partition_for(key).get(key, snapshot)
+    }
+
+    /// Cursors over every table for a scan: one per UnsortedStore table, and
+    /// one sorted run spanning all partitions' SortedStores (partitions are
+    /// disjoint and ordered, so their runs concatenate).
+    pub fn iters(&self, fill_cache: bool) -> Vec<Box<dyn InternalIterator>> {
+        let mut out: Vec<Box<dyn InternalIterator>> = Vec::new();
+        let mut run = Vec::new();
+        for p in &self.partitions {
+            for t in p.unsorted.iter().rev() {
+                out.push(Box::new(t.table.iter_with_fill_cache(fill_cache)));
+            }
+            run.extend(p.sorted.iter().cloned());
+        }
+        if !run.is_empty() {
+            out.push(Box::new(sorted_run::SortedRunIter::new(run, fill_cache)));
+        }
+        out
+    }
+
+    /// Every live table.
+    pub fn all_tables(&self) -> impl Iterator<Item = &Arc<TableFile>> {
+        self.partitions
+            .iter()
+            .flat_map(|p| p.unsorted.iter().chain(p.sorted.iter()))
+    }
+
+    /// Total UnsortedStore tables across partitions.
+    pub fn unsorted_tables(&self) -> usize {
+        self.partitions
+            .iter()
+            .map(|p| p.unsorted.len())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Replaces partition `id` with `p`.
+    pub fn with_partition(&self, p: Partition) -> Version {
+        p.check_invariants();
+        let mut v = self.clone();
+        for slot in &mut v.partitions {
+            if slot.id == p.id {
+                *slot = Arc::new(p);
+                return v;
+            }
+        }
+        debug_assert!(false, "partition {} not in version", p.id);
+        v
+    }
+}
