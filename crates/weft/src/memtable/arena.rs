@@ -393,7 +393,7 @@ mod tests {
                         x ^= x << 17;
                         let size = 1 + (x % 200) as usize;
                         let size = if i % 1000 == 999 { 20_000 } else { size };
-                        let align = 1usize << (x >> 60) % 7;
+                        let align = 1usize << ((x >> 60) % 7);
                         let p = a.allocate(size, align);
                         assert_eq!(p.as_ptr() as usize % align, 0);
                         let pat = t.wrapping_mul(31).wrapping_add(i as u8);

@@ -354,7 +354,7 @@ impl SkipListMemtable {
                 Some(n) if n.is_before(key, seq) => x = n,
                 next => {
                     debug_assert!(
-                        next.map_or(true, |n| n.cmp_to(key, seq) != CmpOrdering::Equal),
+                        !matches!(next, Some(n) if n.cmp_to(key, seq) == CmpOrdering::Equal),
                         "version (key, {seq}) inserted twice"
                     );
                     return (x, next);

@@ -250,14 +250,24 @@ fn value_for(key: &[u8], seq: u64) -> Vec<u8> {
     v
 }
 
-/// Walks the list checking strict internal order and values; returns how
-/// many entries it saw.
-fn check_scan(list: &Arc<SkipListMemtable>, rng: &mut StdRng) -> usize {
+/// Walks the list forward from `from` (the start if `None`) for at most
+/// `limit` entries, checking strict internal order, that each value is the
+/// one written for its `(key, seq)`, and that `prev` lands strictly before;
+/// returns how many entries it saw.
+fn check_scan(
+    list: &Arc<SkipListMemtable>,
+    rng: &mut StdRng,
+    from: Option<&[u8]>,
+    limit: usize,
+) -> usize {
     let mut it = Arc::clone(list).iter();
-    it.seek_to_first().unwrap();
+    match from {
+        Some(k) => it.seek(k, u64::MAX).unwrap(),
+        None => it.seek_to_first().unwrap(),
+    }
     let mut last: Option<(Vec<u8>, u64)> = None;
     let mut seen = 0;
-    while it.valid() {
+    while it.valid() && seen < limit {
         let (k, s) = (it.user_key().to_vec(), it.seq());
         assert_eq!(it.value(), value_for(&k, s), "value of {k:?}@{s}");
         if let Some((lk, ls)) = &last {
@@ -267,14 +277,22 @@ fn check_scan(list: &Arc<SkipListMemtable>, rng: &mut StdRng) -> usize {
                 "order: {lk:?}@{ls} then {k:?}@{s}"
             );
         }
-        // Occasionally step back and forth: prev must land strictly before.
-        if rng.gen_ratio(1, 50) {
+        // Occasionally step back and forth: prev must land strictly before
+        // (a version inserted meanwhile may appear in between).
+        if rng.gen_ratio(1, 20) {
             it.prev().unwrap();
             if it.valid() {
                 assert_eq!(
                     compare_positions(it.user_key(), it.seq(), &k, s),
                     CmpOrdering::Less
                 );
+                if let Some((lk, ls)) = &last {
+                    assert_ne!(
+                        compare_positions(it.user_key(), it.seq(), lk, *ls),
+                        CmpOrdering::Less,
+                        "prev skipped back past the previous entry"
+                    );
+                }
             }
             it.seek(&k, s).unwrap();
             assert_eq!((it.user_key(), it.seq()), (&k[..], s));
@@ -286,12 +304,35 @@ fn check_scan(list: &Arc<SkipListMemtable>, rng: &mut StdRng) -> usize {
     seen
 }
 
+/// Walks backward from the last entry at or before `from`, checking strictly
+/// decreasing internal order for at most `limit` steps.
+fn check_backward(list: &Arc<SkipListMemtable>, from: &[u8], limit: usize) {
+    let mut it = Arc::clone(list).iter();
+    it.seek(from, u64::MAX).unwrap();
+    if !it.valid() {
+        it.seek_to_last().unwrap();
+    }
+    let mut last: Option<(Vec<u8>, u64)> = None;
+    for _ in 0..limit {
+        if !it.valid() {
+            break;
+        }
+        let (k, s) = (it.user_key().to_vec(), it.seq());
+        assert_eq!(it.value(), value_for(&k, s));
+        if let Some((lk, ls)) = &last {
+            assert_eq!(compare_positions(&k, s, lk, *ls), CmpOrdering::Less);
+        }
+        last = Some((k, s));
+        it.prev().unwrap();
+    }
+}
+
 /// Writers insert disjoint and shared keys with unique, interleaved seqs (so
 /// versions of a shared key arrive out of order) while readers scan and get.
 #[test]
 fn concurrent_writers_and_readers() {
     const WRITERS: u64 = 6;
-    const PER_WRITER: u64 = 4000;
+    const PER_WRITER: u64 = 10_000;
     const SHARED_KEYS: u64 = 50;
     let list = Arc::new(SkipListMemtable::new());
     let done = Arc::new(AtomicBool::new(false));
@@ -303,11 +344,22 @@ fn concurrent_writers_and_readers() {
             std::thread::spawn(move || {
                 let mut rng = StdRng::seed_from_u64(100 + r);
                 start.wait();
-                let mut scans = 0;
+                // (scans, scans that saw a partly filled list)
+                let mut scans = (0, 0);
                 loop {
                     let finished = done.load(Ordering::Acquire);
-                    check_scan(&list, &mut rng);
-                    for _ in 0..200 {
+                    let from = if rng.gen_bool(0.5) {
+                        format!("shared{:03}", rng.gen_range(0..SHARED_KEYS))
+                    } else {
+                        format!(
+                            "own{}-{:05}",
+                            rng.gen_range(0..WRITERS),
+                            rng.gen_range(0..PER_WRITER)
+                        )
+                    };
+                    let seen = check_scan(&list, &mut rng, Some(from.as_bytes()), 300);
+                    check_backward(&list, from.as_bytes(), 100);
+                    for _ in 0..50 {
                         let key = format!("shared{:03}", rng.gen_range(0..SHARED_KEYS));
                         let snap = rng.gen_range(0..=WRITERS * PER_WRITER + 1);
                         if let Some(f) = list.get(key.as_bytes(), snap) {
@@ -316,7 +368,10 @@ fn concurrent_writers_and_readers() {
                             assert_eq!(f.value, value_for(key.as_bytes(), f.seq));
                         }
                     }
-                    scans += 1;
+                    scans.0 += 1;
+                    if !finished && seen > 0 {
+                        scans.1 += 1;
+                    }
                     if finished {
                         break;
                     }
@@ -359,7 +414,9 @@ fn concurrent_writers_and_readers() {
     }
     done.store(true, Ordering::Release);
     for r in readers {
-        assert!(r.join().unwrap() >= 1);
+        let scans = r.join().unwrap();
+        eprintln!("reader scans: {scans:?}");
+        assert!(scans.0 >= 1);
     }
 
     expected.sort_by(|a, b| compare_positions(&a.0, a.1, &b.0, b.1));
@@ -371,7 +428,10 @@ fn concurrent_writers_and_readers() {
     assert_eq!(got.len(), expected.len());
     assert!(got == expected, "final contents differ from inserted set");
     let mut rng = StdRng::seed_from_u64(9);
-    assert_eq!(check_scan(&list, &mut rng), expected.len());
+    assert_eq!(
+        check_scan(&list, &mut rng, None, usize::MAX),
+        expected.len()
+    );
     let mut back = collect_backward(&mut *Arc::clone(&list).iter());
     back.reverse();
     assert!(back.into_iter().map(|(k, s, _, _)| (k, s)).eq(expected));
@@ -392,7 +452,7 @@ fn concurrent_versions_of_one_key() {
                 start.wait();
                 for i in 0..PER_WRITER {
                     let seq = i * WRITERS + t + 1;
-                    let key: &[u8] = if seq % 3 == 0 { b"hot" } else { b"ho" };
+                    let key: &[u8] = if seq & 3 == 0 { b"hot" } else { b"ho" };
                     list.insert(key, seq, ValueKind::Put, &value_for(key, seq));
                 }
             })
@@ -413,7 +473,7 @@ fn concurrent_versions_of_one_key() {
         );
     }
     let total = WRITERS * PER_WRITER;
-    let hot = (1..=total).filter(|s| s % 3 == 0).count();
+    let hot = (1..=total).filter(|s| s & 3 == 0).count();
     assert_eq!(got.len() - split, hot);
-    assert_eq!(list.get(b"hot", total).unwrap().seq, total - total % 3);
+    assert_eq!(list.get(b"hot", total).unwrap().seq, total & !3);
 }
