@@ -1,1 +1,294 @@
-fn main() {}
+//! The `weft` command: put/get/delete/scan/check/stats/bench.
+//!
+//! Exit codes are part of the contract scripts rely on:
+//! - 0: success;
+//! - 1: `get` found no value, or an error (printed as `weft: <error>`);
+//! - 2: `check` found corruption (printed as `corruption: FILE at offset N:
+//!   reason`), or the command line was invalid (clap's usage error).
+//!
+//! Output goes through a locked, buffered stdout; a closed pipe
+//! (`weft scan | head`) ends the command quietly instead of panicking.
+
+mod args;
+mod stats;
+
+use std::ffi::OsStr;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Parser;
+use weft::{Db, Options, ReadOptions};
+
+use args::{Cli, Command, ScanArgs, DEFAULT_DB};
+
+/// Everything that can end a command early.
+#[derive(Debug)]
+enum CliError {
+    Db(weft::Error),
+    Bench(weft_bench::Error),
+    Io(io::Error),
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::Db(e) => write!(f, "{e}"),
+            CliError::Bench(e) => write!(f, "{e}"),
+            CliError::Io(e) => write!(f, "writing output: {e}"),
+        }
+    }
+}
+
+impl From<weft::Error> for CliError {
+    fn from(e: weft::Error) -> Self {
+        CliError::Db(e)
+    }
+}
+
+impl From<weft_bench::Error> for CliError {
+    fn from(e: weft_bench::Error) -> Self {
+        match e {
+            weft_bench::Error::Db(e) => CliError::Db(e),
+            other => CliError::Bench(other),
+        }
+    }
+}
+
+impl From<io::Error> for CliError {
+    fn from(e: io::Error) -> Self {
+        CliError::Io(e)
+    }
+}
+
+type CliResult<T = ExitCode> = Result<T, CliError>;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        // The reader went away: nothing left to say to anyone.
+        Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weft: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> CliResult {
+    let db_dir = cli.db.clone();
+    let dir = || db_dir.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
+    match cli.command {
+        Command::Put { key, value } => {
+            let db = open(&dir(), true)?;
+            db.put(bytes(&key), bytes(&value))?;
+            db.close()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Delete { key } => {
+            let db = open(&dir(), true)?;
+            db.delete(bytes(&key))?;
+            db.close()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Get { key } => {
+            let db = open(&dir(), false)?;
+            let value = db.get(bytes(&key))?;
+            db.close()?;
+            match value {
+                Some(v) => {
+                    let mut out = io::stdout().lock();
+                    out.write_all(&v)?;
+                    out.write_all(b"\n")?;
+                    out.flush()?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                None => Ok(ExitCode::from(1)),
+            }
+        }
+        Command::Scan(args) => {
+            let db = open(&dir(), false)?;
+            let mut out = BufWriter::new(io::stdout().lock());
+            scan(&db, &args, &mut out)?;
+            out.flush()?;
+            drop(out);
+            db.close()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check => check(&dir()),
+        Command::Stats { json } => {
+            let db = open(&dir(), false)?;
+            let s = db.stats();
+            db.close()?;
+            let text = if json {
+                let mut t = serde_json::to_string_pretty(&stats::to_json(&s))
+                    .map_err(|e| CliError::Io(io::Error::other(e)))?;
+                t.push('\n');
+                t
+            } else {
+                stats::to_table(&s)
+            };
+            let mut out = io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(args) => {
+            let config = args.to_config(db_dir);
+            let mut out = io::stdout().lock();
+            weft_bench::run(&config, &mut out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Opens the database. Read-only commands do not create one: a mistyped
+/// `--db` should fail loudly, not print nothing from a fresh empty store.
+fn open(dir: &Path, create: bool) -> Result<Db, weft::Error> {
+    Db::open(dir, Options::default().create_if_missing(create))
+}
+
+/// The raw bytes of an argument (any bytes on Unix, so binary keys work).
+fn bytes(s: &OsStr) -> Vec<u8> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        s.as_bytes().to_vec()
+    }
+    #[cfg(not(unix))]
+    {
+        s.to_string_lossy().into_owned().into_bytes()
+    }
+}
+
+/// The `[lower, upper)` window a scan covers: `--start`/`--end` intersected
+/// with the range of `--prefix`. `None` bounds are open.
+fn scan_bounds(args: &ScanArgs) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let mut lower = args.start.as_deref().map(bytes);
+    let mut upper = args.end.as_deref().map(bytes);
+    if let Some(p) = args.prefix.as_deref().map(bytes) {
+        let p_upper = weft::options::prefix_successor(&p);
+        lower = Some(match lower {
+            Some(l) if l > p => l,
+            _ => p,
+        });
+        upper = match (upper, p_upper) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    (lower, upper)
+}
+
+fn scan(db: &Db, args: &ScanArgs, out: &mut dyn Write) -> CliResult<()> {
+    let (lower, upper) = scan_bounds(args);
+    if let (Some(l), Some(u)) = (&lower, &upper) {
+        if l >= u {
+            return Ok(());
+        }
+    }
+    let mut opts = ReadOptions::new();
+    if let Some(l) = lower {
+        opts = opts.lower_bound(l);
+    }
+    if let Some(u) = upper {
+        opts = opts.upper_bound(u);
+    }
+    let mut it = db.iter(&opts)?;
+    if args.reverse {
+        it.seek_to_last()?;
+    } else {
+        it.seek_to_first()?;
+    }
+    let limit = args.limit.unwrap_or(u64::MAX);
+    let mut printed = 0u64;
+    while it.valid() && printed < limit {
+        writeln!(
+            out,
+            "{}\t{}",
+            it.key().escape_ascii(),
+            it.value().escape_ascii()
+        )?;
+        printed += 1;
+        if args.reverse {
+            it.prev()?;
+        } else {
+            it.next()?;
+        }
+    }
+    Ok(())
+}
+
+/// `weft check`: corruption (at open or during verification) exits 2 with
+/// the file and offset; any other failure is an ordinary error.
+fn check(dir: &Path) -> CliResult {
+    let result = open(dir, false).and_then(|db| {
+        let report = db.verify_checksums()?;
+        db.close()?;
+        Ok(report)
+    });
+    match result {
+        Ok(r) => {
+            let mut out = io::stdout().lock();
+            writeln!(out, "files:  {}", r.files)?;
+            writeln!(out, "blocks: {}", r.blocks)?;
+            writeln!(out, "bytes:  {}", r.bytes)?;
+            writeln!(out, "status: ok")?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(weft::Error::Corruption {
+            file,
+            offset,
+            reason,
+        }) => {
+            eprintln!(
+                "corruption: {} at offset {offset}: {reason}",
+                file.display()
+            );
+            Ok(ExitCode::from(2))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan_args(start: Option<&str>, end: Option<&str>, prefix: Option<&str>) -> ScanArgs {
+        ScanArgs {
+            start: start.map(Into::into),
+            end: end.map(Into::into),
+            prefix: prefix.map(Into::into),
+            limit: None,
+            reverse: false,
+        }
+    }
+
+    #[test]
+    fn bounds_without_prefix() {
+        assert_eq!(scan_bounds(&scan_args(None, None, None)), (None, None));
+        assert_eq!(
+            scan_bounds(&scan_args(Some("b"), Some("d"), None)),
+            (Some(b"b".to_vec()), Some(b"d".to_vec()))
+        );
+    }
+
+    #[test]
+    fn prefix_intersects_start_and_end() {
+        assert_eq!(
+            scan_bounds(&scan_args(None, None, Some("ab"))),
+            (Some(b"ab".to_vec()), Some(b"ac".to_vec()))
+        );
+        assert_eq!(
+            scan_bounds(&scan_args(Some("abc"), Some("zz"), Some("ab"))),
+            (Some(b"abc".to_vec()), Some(b"ac".to_vec()))
+        );
+        assert_eq!(
+            scan_bounds(&scan_args(Some("a"), Some("abm"), Some("ab"))),
+            (Some(b"ab".to_vec()), Some(b"abm".to_vec()))
+        );
+    }
+}

@@ -1,0 +1,365 @@
+//! Command-line grammar (clap derive).
+//!
+//! `bench` flags are spelled as db_bench spells them (`--key_size`,
+//! `--use_existing_db=true`, `--reads=-1`) so benchmark scripts can swap the
+//! binary name and keep their arguments. Every bench flag is optional so we
+//! can tell "no flags at all" (the quick built-in workload) from an explicit
+//! db_bench-style run (db_bench's defaults).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use weft::MemtableKind;
+use weft_bench::BenchConfig;
+
+/// Default database directory of every command but `bench`.
+pub const DEFAULT_DB: &str = "./weft-data";
+/// Default directory of `weft bench` (kept apart from real data because a
+/// bench run wipes its directory).
+pub const DEFAULT_BENCH_DB: &str = "./weft-data/bench";
+
+/// Weft: a persistent, ordered key-value store.
+#[derive(Debug, Parser)]
+#[command(name = "weft", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Database directory [default: ./weft-data; for bench: ./weft-data/bench]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub db: Option<PathBuf>,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Sets KEY to VALUE.
+    Put {
+        /// The key (raw bytes of the argument).
+        #[arg(allow_hyphen_values = true)]
+        key: OsString,
+        /// The value (raw bytes of the argument).
+        #[arg(allow_hyphen_values = true)]
+        value: OsString,
+    },
+    /// Prints KEY's value and a newline; exits 1 if KEY is absent.
+    Get {
+        /// The key.
+        #[arg(allow_hyphen_values = true)]
+        key: OsString,
+    },
+    /// Deletes KEY (no error if absent).
+    Delete {
+        /// The key.
+        #[arg(allow_hyphen_values = true)]
+        key: OsString,
+    },
+    /// Prints `key<TAB>value` lines in key order, bytes escaped as Rust's
+    /// `escape_ascii` does.
+    Scan(ScanArgs),
+    /// Verifies every checksum of every live file; exits 2 on corruption.
+    Check,
+    /// Prints engine statistics.
+    Stats {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Runs db_bench-compatible benchmarks (no flags: a quick built-in run).
+    Bench(BenchArgs),
+}
+
+/// `weft scan` options.
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    /// First key (inclusive).
+    #[arg(long, allow_hyphen_values = true)]
+    pub start: Option<OsString>,
+    /// Key to stop before (exclusive).
+    #[arg(long, allow_hyphen_values = true)]
+    pub end: Option<OsString>,
+    /// Only keys starting with this prefix.
+    #[arg(long, allow_hyphen_values = true)]
+    pub prefix: Option<OsString>,
+    /// Print at most this many pairs.
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Scan from the last key backwards.
+    #[arg(long)]
+    pub reverse: bool,
+}
+
+/// `weft bench` flags, named as db_bench names them.
+#[derive(Debug, Default, Args)]
+pub struct BenchArgs {
+    /// Comma-separated benchmarks, run in order
+    /// [default: fillseq,fillrandom,overwrite,readrandom,readseq,seekrandom]
+    #[arg(long, value_delimiter = ',')]
+    pub benchmarks: Option<Vec<String>>,
+    /// Keys in the key space; writes per thread [default: 1000000, or 200000
+    /// when no flag is given]
+    #[arg(long)]
+    pub num: Option<u64>,
+    /// Reads per thread; negative = num [default: num]
+    #[arg(long, allow_negative_numbers = true)]
+    pub reads: Option<i64>,
+    /// Key size in bytes [default: 16]
+    #[arg(long = "key_size")]
+    pub key_size: Option<usize>,
+    /// Value size in bytes [default: 100]
+    #[arg(long = "value_size")]
+    pub value_size: Option<usize>,
+    /// Threads, each doing the full operation count [default: 1]
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Memtable size in bytes [default: 67108864]
+    #[arg(long = "write_buffer_size")]
+    pub write_buffer_size: Option<usize>,
+    /// Nexts after each seek in seekrandom [default: 0]
+    #[arg(long = "seek_nexts")]
+    pub seek_nexts: Option<usize>,
+    /// fdatasync every write (`--sync`, `--sync=true|false|1|0`) [default: false]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub sync: Option<bool>,
+    /// Keep the directory's data (fill benchmarks are skipped) [default: false]
+    #[arg(
+        long = "use_existing_db",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = parse_bool
+    )]
+    pub use_existing_db: Option<bool>,
+    /// Memtable implementation [default: skiplist]
+    #[arg(long, value_parser = parse_memtable)]
+    pub memtable: Option<MemtableKind>,
+    /// Base random seed; 0 = from the clock [default: 0]
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+/// gflags-style booleans.
+fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "t" | "y" => Ok(true),
+        "false" | "0" | "no" | "f" | "n" => Ok(false),
+        _ => Err(format!("expected true or false, got {s:?}")),
+    }
+}
+
+fn parse_memtable(s: &str) -> Result<MemtableKind, String> {
+    s.parse::<MemtableKind>().map_err(|e| {
+        let known: Vec<_> = MemtableKind::ALL.iter().map(|k| k.name()).collect();
+        format!("{e} (known: {})", known.join(", "))
+    })
+}
+
+impl BenchArgs {
+    /// True when no bench flag was given (`--db` aside): run the quick workload.
+    pub fn is_empty(&self) -> bool {
+        let BenchArgs {
+            benchmarks,
+            num,
+            reads,
+            key_size,
+            value_size,
+            threads,
+            write_buffer_size,
+            seek_nexts,
+            sync,
+            use_existing_db,
+            memtable,
+            seed,
+        } = self;
+        benchmarks.is_none()
+            && num.is_none()
+            && reads.is_none()
+            && key_size.is_none()
+            && value_size.is_none()
+            && threads.is_none()
+            && write_buffer_size.is_none()
+            && seek_nexts.is_none()
+            && sync.is_none()
+            && use_existing_db.is_none()
+            && memtable.is_none()
+            && seed.is_none()
+    }
+
+    /// The configuration these flags describe.
+    pub fn to_config(&self, db: Option<PathBuf>) -> BenchConfig {
+        let mut c = if self.is_empty() {
+            BenchConfig::quick()
+        } else {
+            BenchConfig::default()
+        };
+        c.db = db.unwrap_or_else(|| PathBuf::from(DEFAULT_BENCH_DB));
+        if let Some(b) = &self.benchmarks {
+            c.benchmarks = b
+                .iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+        }
+        if let Some(n) = self.num {
+            c.num = n;
+        }
+        if let Some(r) = self.reads {
+            c.reads = u64::try_from(r).ok();
+        }
+        macro_rules! take {
+            ($($f:ident),*) => { $( if let Some(v) = self.$f { c.$f = v; } )* };
+        }
+        take!(
+            key_size,
+            value_size,
+            threads,
+            write_buffer_size,
+            seek_nexts,
+            sync,
+            use_existing_db,
+            memtable,
+            seed
+        );
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn bench(args: &[&str]) -> (BenchArgs, Option<PathBuf>) {
+        let mut v = vec!["weft"];
+        v.extend_from_slice(args);
+        let cli = Cli::try_parse_from(v).unwrap();
+        match cli.command {
+            Command::Bench(b) => (b, cli.db),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn clap_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn no_flags_is_the_quick_workload() {
+        let (b, db) = bench(&["bench"]);
+        assert!(b.is_empty());
+        let c = b.to_config(db);
+        assert_eq!(c, BenchConfig::quick().clone_with_db(DEFAULT_BENCH_DB));
+        assert_eq!(c.num, 200_000);
+        // --db alone keeps the quick workload.
+        let (b, db) = bench(&["--db", "/tmp/x", "bench"]);
+        assert!(b.is_empty());
+        assert_eq!(b.to_config(db).db, PathBuf::from("/tmp/x"));
+        let (b, db) = bench(&["bench", "--db=/tmp/y"]);
+        assert_eq!(b.to_config(db).num, 200_000);
+    }
+
+    #[test]
+    fn any_flag_switches_to_db_bench_defaults() {
+        let (b, db) = bench(&["bench", "--value_size=100"]);
+        let c = b.to_config(db);
+        assert_eq!(c, BenchConfig::default().clone_with_db(DEFAULT_BENCH_DB));
+        assert_eq!(c.num, 1_000_000);
+    }
+
+    #[test]
+    fn both_flag_styles_and_underscores() {
+        let (b, db) = bench(&[
+            "bench",
+            "--num=1000",
+            "--reads",
+            "50",
+            "--key_size=10",
+            "--value_size",
+            "20",
+            "--threads=2",
+            "--write_buffer_size=1048576",
+            "--seek_nexts=3",
+            "--sync",
+            "--use_existing_db=false",
+            "--memtable=skiplist",
+            "--seed=42",
+            "--benchmarks=fillseq,readrandom",
+            "--db",
+            "/tmp/z",
+        ]);
+        let c = b.to_config(db);
+        assert_eq!(c.num, 1000);
+        assert_eq!(c.reads, Some(50));
+        assert_eq!(c.key_size, 10);
+        assert_eq!(c.value_size, 20);
+        assert_eq!(c.threads, 2);
+        assert_eq!(c.write_buffer_size, 1 << 20);
+        assert_eq!(c.seek_nexts, 3);
+        assert!(c.sync);
+        assert!(!c.use_existing_db);
+        assert_eq!(c.memtable, MemtableKind::SkipList);
+        assert_eq!(c.seed, 42);
+        assert_eq!(c.benchmarks, ["fillseq", "readrandom"]);
+        assert_eq!(c.db, PathBuf::from("/tmp/z"));
+    }
+
+    #[test]
+    fn db_bench_booleans_and_negative_reads() {
+        let (b, db) = bench(&["bench", "--sync=0", "--use_existing_db=1", "--reads=-1"]);
+        let c = b.to_config(db);
+        assert!(!c.sync);
+        assert!(c.use_existing_db);
+        assert_eq!(c.reads, None);
+        let (b, _) = bench(&["bench", "--reads", "-1"]);
+        assert_eq!(b.reads, Some(-1));
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for args in [
+            &["weft", "bench", "--num=abc"][..],
+            &["weft", "bench", "--memtable=btree"],
+            &["weft", "bench", "--sync=maybe"],
+            &["weft", "bench", "--nosuchflag"],
+            &["weft", "get"],
+            &["weft", "frobnicate"],
+        ] {
+            assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn keys_may_start_with_a_dash() {
+        let cli = Cli::try_parse_from(["weft", "put", "-k", "-v"]).unwrap();
+        match cli.command {
+            Command::Put { key, value } => {
+                assert_eq!(key, "-k");
+                assert_eq!(value, "-v");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn global_db_after_subcommand() {
+        let cli = Cli::try_parse_from(["weft", "get", "k", "--db", "/d"]).unwrap();
+        assert_eq!(cli.db, Some(PathBuf::from("/d")));
+        let cli = Cli::try_parse_from(["weft", "stats", "--json"]).unwrap();
+        assert!(cli.db.is_none());
+        assert!(matches!(cli.command, Command::Stats { json: true }));
+    }
+
+    trait WithDb {
+        fn clone_with_db(&self, db: &str) -> BenchConfig;
+    }
+    impl WithDb for BenchConfig {
+        fn clone_with_db(&self, db: &str) -> BenchConfig {
+            BenchConfig {
+                db: PathBuf::from(db),
+                ..self.clone()
+            }
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Rendering of [`weft::Stats`] for `weft stats`: a table for people, JSON
+//! for scripts.
+//!
+//! JSON keys are the `Stats` field names, so a script's field means exactly
+//! what the library's doc says. Byte-string keys (partition bounds) are
+//! rendered with `escape_ascii`, the same escaping `weft scan` uses, because
+//! JSON strings cannot carry arbitrary bytes.
+
+use serde_json::{json, Value};
+use weft::Stats;
+
+fn esc(bytes: &[u8]) -> String {
+    bytes.escape_ascii().to_string()
+}
+
+/// Stats as a JSON object.
+pub fn to_json(s: &Stats) -> Value {
+    let partitions: Vec<Value> = s
+        .partitions
+        .iter()
+        .map(|p| {
+            json!({
+                "id": p.id,
+                "lower": esc(&p.lower),
+                "upper": p.upper.as_deref().map(esc),
+                "unsorted_tables": p.unsorted_tables,
+                "unsorted_bytes": p.unsorted_bytes,
+                "sorted_tables": p.sorted_tables,
+                "sorted_bytes": p.sorted_bytes,
+            })
+        })
+        .collect();
+    json!({
+        "sequence": s.sequence,
+        "memtable_kind": s.memtable_kind,
+        "active_memtable_bytes": s.active_memtable_bytes,
+        "immutable_memtables": s.immutable_memtables,
+        "immutable_memtable_bytes": s.immutable_memtable_bytes,
+        "live_snapshots": s.live_snapshots,
+        "partitions": partitions,
+        "user_bytes_written": s.user_bytes_written,
+        "wal_bytes_written": s.wal_bytes_written,
+        "flush_bytes_written": s.flush_bytes_written,
+        "merge_bytes_written": s.merge_bytes_written,
+        "manifest_bytes_written": s.manifest_bytes_written,
+        // NaN/inf have no JSON form; serde_json turns them into null.
+        "write_amplification": s.write_amplification,
+        "block_cache": {
+            "capacity": s.block_cache.capacity,
+            "usage": s.block_cache.usage,
+            "hits": s.block_cache.hits,
+            "misses": s.block_cache.misses,
+        },
+        "flushes": s.flushes,
+        "merges": s.merges,
+        "write_slowdowns": s.write_slowdowns,
+        "write_stalls": s.write_stalls,
+        "wal_tail_truncated_bytes": s.wal_tail_truncated_bytes,
+    })
+}
+
+/// Stats as an aligned, human-readable table.
+pub fn to_table(s: &Stats) -> String {
+    let mut out = String::new();
+    let mut row = |label: &str, value: String| {
+        out.push_str(&format!("{label:<28} {value}\n"));
+    };
+    row("sequence", s.sequence.to_string());
+    row("memtable kind", s.memtable_kind.clone());
+    row("active memtable bytes", s.active_memtable_bytes.to_string());
+    row(
+        "immutable memtables",
+        format!(
+            "{} ({} bytes)",
+            s.immutable_memtables, s.immutable_memtable_bytes
+        ),
+    );
+    row("live snapshots", s.live_snapshots.to_string());
+    row("user bytes written", s.user_bytes_written.to_string());
+    row("wal bytes written", s.wal_bytes_written.to_string());
+    row("flush bytes written", s.flush_bytes_written.to_string());
+    row("merge bytes written", s.merge_bytes_written.to_string());
+    row(
+        "manifest bytes written",
+        s.manifest_bytes_written.to_string(),
+    );
+    row(
+        "write amplification",
+        format!("{:.3}", s.write_amplification),
+    );
+    let c = &s.block_cache;
+    let lookups = c.hits + c.misses;
+    let ratio = if lookups == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.1}%", c.hits as f64 * 100.0 / lookups as f64)
+    };
+    row(
+        "block cache",
+        format!(
+            "{} hits, {} misses ({ratio} hit), {} of {} bytes used",
+            c.hits, c.misses, c.usage, c.capacity
+        ),
+    );
+    row("flushes", s.flushes.to_string());
+    row("merges", s.merges.to_string());
+    row("write slowdowns", s.write_slowdowns.to_string());
+    row("write stalls", s.write_stalls.to_string());
+    row(
+        "wal tail truncated bytes",
+        s.wal_tail_truncated_bytes.to_string(),
+    );
+    out.push_str(&format!("partitions: {}\n", s.partitions.len()));
+    if !s.partitions.is_empty() {
+        out.push_str(&format!(
+            "  {:>6}  {:<40} {:>8} {:>14} {:>8} {:>14}\n",
+            "id", "range", "unsorted", "unsorted bytes", "sorted", "sorted bytes"
+        ));
+        for p in &s.partitions {
+            let upper = match &p.upper {
+                Some(u) => format!("\"{}\"", esc(u)),
+                None => "+inf".to_string(),
+            };
+            let range = format!("[\"{}\", {upper})", esc(&p.lower));
+            out.push_str(&format!(
+                "  {:>6}  {:<40} {:>8} {:>14} {:>8} {:>14}\n",
+                p.id, range, p.unsorted_tables, p.unsorted_bytes, p.sorted_tables, p.sorted_bytes
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_stats_render() {
+        let s = Stats::default();
+        let j = to_json(&s);
+        assert_eq!(j["sequence"], 0);
+        assert!(j["partitions"].as_array().unwrap().is_empty());
+        assert_eq!(j["block_cache"]["hits"], 0);
+        let text = serde_json::to_string(&j).unwrap();
+        let back: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, j);
+        let t = to_table(&s);
+        assert!(t.contains("sequence"));
+        assert!(t.contains("partitions: 0"));
+    }
+
+    #[test]
+    fn partition_bounds_are_escaped() {
+        let mut s = Stats::default();
+        let mut p = weft::PartitionStats::default();
+        p.id = 3;
+        p.lower = b"a\t\xff".to_vec();
+        p.upper = None;
+        p.sorted_tables = 2;
+        s.partitions.push(p.clone());
+        p.lower = Vec::new();
+        p.upper = Some(b"m\"".to_vec());
+        s.partitions.push(p);
+        let j = to_json(&s);
+        assert_eq!(j["partitions"][0]["lower"], "a\\t\\xff");
+        assert!(j["partitions"][0]["upper"].is_null());
+        assert_eq!(j["partitions"][1]["upper"], "m\\\"");
+        assert_eq!(j["partitions"][0]["sorted_tables"], 2);
+        let t = to_table(&s);
+        assert!(t.contains("[\"a\\t\\xff\", +inf)"), "{t}");
+    }
+}
