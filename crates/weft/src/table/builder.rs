@@ -31,12 +31,13 @@ const MAX_BLOCK_SIZE: usize = 256 << 20;
 const MAX_BLOOM_BITS: usize = 64;
 
 /// Writes a table file. Entries must come in strictly increasing internal order.
+///
+/// `finish` fsyncs the file but not its directory: making the file durable
+/// by name (directory fsync, manifest edit) is the caller's step. A builder
+/// dropped without `finish` leaves a partial file for the caller to delete.
 pub struct TableBuilder {
-    path: PathBuf,
-    file: BufWriter<File>,
+    out: BlockWriter,
     options: TableOptions,
-    /// Bytes written so far (buffered or not).
-    offset: u64,
     data_block: BlockBuilder,
     index_block: BlockBuilder,
     /// Handle of the last flushed data block, waiting for the next key to
@@ -47,9 +48,65 @@ pub struct TableBuilder {
     /// [`hash64`] of each distinct user key, for the Bloom filter.
     key_hashes: Vec<u64>,
     entries: u64,
+    scratch: Vec<u8>,
+}
+
+/// The file being written, and where the next block goes.
+struct BlockWriter {
+    path: PathBuf,
+    file: BufWriter<File>,
+    /// Bytes written so far (buffered or not).
+    offset: u64,
     /// Set after a write error: the file is unusable from then on.
     failed: bool,
-    scratch: Vec<u8>,
+}
+
+impl BlockWriter {
+    fn check_usable(&self) -> Result<()> {
+        if self.failed {
+            return Err(Error::io(
+                format!("writing table {}", self.path.display()),
+                std::io::Error::other("an earlier write to this table failed"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Writes contents + trailer; returns the block's handle.
+    fn write_block(&mut self, contents: &[u8]) -> Result<BlockHandle> {
+        let handle = BlockHandle {
+            offset: self.offset,
+            size: contents.len() as u64,
+        };
+        self.write_raw(contents)?;
+        self.write_raw(&block_trailer(contents, BLOCK_TYPE_UNCOMPRESSED))?;
+        Ok(handle)
+    }
+
+    fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
+        self.check_usable()?;
+        if let Err(e) = self.file.write_all(bytes) {
+            self.failed = true;
+            return Err(Error::io(
+                format!("writing table {}", self.path.display()),
+                e,
+            ));
+        }
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Flushes the buffer and fsyncs the file.
+    fn sync(&mut self) -> Result<()> {
+        let r = self
+            .file
+            .flush()
+            .and_then(|()| self.file.get_ref().sync_all());
+        r.map_err(|e| {
+            self.failed = true;
+            Error::io(format!("syncing table {}", self.path.display()), e)
+        })
+    }
 }
 
 impl TableBuilder {
@@ -75,10 +132,13 @@ impl TableBuilder {
         let file = File::create(path)
             .map_err(|e| Error::io(format!("creating table {}", path.display()), e))?;
         Ok(TableBuilder {
-            path: path.to_path_buf(),
-            file: BufWriter::with_capacity(256 << 10, file),
+            out: BlockWriter {
+                path: path.to_path_buf(),
+                file: BufWriter::with_capacity(256 << 10, file),
+                offset: 0,
+                failed: false,
+            },
             options,
-            offset: 0,
             data_block: BlockBuilder::new(options.restart_interval),
             // Every index entry is a restart point: index seeks are pure
             // binary searches and index keys are short anyway.
@@ -88,7 +148,6 @@ impl TableBuilder {
             smallest: Vec::new(),
             key_hashes: Vec::new(),
             entries: 0,
-            failed: false,
             scratch: Vec::new(),
         })
     }
@@ -101,7 +160,7 @@ impl TableBuilder {
         kind: ValueKind,
         value: &[u8],
     ) -> Result<()> {
-        self.check_usable()?;
+        self.out.check_usable()?;
         if user_key.len() > MAX_KEY_SIZE || value.len() > MAX_VALUE_SIZE || seq > MAX_SEQUENCE {
             return Err(Error::InvalidArgument(format!(
                 "table entry out of limits: key {} bytes, value {} bytes, seq {seq}",
@@ -127,7 +186,7 @@ impl TableBuilder {
             if order != Ordering::Less {
                 return Err(Error::InvalidArgument(format!(
                     "table {}: key added out of internal order",
-                    self.path.display()
+                    self.out.path.display()
                 )));
             }
             user_key_of(&self.last_key) != user_key
@@ -162,12 +221,12 @@ impl TableBuilder {
             0
         };
         let pending = (self.data_block.size_estimate() + self.index_block.size_estimate()) as u64;
-        self.offset + pending + filter as u64 + (2 * BLOCK_TRAILER_SIZE + FOOTER_SIZE) as u64
+        self.out.offset + pending + filter as u64 + (2 * BLOCK_TRAILER_SIZE + FOOTER_SIZE) as u64
     }
 
     /// Writes filter, index and footer, fsyncs, and returns the summary.
     pub fn finish(mut self) -> Result<TableSummary> {
-        self.check_usable()?;
+        self.out.check_usable()?;
         self.flush_data_block()?;
         if let Some(handle) = self.pending_index.take() {
             // The last block's index key is its last key: nothing follows to
@@ -177,40 +236,24 @@ impl TableBuilder {
         }
         let filter = if self.options.bloom_bits_per_key > 0 {
             let contents = build_filter(&self.key_hashes, self.options.bloom_bits_per_key);
-            Some(self.write_block(&contents)?)
+            Some(self.out.write_block(&contents)?)
         } else {
             None
         };
-        let contents = self.index_block.finish().to_vec();
-        let index = self.write_block(&contents)?;
+        let index = self.out.write_block(self.index_block.finish())?;
         let footer = Footer {
             index,
             filter,
             entries: self.entries,
         };
-        self.write_raw(&footer.encode())?;
-        let context = || format!("syncing table {}", self.path.display());
-        self.file.flush().map_err(|e| Error::io(context(), e))?;
-        self.file
-            .get_ref()
-            .sync_all()
-            .map_err(|e| Error::io(context(), e))?;
+        self.out.write_raw(&footer.encode())?;
+        self.out.sync()?;
         Ok(TableSummary {
-            file_size: self.offset,
+            file_size: self.out.offset,
             entries: self.entries,
             smallest: std::mem::take(&mut self.smallest),
             largest: std::mem::take(&mut self.last_key),
         })
-    }
-
-    fn check_usable(&self) -> Result<()> {
-        if self.failed {
-            return Err(Error::io(
-                format!("writing table {}", self.path.display()),
-                std::io::Error::other("an earlier write to this table failed"),
-            ));
-        }
-        Ok(())
     }
 
     fn add_index_entry(&mut self, key: &[u8], handle: BlockHandle) {
@@ -223,34 +266,9 @@ impl TableBuilder {
         if self.data_block.is_empty() {
             return Ok(());
         }
-        let mut block = std::mem::replace(&mut self.data_block, BlockBuilder::new(1));
-        let r = self.write_block(block.finish());
-        block.reset();
-        self.data_block = block;
-        self.pending_index = Some(r?);
-        Ok(())
-    }
-
-    /// Writes contents + trailer; returns the block's handle.
-    fn write_block(&mut self, contents: &[u8]) -> Result<BlockHandle> {
-        let handle = BlockHandle {
-            offset: self.offset,
-            size: contents.len() as u64,
-        };
-        self.write_raw(contents)?;
-        self.write_raw(&block_trailer(contents, BLOCK_TYPE_UNCOMPRESSED))?;
-        Ok(handle)
-    }
-
-    fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
-        if let Err(e) = self.file.write_all(bytes) {
-            self.failed = true;
-            return Err(Error::io(
-                format!("writing table {}", self.path.display()),
-                e,
-            ));
-        }
-        self.offset += bytes.len() as u64;
+        let handle = self.out.write_block(self.data_block.finish());
+        self.data_block.reset();
+        self.pending_index = Some(handle?);
         Ok(())
     }
 }

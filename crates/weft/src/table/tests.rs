@@ -372,6 +372,49 @@ fn table_and_iter_are_thread_safe() {
     send::<TableIter>();
 }
 
+#[test]
+fn concurrent_readers_share_a_small_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.sst");
+    let mut rng = StdRng::seed_from_u64(5);
+    let entries = Arc::new(random_entries(&mut rng, 400, 10));
+    let options = TableOptions {
+        block_size: 256,
+        ..TableOptions::default()
+    };
+    let summary = build(&path, &entries, options);
+    // Far smaller than the table: blocks are evicted while others use them.
+    let cache = Arc::new(BlockCache::new(4 << 10));
+    let table = Table::open(&path, 3, summary.file_size, cache.clone()).unwrap();
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let table = table.clone();
+            let entries = entries.clone();
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(t);
+                for _ in 0..300 {
+                    let e = &entries[rng.gen_range(0..entries.len())];
+                    let got = table.get(&e.0, e.1).unwrap();
+                    assert_eq!(got, Some((e.1, e.2, e.3.clone())));
+                }
+                let mut it = table.iter();
+                it.seek_to_first().unwrap();
+                let mut n = 0;
+                while it.valid() {
+                    assert_eq!(current(&it), entries[n]);
+                    n += 1;
+                    it.next().unwrap();
+                }
+                assert_eq!(n, entries.len());
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(cache.stats().usage <= 4 << 10);
+}
+
 /// Byte ranges of every block (with trailer) and of the footer, from the
 /// table's own footer and index: `(start, end)`.
 fn regions(bytes: &[u8]) -> Vec<(u64, u64)> {
@@ -434,7 +477,10 @@ fn read_everything(path: &Path, size: u64, entries: &[Entry]) -> Option<Error> {
     }
     match r {
         Ok(()) => assert_eq!(i, 0),
-        Err(e) => note(e),
+        Err(e) => {
+            assert!(!it.valid());
+            note(e);
+        }
     }
     for e in entries {
         match table.get(&e.0, e.1) {
