@@ -1,16 +1,98 @@
 //! Tables: immutable sorted files of versioned entries.
 //!
-//! STUB: signatures fixed; implementation to come.
+//! A table is written once by [`TableBuilder`] (flush or merge), then only
+//! read through [`Table`] (point gets) and [`TableIter`] (scans, merges). The
+//! format is LevelDB's in spirit, simplified where Weft does not need the
+//! generality: one whole-table Bloom filter instead of per-block filters, no
+//! metaindex (the footer names the filter directly), no compression yet (the
+//! block type byte reserves room for it).
+//!
+//! # File layout (format version 1)
+//!
+//! ```text
+//! +--------------------+ 0
+//! | data block 0       |  entries in internal order (user key asc, seq desc)
+//! | trailer (5 B)      |
+//! | data block 1       |
+//! | trailer            |
+//! | ...                |
+//! +--------------------+ data_end = filter offset (or index offset)
+//! | filter block       |  optional (bloom_bits_per_key > 0)
+//! | trailer            |
+//! +--------------------+
+//! | index block        |  one entry per data block
+//! | trailer            |
+//! +--------------------+ file_size - 56
+//! | footer (56 B)      |
+//! +--------------------+ file_size
+//! ```
+//!
+//! **Block** (data and index; see [`block`]):
+//!
+//! ```text
+//! entry*  | restart[0..n]: u32 LE | n: u32 LE
+//! entry = shared: varint32 | unshared: varint32 | value_len: varint32
+//!         | key[shared..]: unshared bytes | value: value_len bytes
+//! ```
+//!
+//! Keys are encoded internal keys (user key + 8-byte LE trailer `seq<<8|kind`),
+//! prefix-compressed against the previous key; every `restart_interval`-th
+//! entry stores its key whole and is listed in the restart array. Data blocks
+//! are cut once they reach `block_size`.
+//!
+//! **Index block**: same block format, restart interval 1. Entry `i` maps an
+//! internal key `K_i` to the handle `offset: varint64 | size: varint64` of
+//! data block `i`, where `last(i) <= K_i < first(i+1)`: a short separator
+//! (LevelDB's shortest-separator on the user key), or the block's last key.
+//!
+//! **Filter block**: Bloom bits over every distinct *user* key, then one byte
+//! `k` (probe count); hashing described in [`filter`].
+//!
+//! **Block trailer** (after every block, filter and index included):
+//!
+//! ```text
+//! type: u8 (0 = uncompressed) | masked crc32c(contents ++ type): u32 LE
+//! ```
+//!
+//! **Footer** (56 bytes, all little endian):
+//!
+//! ```text
+//!  0 index offset  u64 |  8 index size  u64
+//! 16 filter offset u64 | 24 filter size u64   (size 0 = no filter)
+//! 32 entries       u64
+//! 40 format version u32 (= 1)
+//! 44 masked crc32c of bytes 0..44 u32
+//! 48 magic u64 = "weft-sst"
+//! ```
+//!
+//! # Trust
+//!
+//! Every block read from disk is verified against its CRC before use; the
+//! footer has its own CRC, magic and version, and its handles must lie before
+//! it. Past the checksums, every length, varint, restart index and handle is
+//! still bounds-checked (a checksum collision or a writer bug must not be a
+//! panic): anything malformed is [`crate::Error::Corruption`] naming the file
+//! and the offset of the block (or footer) at fault.
+//!
+//! # Reads
+//!
+//! [`Table::get`] asks the in-memory Bloom filter first, then seeks the
+//! in-memory index and reads one data block (two if the versions of the key
+//! straddle a block boundary), through the shared [`crate::cache::BlockCache`].
+//! [`TableIter`] walks index and data blocks in both directions.
 
 pub mod block;
+mod builder;
+pub mod filter;
+pub mod format;
+mod iter;
+mod reader;
+#[cfg(test)]
+mod tests;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use crate::cache::BlockCache;
-use crate::error::Result;
-use crate::iter::InternalIterator;
-use crate::key::{SequenceNumber, ValueKind};
+pub use builder::TableBuilder;
+pub use iter::TableIter;
+pub use reader::Table;
 
 /// How tables are built.
 #[derive(Debug, Clone, Copy)]
@@ -44,121 +126,4 @@ pub struct TableSummary {
     pub smallest: Vec<u8>,
     /// Largest internal key (encoded).
     pub largest: Vec<u8>,
-}
-
-/// Writes a table file. Entries must come in strictly increasing internal order.
-pub struct TableBuilder {
-    _p: (),
-}
-
-impl TableBuilder {
-    /// Creates the file at `path`.
-    pub fn create(_path: &Path, _options: TableOptions) -> Result<TableBuilder> {
-        unimplemented!()
-    }
-    /// Appends an entry.
-    pub fn add(
-        &mut self,
-        _user_key: &[u8],
-        _seq: SequenceNumber,
-        _kind: ValueKind,
-        _value: &[u8],
-    ) -> Result<()> {
-        unimplemented!()
-    }
-    /// Entries added so far.
-    pub fn entries(&self) -> u64 {
-        unimplemented!()
-    }
-    /// Bytes the file will have if finished now (approximately).
-    pub fn estimated_size(&self) -> u64 {
-        unimplemented!()
-    }
-    /// Writes filter, index and footer, fsyncs, and returns the summary.
-    pub fn finish(self) -> Result<TableSummary> {
-        unimplemented!()
-    }
-}
-
-/// An open table: index and filter in memory, data blocks via the cache.
-pub struct Table {
-    _path: PathBuf,
-}
-
-impl Table {
-    /// Opens table `file_number` at `path`, verifying footer, index and filter.
-    pub fn open(
-        _path: &Path,
-        _file_number: u64,
-        _file_size: u64,
-        _cache: Arc<BlockCache>,
-    ) -> Result<Arc<Table>> {
-        unimplemented!()
-    }
-    /// The newest version of `user_key` with sequence `<= snapshot`.
-    pub fn get(
-        &self,
-        _user_key: &[u8],
-        _snapshot: SequenceNumber,
-    ) -> Result<Option<(SequenceNumber, ValueKind, Vec<u8>)>> {
-        unimplemented!()
-    }
-    /// A cursor over every entry.
-    pub fn iter(self: &Arc<Self>) -> TableIter {
-        unimplemented!()
-    }
-    /// A cursor that may bypass the block cache.
-    pub fn iter_with_fill_cache(self: &Arc<Self>, _fill: bool) -> TableIter {
-        unimplemented!()
-    }
-    /// Reads and verifies every block; returns the number of blocks.
-    pub fn verify_checksums(&self) -> Result<u64> {
-        unimplemented!()
-    }
-    /// The table's file number.
-    pub fn file_number(&self) -> u64 {
-        unimplemented!()
-    }
-    /// The table's file size.
-    pub fn file_size(&self) -> u64 {
-        unimplemented!()
-    }
-}
-
-/// Cursor over a table.
-pub struct TableIter {
-    _p: (),
-}
-
-impl InternalIterator for TableIter {
-    fn valid(&self) -> bool {
-        unimplemented!()
-    }
-    fn seek_to_first(&mut self) -> Result<()> {
-        unimplemented!()
-    }
-    fn seek_to_last(&mut self) -> Result<()> {
-        unimplemented!()
-    }
-    fn seek(&mut self, _user_key: &[u8], _seq: SequenceNumber) -> Result<()> {
-        unimplemented!()
-    }
-    fn next(&mut self) -> Result<()> {
-        unimplemented!()
-    }
-    fn prev(&mut self) -> Result<()> {
-        unimplemented!()
-    }
-    fn user_key(&self) -> &[u8] {
-        unimplemented!()
-    }
-    fn seq(&self) -> SequenceNumber {
-        unimplemented!()
-    }
-    fn kind(&self) -> ValueKind {
-        unimplemented!()
-    }
-    fn value(&self) -> &[u8] {
-        unimplemented!()
-    }
 }

@@ -1,0 +1,240 @@
+//! The two-level cursor: an index-block cursor picks a data block, a
+//! data-block cursor walks it.
+//!
+//! [`TwoLevel`] holds only `Arc<Block>`s and takes the [`Table`] as an
+//! argument, so `Table::get` can use it on `&self` while [`TableIter`] pairs
+//! it with an `Arc<Table>` to be `Send` and self-contained. Data blocks may
+//! be empty of matching entries after a seek (the index key is a separator,
+//! not the block's last key): the cursor then moves on to the neighbouring
+//! block, in either direction, until it finds an entry or runs out.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::key::{internal_key, parse_internal_key, SequenceNumber, ValueKind, MAX_SEQUENCE};
+use crate::table::block::{Block, BlockIter};
+use crate::table::format::BlockHandle;
+use crate::table::reader::Table;
+
+/// Index cursor + current data block cursor.
+pub(crate) struct TwoLevel {
+    index: BlockIter,
+    data: Option<BlockIter>,
+    data_handle: BlockHandle,
+    fill_cache: bool,
+}
+
+impl TwoLevel {
+    pub(crate) fn new(index: Arc<Block>, fill_cache: bool) -> TwoLevel {
+        TwoLevel {
+            index: BlockIter::new(index),
+            data: None,
+            data_handle: BlockHandle::default(),
+            fill_cache,
+        }
+    }
+
+    pub(crate) fn valid(&self) -> bool {
+        self.data.as_ref().is_some_and(BlockIter::valid)
+    }
+
+    /// The current encoded internal key, if positioned.
+    pub(crate) fn key(&self) -> Option<&[u8]> {
+        self.data.as_ref().filter(|d| d.valid()).map(BlockIter::key)
+    }
+
+    pub(crate) fn value(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], BlockIter::value)
+    }
+
+    pub(crate) fn seek_to_first(&mut self, t: &Table) -> Result<()> {
+        self.guard(|c| {
+            c.index.seek_to_first().map_err(|r| t.corrupt_index(r))?;
+            c.load_data_block(t)?;
+            c.with_data(t, BlockIter::seek_to_first)?;
+            c.skip_empty_forward(t)
+        })
+    }
+
+    pub(crate) fn seek_to_last(&mut self, t: &Table) -> Result<()> {
+        self.guard(|c| {
+            c.index.seek_to_last().map_err(|r| t.corrupt_index(r))?;
+            c.load_data_block(t)?;
+            c.with_data(t, BlockIter::seek_to_last)?;
+            c.skip_empty_backward(t)
+        })
+    }
+
+    pub(crate) fn seek(&mut self, t: &Table, target: &[u8]) -> Result<()> {
+        self.guard(|c| {
+            c.index.seek(target).map_err(|r| t.corrupt_index(r))?;
+            c.load_data_block(t)?;
+            c.with_data(t, |d| d.seek(target))?;
+            c.skip_empty_forward(t)
+        })
+    }
+
+    pub(crate) fn next(&mut self, t: &Table) -> Result<()> {
+        if !self.valid() {
+            return Ok(());
+        }
+        self.guard(|c| {
+            c.with_data(t, BlockIter::next_entry)?;
+            c.skip_empty_forward(t)
+        })
+    }
+
+    pub(crate) fn prev(&mut self, t: &Table) -> Result<()> {
+        if !self.valid() {
+            return Ok(());
+        }
+        self.guard(|c| {
+            c.with_data(t, BlockIter::prev_entry)?;
+            c.skip_empty_backward(t)
+        })
+    }
+
+    /// Runs a positioning step; an error leaves the cursor invalid.
+    fn guard(&mut self, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        let r = f(self);
+        if r.is_err() {
+            self.data = None;
+        }
+        r
+    }
+
+    /// Applies a step to the data cursor, mapping its error to corruption at
+    /// the data block's offset.
+    fn with_data(
+        &mut self,
+        t: &Table,
+        f: impl FnOnce(&mut BlockIter) -> std::result::Result<(), &'static str>,
+    ) -> Result<()> {
+        if let Some(d) = self.data.as_mut() {
+            if let Err(reason) = f(d) {
+                return Err(t.corrupt_block(d.block(), reason));
+            }
+        }
+        Ok(())
+    }
+
+    /// Points the data cursor at the block the index cursor names (reusing
+    /// the current one if it is the same block), unpositioned.
+    fn load_data_block(&mut self, t: &Table) -> Result<()> {
+        if !self.index.valid() {
+            self.data = None;
+            return Ok(());
+        }
+        let handle = t.data_handle(self.index.value())?;
+        if self.data.is_some() && handle == self.data_handle {
+            return Ok(());
+        }
+        self.data = None;
+        let block = t.data_block(handle, self.fill_cache)?;
+        self.data = Some(BlockIter::new(block));
+        self.data_handle = handle;
+        Ok(())
+    }
+
+    fn skip_empty_forward(&mut self, t: &Table) -> Result<()> {
+        while !self.valid() {
+            if !self.index.valid() {
+                self.data = None;
+                return Ok(());
+            }
+            self.index.next_entry().map_err(|r| t.corrupt_index(r))?;
+            self.load_data_block(t)?;
+            self.with_data(t, BlockIter::seek_to_first)?;
+        }
+        Ok(())
+    }
+
+    fn skip_empty_backward(&mut self, t: &Table) -> Result<()> {
+        while !self.valid() {
+            if !self.index.valid() {
+                self.data = None;
+                return Ok(());
+            }
+            self.index.prev_entry().map_err(|r| t.corrupt_index(r))?;
+            self.load_data_block(t)?;
+            self.with_data(t, BlockIter::seek_to_last)?;
+        }
+        Ok(())
+    }
+}
+
+/// Cursor over a table: every version of every key in internal order.
+///
+/// Owns an `Arc<Table>` and the blocks it walks, so it may outlive the
+/// caller's handle and move between threads. Errors from block reads come
+/// back from the positioning call and leave the cursor invalid.
+pub struct TableIter {
+    table: Arc<Table>,
+    cursor: TwoLevel,
+    target: Vec<u8>,
+}
+
+impl TableIter {
+    pub(crate) fn new(table: Arc<Table>, cursor: TwoLevel) -> TableIter {
+        TableIter {
+            table,
+            cursor,
+            target: Vec::new(),
+        }
+    }
+
+    /// The current entry's encoded internal key (empty when invalid); lets a
+    /// merge copy entries without re-encoding them.
+    pub fn internal_key(&self) -> &[u8] {
+        self.cursor.key().unwrap_or(&[])
+    }
+
+    /// The table walked.
+    pub fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+}
+
+impl InternalIterator for TableIter {
+    fn valid(&self) -> bool {
+        self.cursor.valid()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.cursor.seek_to_first(&self.table)
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.cursor.seek_to_last(&self.table)
+    }
+    fn seek(&mut self, user_key: &[u8], seq: SequenceNumber) -> Result<()> {
+        self.target = internal_key(user_key, seq.min(MAX_SEQUENCE), ValueKind::MAX);
+        self.cursor.seek(&self.table, &self.target)
+    }
+    fn next(&mut self) -> Result<()> {
+        self.cursor.next(&self.table)
+    }
+    fn prev(&mut self) -> Result<()> {
+        self.cursor.prev(&self.table)
+    }
+    fn user_key(&self) -> &[u8] {
+        self.cursor
+            .key()
+            .and_then(parse_internal_key)
+            .map_or(&[], |p| p.user_key)
+    }
+    fn seq(&self) -> SequenceNumber {
+        self.cursor
+            .key()
+            .and_then(parse_internal_key)
+            .map_or(0, |p| p.seq)
+    }
+    fn kind(&self) -> ValueKind {
+        self.cursor
+            .key()
+            .and_then(parse_internal_key)
+            .map_or(ValueKind::Delete, |p| p.kind)
+    }
+    fn value(&self) -> &[u8] {
+        self.cursor.value()
+    }
+}
