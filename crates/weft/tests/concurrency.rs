@@ -46,7 +46,11 @@ fn for_each_kind_and_seed(name: &str, f: impl Fn(u64, MemtableKind)) {
             ));
             let before = panic_count();
             f(seed, kind);
-            assert_eq!(panic_count(), before, "{name}: a thread panicked");
+            assert_eq!(
+                panic_count(),
+                before,
+                "{name}: an engine (non-test) thread panicked"
+            );
         }
     }
 }
@@ -76,6 +80,7 @@ fn snapshot_reads_are_repeatable() {
             for w in 0..writers {
                 let (db, keys, done) = (&db, &keys, &done);
                 s.spawn(move || {
+                    mark_test_thread();
                     let _d = Done(done);
                     let mut rng = rng(seed ^ (w as u64 + 1));
                     for n in 0..ops_per_writer() {
@@ -98,6 +103,7 @@ fn snapshot_reads_are_repeatable() {
             for _ in 0..2 {
                 let (db, keys, done, checks) = (&db, &keys, &done, &checks);
                 s.spawn(move || {
+                    mark_test_thread();
                     while done.load(Ordering::SeqCst) < writers {
                         let snap = db.snapshot();
                         let ro = ReadOptions::new().snapshot(&snap);
@@ -154,6 +160,7 @@ fn iterators_are_atomic_scans() {
             for w in 0..writers {
                 let (db, done) = (&db, &done);
                 s.spawn(move || {
+                    mark_test_thread();
                     let _d = Done(done);
                     let mut rng = rng(seed ^ (0xab + w as u64));
                     for n in 0..ops_per_writer() {
@@ -177,6 +184,7 @@ fn iterators_are_atomic_scans() {
             for r in 0..2 {
                 let (db, done, scans) = (&db, &done, &scans);
                 s.spawn(move || {
+                    mark_test_thread();
                     let mut turn = 0u64;
                     while done.load(Ordering::SeqCst) < writers {
                         turn += 1;
@@ -267,6 +275,7 @@ fn sequences_become_visible_in_order() {
             for w in 0..writers {
                 let (db, done, acked) = (&db, &done, &acked);
                 s.spawn(move || {
+                    mark_test_thread();
                     let _d = Done(done);
                     let mut rng = rng(seed ^ (0x5e9 + w as u64));
                     for i in 0..n_ops {
@@ -280,6 +289,7 @@ fn sequences_become_visible_in_order() {
             for r in 0..2 {
                 let (db, done, acked) = (&db, &done, &acked);
                 s.spawn(move || {
+                    mark_test_thread();
                     while done.load(Ordering::SeqCst) < writers {
                         // (1) Acknowledged writes are visible to later reads.
                         for w in 0..writers {
@@ -356,6 +366,7 @@ fn sync_group_commit_from_many_threads() {
             for t in 0..threads {
                 let db = &db;
                 s.spawn(move || {
+                    mark_test_thread();
                     let sync = WriteOptions::new().sync(true);
                     for i in 0..per_thread {
                         let k = format!("t{t}-{i:03}");
@@ -410,6 +421,7 @@ fn maintenance_concurrent_with_writers_loses_nothing() {
             let maint = {
                 let (db, done, stop) = (&db, &done, &stop_maint);
                 s.spawn(move || {
+                    mark_test_thread();
                     let mut n = 0u64;
                     while done.load(Ordering::SeqCst) < writers && !stop.load(Ordering::SeqCst) {
                         match n % 3 {
@@ -428,6 +440,7 @@ fn maintenance_concurrent_with_writers_loses_nothing() {
                 .map(|w| {
                     let (db, done) = (&db, &done);
                     s.spawn(move || {
+                        mark_test_thread();
                         let _d = Done(done);
                         let mut rng = rng(seed ^ (0x3a1 + w as u64));
                         let mut model = Model::new();

@@ -30,7 +30,7 @@ fn no_panics_since(before: usize, ctx: &str) {
     assert_eq!(
         panic_count(),
         before,
-        "{ctx}: a thread panicked (see the message above)"
+        "{ctx}: an engine (non-test) thread panicked (see the message above)"
     );
 }
 

@@ -609,7 +609,7 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
     assert_eq!(
         panic_count(),
         panics_before,
-        "a thread panicked during the run (see the panic message above)"
+        "an engine (non-test) thread panicked during the run (see the message above)"
     );
 }
 

@@ -142,20 +142,34 @@ impl Drop for SeedGuard {
 static PANICS: AtomicUsize = AtomicUsize::new(0);
 static HOOK: Once = Once::new();
 
-/// Installs (once per process) a panic hook that counts every panic on any
-/// thread, including the engine's background threads, whose panics would not
-/// otherwise fail a test.
+thread_local! {
+    static TEST_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the current thread as a test thread: its panics fail its own test
+/// the usual way and are not counted by the hook.
+pub fn mark_test_thread() {
+    TEST_THREAD.with(|t| t.set(true));
+}
+
+/// Installs (once per process) a panic hook that counts panics on threads
+/// the tests did not create (the engine's background threads), whose panics
+/// would not otherwise fail a test. Also marks the calling thread as a test
+/// thread. Threads spawned by tests must call [`mark_test_thread`].
 pub fn install_panic_counter() {
+    mark_test_thread();
     HOOK.call_once(|| {
         let prev = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            PANICS.fetch_add(1, Ordering::SeqCst);
+            if !TEST_THREAD.with(|t| t.get()) {
+                PANICS.fetch_add(1, Ordering::SeqCst);
+            }
             prev(info);
         }));
     });
 }
 
-/// Panics seen so far by the hook of [`install_panic_counter`].
+/// Panics seen so far on non-test threads (see [`install_panic_counter`]).
 pub fn panic_count() -> usize {
     PANICS.load(Ordering::SeqCst)
 }
