@@ -1,0 +1,479 @@
+//! Concurrency tests: writer and reader threads on one `Db` with a tiny write
+//! buffer, so memtable rotation, flushes and merges happen during the run.
+//!
+//! * snapshot reads are repeatable, and point reads agree with scans;
+//! * an iterator is an atomic scan (pairs written in one batch are seen
+//!   together, with the same generation, even when the scan pauses);
+//! * sequences become visible in order (a reader that sees `counter = i`
+//!   sees every earlier write of that writer, and nothing two steps ahead);
+//! * an acknowledged write is visible to any read that starts after it;
+//! * sync writes from many threads (group commit) all land;
+//! * flush/compact/verify running concurrently with writers lose nothing.
+//!
+//! Knobs: `WEFT_SEED` (writers' random choices), `WEFT_CONC_OPS` (writes per
+//! writer thread, default 1500).
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::*;
+use weft::{Db, MemtableKind, ReadOptions, WriteBatch, WriteOptions};
+
+/// Counts finished writer threads, also when one panics, so readers stop.
+struct Done<'a>(&'a AtomicUsize);
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn ops_per_writer() -> usize {
+    env_usize("WEFT_CONC_OPS", 1500)
+}
+
+fn pad(rng: &mut StdRng) -> String {
+    "p".repeat(rng.gen_range(20..120))
+}
+
+fn for_each_kind_and_seed(name: &str, f: impl Fn(u64, MemtableKind)) {
+    install_panic_counter();
+    for seed in seeds(&[7]) {
+        for kind in kinds() {
+            let _g = SeedGuard::new(format!(
+                "{name} seed={seed} kind={kind}; replay with WEFT_SEED={seed} (thread timing is not replayable)"
+            ));
+            let before = panic_count();
+            f(seed, kind);
+            assert_eq!(
+                panic_count(),
+                before,
+                "{name}: an engine (non-test) thread panicked"
+            );
+        }
+    }
+}
+
+fn assert_flushed(db: &Db, what: &str) {
+    let st = db.stats();
+    eprintln!(
+        "{what}: flushes={} merges={} stalls={} slowdowns={}",
+        st.flushes, st.merges, st.write_stalls, st.write_slowdowns
+    );
+    assert!(
+        st.flushes > 0,
+        "{what}: no flush happened during the run; the test did not cover rotation"
+    );
+}
+
+#[test]
+fn snapshot_reads_are_repeatable() {
+    for_each_kind_and_seed("snapshot_reads_are_repeatable", |seed, kind| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), tiny_options(kind)).unwrap();
+        let keys: Vec<Vec<u8>> = (0..64).map(|i| format!("key{i:02}").into_bytes()).collect();
+        let writers = 3;
+        let done = AtomicUsize::new(0);
+        let checks = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for w in 0..writers {
+                let (db, keys, done) = (&db, &keys, &done);
+                s.spawn(move || {
+                    mark_test_thread();
+                    let _d = Done(done);
+                    let mut rng = rng(seed ^ (w as u64 + 1));
+                    for n in 0..ops_per_writer() {
+                        let k = &keys[rng.gen_range(0..keys.len())];
+                        match rng.gen_range(0..10) {
+                            0 => db.delete(k).unwrap(),
+                            1 => {
+                                let mut b = WriteBatch::new();
+                                for _ in 0..4 {
+                                    let k = &keys[rng.gen_range(0..keys.len())];
+                                    b.put(k, format!("w{w}-{n}-b-{}", pad(&mut rng)));
+                                }
+                                db.write(b, &WriteOptions::new()).unwrap();
+                            }
+                            _ => db.put(k, format!("w{w}-{n}-{}", pad(&mut rng))).unwrap(),
+                        }
+                    }
+                });
+            }
+            for _ in 0..2 {
+                let (db, keys, done, checks) = (&db, &keys, &done, &checks);
+                s.spawn(move || {
+                    mark_test_thread();
+                    while done.load(Ordering::SeqCst) < writers {
+                        let snap = db.snapshot();
+                        let ro = ReadOptions::new().snapshot(&snap);
+                        let read = || -> Vec<Option<Vec<u8>>> {
+                            keys.iter().map(|k| db.get_opt(k, &ro).unwrap()).collect()
+                        };
+                        let scan = || -> Vec<(Vec<u8>, Vec<u8>)> {
+                            db.range_opt::<&[u8], _>(.., &ro)
+                                .unwrap()
+                                .map(|r| r.unwrap())
+                                .collect()
+                        };
+                        let first = read();
+                        let scan1 = scan();
+                        // Scans and point reads at one snapshot agree.
+                        let from_gets: Vec<(Vec<u8>, Vec<u8>)> = keys
+                            .iter()
+                            .zip(&first)
+                            .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
+                            .collect();
+                        assert_pairs_eq(&scan1, &from_gets, "scan vs gets at one snapshot");
+                        std::thread::sleep(Duration::from_millis(2));
+                        let second = read();
+                        assert_eq!(first, second, "reads at one snapshot changed over time");
+                        let scan2 = scan_cursor(db, &ro);
+                        assert_pairs_eq(&scan2, &scan1, "second scan at one snapshot");
+                        checks.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        assert!(
+            checks.load(Ordering::Relaxed) > 0,
+            "readers never ran a check"
+        );
+        assert_flushed(&db, "snapshot_reads_are_repeatable");
+    });
+}
+
+#[test]
+fn iterators_are_atomic_scans() {
+    for_each_kind_and_seed("iterators_are_atomic_scans", |seed, kind| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), tiny_options(kind)).unwrap();
+        let pairs = 50u64;
+        let writers = 3;
+        let done = AtomicUsize::new(0);
+        let scans = AtomicUsize::new(0);
+        // a_* keys all sort before b_* keys, so a scan reaches b_i long
+        // after a_i: only a true snapshot keeps them consistent.
+        let a = |i: u64| format!("a_{i:03}").into_bytes();
+        let b = |i: u64| format!("b_{i:03}").into_bytes();
+        std::thread::scope(|s| {
+            for w in 0..writers {
+                let (db, done) = (&db, &done);
+                s.spawn(move || {
+                    mark_test_thread();
+                    let _d = Done(done);
+                    let mut rng = rng(seed ^ (0xab + w as u64));
+                    for n in 0..ops_per_writer() {
+                        let i = rng.gen_range(0..pairs);
+                        let mut batch = WriteBatch::new();
+                        if rng.gen_ratio(1, 8) {
+                            batch.delete(a(i)).delete(b(i));
+                        } else {
+                            let gen = format!("w{w}g{n}-{}", pad(&mut rng));
+                            // Alternate the order inside the batch.
+                            if n % 2 == 0 {
+                                batch.put(a(i), &gen).put(b(i), &gen);
+                            } else {
+                                batch.put(b(i), &gen).put(a(i), &gen);
+                            }
+                        }
+                        db.write(batch, &WriteOptions::new()).unwrap();
+                    }
+                });
+            }
+            for r in 0..2 {
+                let (db, done, scans) = (&db, &done, &scans);
+                s.spawn(move || {
+                    mark_test_thread();
+                    let mut turn = 0u64;
+                    while done.load(Ordering::SeqCst) < writers {
+                        turn += 1;
+                        let mode = (turn + r) % 4;
+                        let mut seen: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+                        match mode {
+                            0 | 1 => {
+                                let mut it = db.iter(&ReadOptions::new()).unwrap();
+                                if mode == 0 {
+                                    it.seek_to_first().unwrap();
+                                } else {
+                                    it.seek_to_last().unwrap();
+                                }
+                                let mut steps = 0;
+                                while it.valid() {
+                                    seen.push((it.key().to_vec(), it.value().to_vec()));
+                                    steps += 1;
+                                    if steps == pairs as usize / 2 {
+                                        // Pause mid-scan while writers run.
+                                        std::thread::sleep(Duration::from_millis(3));
+                                    }
+                                    if mode == 0 {
+                                        it.next().unwrap();
+                                    } else {
+                                        it.prev().unwrap();
+                                    }
+                                }
+                            }
+                            2 => {
+                                let mut range = db.range::<&[u8], _>(..).unwrap();
+                                if let Some(first) = range.next() {
+                                    seen.push(first.unwrap());
+                                }
+                                std::thread::sleep(Duration::from_millis(3));
+                                seen.extend(range.map(|x| x.unwrap()));
+                            }
+                            _ => {
+                                let range = db.range::<&[u8], _>(..).unwrap();
+                                std::thread::sleep(Duration::from_millis(3));
+                                seen.extend(range.rev().map(|x| x.unwrap()));
+                            }
+                        }
+                        let map: std::collections::BTreeMap<_, _> = seen.iter().cloned().collect();
+                        assert_eq!(
+                            map.len(),
+                            seen.len(),
+                            "scan mode {mode} returned a key twice"
+                        );
+                        for i in 0..pairs {
+                            let (va, vb) = (map.get(&a(i)), map.get(&b(i)));
+                            assert_eq!(
+                                va.map(|v| show(v)),
+                                vb.map(|v| show(v)),
+                                "scan mode {mode} is not atomic: pair {i} differs"
+                            );
+                        }
+                        // Point reads at one snapshot are atomic too.
+                        let snap = db.snapshot();
+                        let ro = ReadOptions::new().snapshot(&snap);
+                        for i in 0..pairs {
+                            let va = db.get_opt(a(i), &ro).unwrap();
+                            let vb = db.get_opt(b(i), &ro).unwrap();
+                            assert_eq!(va, vb, "gets at one snapshot: pair {i} differs");
+                        }
+                        scans.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        assert!(scans.load(Ordering::Relaxed) > 0, "readers never scanned");
+        assert_flushed(&db, "iterators_are_atomic_scans");
+    });
+}
+
+#[test]
+fn sequences_become_visible_in_order() {
+    for_each_kind_and_seed("sequences_become_visible_in_order", |seed, kind| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), tiny_options(kind)).unwrap();
+        let writers = 3usize;
+        let done = AtomicUsize::new(0);
+        let acked: Vec<AtomicU64> = (0..writers).map(|_| AtomicU64::new(u64::MAX)).collect();
+        let item = |w: usize, i: u64| format!("s{w}_{i:06}").into_bytes();
+        let counter = |w: usize| format!("c{w}").into_bytes();
+        let parse = |v: &[u8]| -> u64 { std::str::from_utf8(v).unwrap().parse().unwrap() };
+        let n_ops = ops_per_writer() as u64;
+        std::thread::scope(|s| {
+            for w in 0..writers {
+                let (db, done, acked) = (&db, &done, &acked);
+                s.spawn(move || {
+                    mark_test_thread();
+                    let _d = Done(done);
+                    let mut rng = rng(seed ^ (0x5e9 + w as u64));
+                    for i in 0..n_ops {
+                        db.put(item(w, i), format!("{i}-{}", pad(&mut rng)))
+                            .unwrap();
+                        acked[w].store(i, Ordering::SeqCst);
+                        db.put(counter(w), i.to_string()).unwrap();
+                    }
+                });
+            }
+            for r in 0..2 {
+                let (db, done, acked) = (&db, &done, &acked);
+                s.spawn(move || {
+                    mark_test_thread();
+                    while done.load(Ordering::SeqCst) < writers {
+                        // (1) Acknowledged writes are visible to later reads.
+                        for w in 0..writers {
+                            let i = acked[w].load(Ordering::SeqCst);
+                            if i != u64::MAX {
+                                assert!(
+                                    db.get(item(w, i)).unwrap().is_some(),
+                                    "write {i} of writer {w} was acknowledged but a later get misses it"
+                                );
+                            }
+                        }
+                        // (2) Within one atomic scan: counter = c implies
+                        // items 0..=c present and nothing past c + 1.
+                        let all: Vec<(Vec<u8>, Vec<u8>)> = if r == 0 {
+                            scan_all(db)
+                        } else {
+                            scan_cursor(db, &ReadOptions::new())
+                        };
+                        let map: std::collections::BTreeMap<_, _> = all.into_iter().collect();
+                        for w in 0..writers {
+                            let c = map.get(&counter(w)).map(|v| parse(v));
+                            let present: Vec<u64> = map
+                                .range(item(w, 0)..=item(w, n_ops))
+                                .map(|(k, _)| {
+                                    let s = std::str::from_utf8(k).unwrap();
+                                    s[s.find('_').unwrap() + 1..].parse().unwrap()
+                                })
+                                .collect();
+                            let expect_min = c.map_or(0, |c| c + 1);
+                            let n = present.len() as u64;
+                            assert!(
+                                present.iter().enumerate().all(|(j, &x)| x == j as u64),
+                                "writer {w}: scan shows a gap in its items (counter {c:?}): \
+                                 a later write is visible before an earlier one"
+                            );
+                            assert!(
+                                n >= expect_min && n <= expect_min + 1,
+                                "writer {w}: counter = {c:?} but the same scan shows {n} items"
+                            );
+                        }
+                        // (3) Monotonic point reads: after seeing counter c,
+                        // item c is visible.
+                        for w in 0..writers {
+                            if let Some(c) = db.get(counter(w)).unwrap() {
+                                let c = parse(&c);
+                                assert!(
+                                    db.get(item(w, c)).unwrap().is_some(),
+                                    "writer {w}: saw counter {c} but item {c} is not visible afterwards"
+                                );
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        for w in 0..writers {
+            assert_eq!(
+                db.get(counter(w)).unwrap(),
+                Some((n_ops - 1).to_string().into_bytes())
+            );
+        }
+        assert_flushed(&db, "sequences_become_visible_in_order");
+    });
+}
+
+#[test]
+fn sync_group_commit_from_many_threads() {
+    for_each_kind_and_seed("sync_group_commit_from_many_threads", |_seed, kind| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), tiny_options(kind)).unwrap();
+        let threads = 8;
+        let per_thread = 40;
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let db = &db;
+                s.spawn(move || {
+                    mark_test_thread();
+                    let sync = WriteOptions::new().sync(true);
+                    for i in 0..per_thread {
+                        let k = format!("t{t}-{i:03}");
+                        if i % 5 == 4 {
+                            let mut b = WriteBatch::new();
+                            b.put(&k, format!("v{t}.{i}")).put(format!("{k}-x"), "x");
+                            db.write(b, &sync).unwrap();
+                        } else {
+                            db.put_opt(&k, format!("v{t}.{i}"), &sync).unwrap();
+                        }
+                    }
+                });
+            }
+        });
+        let check = |db: &Db, what: &str| {
+            for t in 0..threads {
+                for i in 0..per_thread {
+                    let k = format!("t{t}-{i:03}");
+                    assert_eq!(
+                        db.get(&k).unwrap(),
+                        Some(format!("v{t}.{i}").into_bytes()),
+                        "{what}: {k}"
+                    );
+                    if i % 5 == 4 {
+                        assert_eq!(
+                            db.get(format!("{k}-x")).unwrap().as_deref(),
+                            Some(&b"x"[..])
+                        );
+                    }
+                }
+            }
+        };
+        check(&db, "after concurrent sync writes");
+        // Synced writes are in the WAL: a crash image has them all.
+        let image = tempfile::tempdir().unwrap();
+        copy_dir(dir.path(), image.path());
+        drop(db);
+        let db = Db::open(image.path(), tiny_options(kind)).unwrap();
+        check(&db, "crash image after concurrent sync writes");
+    });
+}
+
+#[test]
+fn maintenance_concurrent_with_writers_loses_nothing() {
+    for_each_kind_and_seed("maintenance_concurrent_with_writers", |seed, kind| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), tiny_options(kind)).unwrap();
+        let writers = 3usize;
+        let done = AtomicUsize::new(0);
+        let stop_maint = AtomicBool::new(false);
+        let models: Vec<Model> = std::thread::scope(|s| {
+            let maint = {
+                let (db, done, stop) = (&db, &done, &stop_maint);
+                s.spawn(move || {
+                    mark_test_thread();
+                    let mut n = 0u64;
+                    while done.load(Ordering::SeqCst) < writers && !stop.load(Ordering::SeqCst) {
+                        match n % 3 {
+                            0 => db.flush().unwrap(),
+                            1 => db.compact().unwrap(),
+                            _ => {
+                                db.verify_checksums().unwrap();
+                            }
+                        }
+                        n += 1;
+                    }
+                    n
+                })
+            };
+            let handles: Vec<_> = (0..writers)
+                .map(|w| {
+                    let (db, done) = (&db, &done);
+                    s.spawn(move || {
+                        mark_test_thread();
+                        let _d = Done(done);
+                        let mut rng = rng(seed ^ (0x3a1 + w as u64));
+                        let mut model = Model::new();
+                        for n in 0..ops_per_writer() {
+                            // Disjoint key spaces: each writer's model is exact.
+                            let k = format!("w{w}k{:03}", rng.gen_range(0..150)).into_bytes();
+                            if rng.gen_ratio(1, 5) {
+                                db.delete(&k).unwrap();
+                                model.remove(&k);
+                            } else {
+                                let v = format!("{n}-{}", pad(&mut rng)).into_bytes();
+                                db.put(&k, &v).unwrap();
+                                model.insert(k, v);
+                            }
+                        }
+                        model
+                    })
+                })
+                .collect();
+            let models: Vec<Model> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            stop_maint.store(true, Ordering::SeqCst);
+            let rounds = maint.join().unwrap();
+            eprintln!("maintenance rounds during the run: {rounds}");
+            models
+        });
+        let mut all = Model::new();
+        for m in models {
+            all.extend(m);
+        }
+        assert_db_eq(&db, &all, "after writers raced flush/compact/verify");
+        assert_flushed(&db, "maintenance_concurrent_with_writers");
+        db.close().unwrap();
+        let db = Db::open(dir.path(), tiny_options(kind)).unwrap();
+        assert_db_eq(&db, &all, "after reopen");
+    });
+}

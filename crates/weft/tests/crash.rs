@@ -1,0 +1,411 @@
+//! Crash tests with real processes killed by SIGKILL.
+//!
+//! The test binary re-executes itself: the parent runs
+//! `current_exe() --exact child_writer --nocapture --test-threads=1` with
+//! `WEFT_CRASH_DIR`, `WEFT_CRASH_SEED`, `WEFT_CRASH_START` and
+//! `WEFT_CRASH_KIND` set. The `child_writer` test does nothing when
+//! `WEFT_CRASH_DIR` is absent (a normal `cargo test` run).
+//!
+//! The child writes deterministic batches (batch `i` is a function of the seed
+//! and `i` only, and sets `__last = i`) and prints `ack i` after each `write`
+//! returns. The parent kills it after a random delay, reopens the directory
+//! and checks that the database holds exactly batches `0..n` for some
+//! `n > highest ack` (every acknowledged write survives a process crash, and
+//! recovery yields a prefix of the history, never part of a batch). The next
+//! cycle resumes writing at batch `n` in the same directory, so later cycles
+//! crash a database that has already been recovered, possibly more than once.
+//!
+//! Knobs: `WEFT_SEED` (default one fixed seed), `WEFT_CRASH_CYCLES` (kill
+//! cycles per memtable kind, default 20).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use weft::{Db, Error, MemtableKind, Options, WriteBatch, WriteOptions};
+
+const KEY_SPACE: u64 = 200;
+
+fn crash_options(kind: MemtableKind) -> Options {
+    tiny_options(kind)
+}
+
+/// One operation of a batch: key and `Some(value)` for a put, `None` for a
+/// delete.
+type Op = (Vec<u8>, Option<Vec<u8>>);
+
+/// Batch `i` of the history of `seed`, and whether it is written with sync.
+fn batch_ops(seed: u64, i: u64) -> (Vec<Op>, bool) {
+    let mut rng = StdRng::seed_from_u64(seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let n = rng.gen_range(1..=8);
+    let mut ops = Vec::with_capacity(n + 1);
+    for j in 0..n {
+        let key = format!("k{:03}", rng.gen_range(0..KEY_SPACE)).into_bytes();
+        if rng.gen_ratio(1, 4) {
+            ops.push((key, None));
+        } else {
+            let mut v = format!("b{i}.{j}:").into_bytes();
+            let pad = rng.gen_range(0..120);
+            v.extend((0..pad).map(|_| b'a' + rng.gen_range(0..26u8)));
+            ops.push((key, Some(v)));
+        }
+    }
+    ops.push((b"__last".to_vec(), Some(i.to_string().into_bytes())));
+    let sync = rng.gen_ratio(1, 8);
+    (ops, sync)
+}
+
+fn apply(model: &mut Model, ops: &[Op]) {
+    for (k, v) in ops {
+        match v {
+            Some(v) => model.insert(k.clone(), v.clone()),
+            None => model.remove(k),
+        };
+    }
+}
+
+fn env_of(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The child side of [`crash_cycles`]: writes batches from `WEFT_CRASH_START`
+/// on, acknowledging each on stdout, until killed.
+#[test]
+fn child_writer() {
+    let Some(dir) = env_of("WEFT_CRASH_DIR") else {
+        return;
+    };
+    let seed: u64 = env_of("WEFT_CRASH_SEED").unwrap().parse().unwrap();
+    let start: u64 = env_of("WEFT_CRASH_START").unwrap().parse().unwrap();
+    let kind: MemtableKind = env_of("WEFT_CRASH_KIND").unwrap().parse().unwrap();
+    let db = Db::open(&dir, crash_options(kind)).expect("child: open");
+    let mut out = std::io::stdout();
+    writeln!(out, "ready").unwrap();
+    out.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut i = start;
+    while Instant::now() < deadline {
+        let (ops, sync) = batch_ops(seed, i);
+        let mut b = WriteBatch::new();
+        for (k, v) in &ops {
+            match v {
+                Some(v) => b.put(k, v),
+                None => b.delete(k),
+            };
+        }
+        db.write(b, &WriteOptions::new().sync(sync))
+            .expect("child: write");
+        writeln!(out, "ack {i}").unwrap();
+        out.flush().unwrap();
+        i += 1;
+    }
+    // Never reached in a normal run: the parent kills us long before.
+    eprintln!("child_writer: parent never killed us; exiting");
+}
+
+/// Spawns this test binary running only test `name` with `envs`; stdout is
+/// piped (each line is sent on the returned channel), stderr goes to a file.
+fn spawn_child(
+    name: &str,
+    envs: &[(&str, String)],
+    stderr_file: &Path,
+) -> (Child, mpsc::Receiver<String>, std::thread::JoinHandle<()>) {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut cmd = Command::new(exe);
+    cmd.args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(
+            std::fs::File::create(stderr_file).expect("stderr file"),
+        ));
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn child");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx, reader)
+}
+
+fn child_stderr(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// Waits up to `timeout` for a line equal to `want`; returns the other lines
+/// seen meanwhile. `None` if the child closed stdout first or time ran out.
+fn wait_for_line(
+    rx: &mpsc::Receiver<String>,
+    want: &str,
+    timeout: Duration,
+    seen: &mut Vec<String>,
+) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if l.trim() == want => return true,
+            Ok(l) => seen.push(l),
+            Err(_) => return false,
+        }
+    }
+}
+
+fn crash_cycles(seed: u64, kind: MemtableKind, cycles: usize) {
+    let _guard = SeedGuard::new(format!(
+        "crash_cycles seed={seed} kind={kind}; replay with WEFT_SEED={seed}"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut rng = rng(seed);
+    let mut model = Model::new();
+    let mut applied: u64 = 0; // batches 0..applied are in `model`
+    let mut total_acks = 0u64;
+    for cycle in 0..cycles {
+        let start = applied;
+        let stderr_path = logs.path().join(format!("child-{cycle}.stderr"));
+        let (mut child, rx, reader) = spawn_child(
+            "child_writer",
+            &[
+                ("WEFT_CRASH_DIR", dir.path().display().to_string()),
+                ("WEFT_CRASH_SEED", seed.to_string()),
+                ("WEFT_CRASH_START", start.to_string()),
+                ("WEFT_CRASH_KIND", kind.name().to_string()),
+            ],
+            &stderr_path,
+        );
+        // Half the cycles count the delay from spawn, so some kills land
+        // during open/recovery; the others from "ready", so they land
+        // mid-write.
+        let from_ready = rng.gen_bool(0.5);
+        let delay = Duration::from_millis(rng.gen_range(10..=300));
+        let mut lines = Vec::new();
+        if from_ready && !wait_for_line(&rx, "ready", Duration::from_secs(60), &mut lines) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "cycle {cycle}: child never became ready (open failed after a crash?)\nchild stderr:\n{}",
+                child_stderr(&stderr_path)
+            );
+        }
+        std::thread::sleep(delay);
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            panic!(
+                "cycle {cycle}: child exited on its own ({status}) before the kill\nchild stderr:\n{}",
+                child_stderr(&stderr_path)
+            );
+        }
+        child.kill().expect("kill child"); // SIGKILL on Unix
+        child.wait().expect("wait child");
+        reader.join().expect("reader thread");
+        lines.extend(rx.try_iter());
+        let acks: Vec<u64> = lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("ack "))
+            .map(|n| n.trim().parse().expect("ack line"))
+            .collect();
+        for w in acks.windows(2) {
+            assert_eq!(w[1], w[0] + 1, "cycle {cycle}: acks out of order");
+        }
+        if let Some(&first) = acks.first() {
+            assert_eq!(
+                first, start,
+                "cycle {cycle}: child started at the wrong batch"
+            );
+        }
+        let max_ack = acks.last().copied();
+        total_acks += acks.len() as u64;
+
+        // Recover and check.
+        let db = Db::open(dir.path(), crash_options(kind)).unwrap_or_else(|e| {
+            panic!(
+                "cycle {cycle}: open after kill -9 failed: {e}\nchild stderr:\n{}",
+                child_stderr(&stderr_path)
+            )
+        });
+        let n = match db.get(b"__last").expect("get __last") {
+            Some(v) => {
+                String::from_utf8(v)
+                    .expect("__last utf8")
+                    .parse::<u64>()
+                    .expect("__last number")
+                    + 1
+            }
+            None => 0,
+        };
+        let min_n = max_ack.map_or(start, |a| a + 1);
+        assert!(
+            n >= min_n,
+            "cycle {cycle}: lost acknowledged writes: recovered through batch {n} (exclusive) \
+             but batch {} was acknowledged (cycle started at {start})",
+            min_n - 1
+        );
+        // The child writes one batch at a time: at most one unacknowledged
+        // batch can have reached the WAL.
+        let max_n = max_ack.map_or(start + 1, |a| a + 2);
+        assert!(
+            n <= max_n,
+            "cycle {cycle}: recovered batch {} which was never written (highest ack {max_ack:?})",
+            n - 1
+        );
+        while applied < n {
+            apply(&mut model, &batch_ops(seed, applied).0);
+            applied += 1;
+        }
+        let ctx = format!(
+            "cycle {cycle}: state after recovery must be exactly batches 0..{n} \
+             (acks {}..={max_ack:?}, delay {delay:?} from {})",
+            start,
+            if from_ready { "ready" } else { "spawn" }
+        );
+        assert_db_eq(&db, &model, &ctx);
+        let mut rev: Vec<_> = db
+            .range::<&[u8], _>(..)
+            .expect("range")
+            .rev()
+            .map(|r| r.expect("reverse scan"))
+            .collect();
+        rev.reverse();
+        assert_pairs_eq(&rev, &model_vec(&model), &format!("{ctx} (reverse scan)"));
+        db.verify_checksums()
+            .unwrap_or_else(|e| panic!("cycle {cycle}: verify_checksums after recovery: {e}"));
+        if rng.gen_bool(0.5) {
+            db.close().expect("close");
+        } else {
+            drop(db);
+        }
+    }
+    eprintln!(
+        "crash seed={seed} kind={kind}: {cycles} kills, {applied} batches recovered, {total_acks} acks, {} tables at the end",
+        sst_files(dir.path()).len()
+    );
+    assert!(
+        applied > 0,
+        "no batch was ever recovered: the test wrote nothing"
+    );
+    assert!(
+        !sst_files(dir.path()).is_empty(),
+        "no table was ever written: crashes never hit a database with flushed data"
+    );
+}
+
+#[test]
+fn crash_cycles_recover_a_prefix() {
+    let cycles = env_usize("WEFT_CRASH_CYCLES", 20);
+    for seed in seeds(&[0xC0FF_EE00_1234]) {
+        for kind in kinds() {
+            crash_cycles(seed, kind, cycles);
+        }
+    }
+}
+
+// ----------------------------------------------------------------- lock ----
+
+/// Child side of [`lock_released_after_kill9`]: holds the database open.
+#[test]
+fn child_locker() {
+    let Some(dir) = env_of("WEFT_LOCK_DIR") else {
+        return;
+    };
+    let db = Db::open(&dir, Options::default()).expect("child: open");
+    db.put(b"held", b"by child").expect("child: put");
+    let mut out = std::io::stdout();
+    writeln!(out, "locked").unwrap();
+    out.flush().unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+    drop(db);
+}
+
+fn assert_locked(r: weft::Result<Db>, dir: &Path, ctx: &str) {
+    match r {
+        Err(Error::Locked { path }) => {
+            assert_eq!(
+                path.file_name(),
+                weft::filename::lock_path(dir).file_name(),
+                "{ctx}: Locked names {}",
+                path.display()
+            );
+        }
+        Err(e) => panic!("{ctx}: expected Error::Locked, got {e:?}"),
+        Ok(_) => panic!("{ctx}: a second open of a held directory succeeded"),
+    }
+}
+
+#[test]
+fn lock_is_exclusive_in_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put(b"k", b"v").unwrap();
+    assert_locked(
+        Db::open(dir.path(), Options::default()),
+        dir.path(),
+        "second open while the first is live",
+    );
+    // The failed open must not have disturbed the live database.
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    // A clone keeps it open and locked.
+    let clone = db.clone();
+    drop(db);
+    assert_locked(
+        Db::open(dir.path(), Options::default()),
+        dir.path(),
+        "open while a clone is live",
+    );
+    drop(clone);
+    // Dropping the last clone releases the lock.
+    let db = Db::open(dir.path(), Options::default()).expect("open after drop");
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    db.close().unwrap();
+    // So does close().
+    let db = Db::open(dir.path(), Options::default()).expect("open after close");
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
+fn lock_released_after_kill9() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let stderr_path = logs.path().join("locker.stderr");
+    let (mut child, rx, reader) = spawn_child(
+        "child_locker",
+        &[("WEFT_LOCK_DIR", dir.path().display().to_string())],
+        &stderr_path,
+    );
+    let mut lines = Vec::new();
+    if !wait_for_line(&rx, "locked", Duration::from_secs(60), &mut lines) {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "child never opened the db\nchild stderr:\n{}",
+            child_stderr(&stderr_path)
+        );
+    }
+    let r = Db::open(dir.path(), Options::default());
+    if !matches!(r, Err(Error::Locked { .. })) {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert_locked(r, dir.path(), "open while another process holds the db");
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    reader.join().unwrap();
+    let db = Db::open(dir.path(), Options::default())
+        .expect("open after the holder was killed with SIGKILL");
+    assert_eq!(
+        db.get(b"held").unwrap().as_deref(),
+        Some(&b"by child"[..]),
+        "the killed holder's acknowledged write"
+    );
+}
