@@ -75,7 +75,9 @@ fn pick_merge(core: &Core, st: &mut EngineState) -> Option<u64> {
         if has_unsorted {
             return Some(p);
         }
+        // Nothing to merge there: the request is done; `compact()` waits on it.
         st.manual_merges.remove(&p);
+        core.state_cv.notify_all();
     }
     st.version
         .partitions

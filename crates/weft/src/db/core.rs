@@ -207,6 +207,14 @@ impl Core {
         Ok(())
     }
 
+    /// `Err(Closed)` after close; reads keep working while poisoned.
+    pub fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
     /// True once poisoned.
     pub fn is_poisoned(&self) -> bool {
         self.poisoned.load(Ordering::Acquire)

@@ -44,12 +44,22 @@ pub struct Db {
 struct DbHandle {
     core: Arc<Core>,
     background: Mutex<Option<JoinHandle<()>>>,
-    _lock: open::DirLock,
+    lock: Mutex<Option<open::DirLock>>,
 }
 
 impl Drop for DbHandle {
     fn drop(&mut self) {
-        let _ = shutdown(&self.core, &self.background);
+        let _ = self.shutdown();
+    }
+}
+
+impl DbHandle {
+    /// Stops background work (after its current job), syncs the WAL and
+    /// releases the directory lock.
+    fn shutdown(&self) -> Result<()> {
+        let r = shutdown(&self.core, &self.background);
+        drop(self.lock.lock().take());
+        r
     }
 }
 
@@ -118,7 +128,7 @@ impl Db {
             inner: Arc::new(DbHandle {
                 core,
                 background: Mutex::new(Some(handle)),
-                _lock: opened.lock,
+                lock: Mutex::new(Some(opened.lock)),
             }),
         })
     }
@@ -178,6 +188,7 @@ impl Db {
         let key = key.as_ref();
         check_key(key)?;
         let core = self.core();
+        core.check_open()?;
         // Pin first, then read the sequence: everything visible at that
         // sequence is then in the pinned memtables or tables.
         let sv = core.super_version();
@@ -230,6 +241,7 @@ impl Db {
     /// assert!(!it.valid());
     /// ```
     pub fn iter(&self, opts: &ReadOptions) -> Result<DbIterator> {
+        self.core().check_open()?;
         let sv = self.core().super_version();
         let seq = self.read_sequence(opts);
         Ok(self.iter_at(opts, sv, seq))
@@ -258,12 +270,13 @@ impl Db {
         )
     }
 
-    fn range_from(&self, opts: &ReadOptions) -> Range {
+    fn range_from(&self, opts: &ReadOptions) -> Result<Range> {
+        self.core().check_open()?;
         let sv = self.core().super_version();
         let seq = self.read_sequence(opts);
         let front = self.iter_at(opts, Arc::clone(&sv), seq);
         let back = self.iter_at(opts, sv, seq);
-        Range::new(front, back)
+        Ok(Range::new(front, back))
     }
 
     /// Pairs with keys in `range`, in key order; `.rev()` for reverse.
@@ -316,7 +329,7 @@ impl Db {
                 _ => u,
             });
         }
-        Ok(self.range_from(&o))
+        self.range_from(&o)
     }
 
     /// Pairs whose key starts with `prefix`, in key order.
@@ -327,7 +340,7 @@ impl Db {
             upper_bound: prefix_successor(p),
             ..ReadOptions::new()
         };
-        Ok(self.range_from(&opts))
+        self.range_from(&opts)
     }
 
     /// Writes the memtables to tables and waits until they are durable there.
@@ -364,6 +377,7 @@ impl Db {
     /// `Error::Corruption` naming file and offset.
     pub fn verify_checksums(&self) -> Result<CheckReport> {
         let core = self.core();
+        core.check_open()?;
         let (sv, manifest_number, wal_numbers) = {
             let st = core.state.lock();
             let mut wals: Vec<u64> = st.imms.iter().map(|i| i.wal_number).collect();
@@ -465,6 +479,6 @@ impl Db {
     /// closes the database. Other clones of this `Db` get [`Error::Closed`]
     /// from then on; the directory lock is released when the last is dropped.
     pub fn close(self) -> Result<()> {
-        shutdown(&self.inner.core, &self.inner.background)
+        self.inner.shutdown()
     }
 }
