@@ -8,7 +8,7 @@
 //! Design:
 //!
 //! * Memory comes in *chunks*. Each chunk starts with a small header
-//!   ([`ChunkHeader`]) holding its size, its atomic bump offset and a link to
+//!   (`ChunkHeader`) holding its size, its atomic bump offset and a link to
 //!   the previously allocated chunk, so the arena frees them all on drop
 //!   without a side vector.
 //! * Allocation is lock-free in the common case: load the current chunk

@@ -477,3 +477,52 @@ fn concurrent_versions_of_one_key() {
     assert_eq!(got.len() - split, hot);
     assert_eq!(list.get(b"hot", total).unwrap().seq, total & !3);
 }
+
+/// A quick single-thread cost figure, not a benchmark suite:
+/// `cargo test --release -p weft --lib skiplist::tests::timing -- --ignored --nocapture`.
+#[test]
+#[ignore = "timing, run by hand in release"]
+fn timing_single_thread() {
+    use std::time::Instant;
+    const N: u64 = 1_000_000;
+    let mut rng = StdRng::seed_from_u64(42);
+    let mut keys: Vec<[u8; 16]> = (0..N)
+        .map(|i| {
+            let mut k = [0u8; 16];
+            k[..8].copy_from_slice(&rng.gen::<u64>().to_be_bytes());
+            k[8..].copy_from_slice(&i.to_be_bytes());
+            k
+        })
+        .collect();
+    let value = [0x5a; 100];
+    let list = SkipListMemtable::new();
+    let t = Instant::now();
+    for (i, k) in keys.iter().enumerate() {
+        list.insert(k, i as u64 + 1, ValueKind::Put, &value);
+    }
+    let insert_ns = t.elapsed().as_nanos() as f64 / N as f64;
+    keys.shuffle(&mut rng);
+    let t = Instant::now();
+    let mut found = 0;
+    for k in &keys {
+        found += usize::from(list.get(k, u64::MAX).is_some());
+    }
+    let get_ns = t.elapsed().as_nanos() as f64 / N as f64;
+    assert_eq!(found, N as usize);
+    let list = Arc::new(list);
+    let t = Instant::now();
+    let mut it = Arc::clone(&list).iter();
+    it.seek_to_first().unwrap();
+    let mut n = 0;
+    while it.valid() {
+        n += 1;
+        it.next().unwrap();
+    }
+    let scan_ns = t.elapsed().as_nanos() as f64 / n as f64;
+    eprintln!(
+        "{N} x (16 B key, 100 B value): insert {insert_ns:.0} ns/op, get {get_ns:.0} ns/op, \
+         scan {scan_ns:.1} ns/entry, memory {} MiB ({:.1} B/entry)",
+        list.approximate_memory() >> 20,
+        list.approximate_memory() as f64 / N as f64
+    );
+}
