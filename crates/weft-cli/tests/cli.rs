@@ -1,0 +1,466 @@
+//! End-to-end tests of the `weft` binary: the command-line contract (exit
+//! codes, output formats) that scripts and later checks rely on.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn weft_cmd(db: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_weft"));
+    c.arg("--db").arg(db);
+    c
+}
+
+/// Runs `weft --db DB ARGS...`.
+fn weft<S: AsRef<OsStr>>(db: &Path, args: &[S]) -> Output {
+    weft_cmd(db)
+        .args(args)
+        .output()
+        .expect("failed to run the weft binary")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts success and returns stdout.
+#[track_caller]
+fn ok<S: AsRef<OsStr>>(db: &Path, args: &[S]) -> String {
+    let o = weft(db, args);
+    assert!(
+        o.status.success(),
+        "weft {:?} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
+        args.iter()
+            .map(|a| a.as_ref().to_owned())
+            .collect::<Vec<_>>(),
+        o.status.code(),
+        stdout(&o),
+        stderr(&o)
+    );
+    stdout(&o)
+}
+
+fn temp_db() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    (dir, db)
+}
+
+#[test]
+fn put_get_delete_and_exit_codes() {
+    let (_t, db) = temp_db();
+    assert_eq!(ok(&db, &["put", "greeting", "hello world"]), "");
+    assert_eq!(ok(&db, &["get", "greeting"]), "hello world\n");
+
+    // Overwrite.
+    ok(&db, &["put", "greeting", "bonjour"]);
+    assert_eq!(ok(&db, &["get", "greeting"]), "bonjour\n");
+
+    // Absent key: exit 1, nothing on stdout, and it is not an error message.
+    let o = weft(&db, &["get", "nope"]);
+    assert_eq!(o.status.code(), Some(1), "stderr: {}", stderr(&o));
+    assert!(o.stdout.is_empty());
+
+    assert_eq!(ok(&db, &["delete", "greeting"]), "");
+    let o = weft(&db, &["get", "greeting"]);
+    assert_eq!(o.status.code(), Some(1));
+    // Deleting an absent key is not an error.
+    ok(&db, &["delete", "greeting"]);
+
+    // Empty value and keys that look like flags.
+    ok(&db, &["put", "-dash", ""]);
+    assert_eq!(ok(&db, &["get", "-dash"]), "\n");
+}
+
+#[test]
+fn get_prints_raw_value_bytes() {
+    let (_t, db) = temp_db();
+    ok(&db, &["put", "k", "tab\there"]);
+    assert_eq!(ok(&db, &["get", "k"]), "tab\there\n");
+}
+
+#[cfg(unix)]
+#[test]
+fn scan_escapes_binary_keys_and_values() {
+    use std::os::unix::ffi::OsStrExt;
+    let (_t, db) = temp_db();
+    let key = OsStr::from_bytes(b"k\t1\n\xff");
+    let value = OsStr::from_bytes(b"v\"\\\x01\xfe\n");
+    ok(&db, &[OsStr::new("put"), key, value]);
+    ok(&db, &["put", "a", "plain"]);
+
+    // get returns the raw bytes.
+    let o = weft(&db, &[OsStr::new("get"), key]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, b"v\"\\\x01\xfe\n\n");
+
+    let out = ok(&db, &["scan"]);
+    assert_eq!(
+        out,
+        "a\tplain\n\
+         k\\t1\\n\\xff\tv\\\"\\\\\\x01\\xfe\\n\n"
+    );
+    // Exactly what Rust's escape_ascii produces.
+    let expected = format!(
+        "{}\t{}\n",
+        b"k\t1\n\xff".escape_ascii(),
+        b"v\"\\\x01\xfe\n".escape_ascii()
+    );
+    assert!(out.ends_with(&expected), "{out:?} vs {expected:?}");
+    // One line per pair, whatever the bytes.
+    assert_eq!(out.lines().count(), 2);
+}
+
+fn keys_of(scan_output: &str) -> Vec<String> {
+    scan_output
+        .lines()
+        .map(|l| l.split('\t').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn scan_bounds_prefix_limit_reverse() {
+    let (_t, db) = temp_db();
+    for k in ["c", "ab", "a", "ba", "abc", "b", "abd"] {
+        ok(&db, &["put", k, &format!("v-{k}")]);
+    }
+    // Keys come out sorted with their values.
+    let all = ok(&db, &["scan"]);
+    assert_eq!(keys_of(&all), ["a", "ab", "abc", "abd", "b", "ba", "c"]);
+    assert!(all.starts_with("a\tv-a\nab\tv-ab\n"), "{all}");
+
+    let scan = |args: &[&str]| {
+        let mut v = vec!["scan"];
+        v.extend_from_slice(args);
+        keys_of(&ok(&db, &v))
+    };
+    // --start inclusive, --end exclusive.
+    assert_eq!(scan(&["--start", "ab", "--end", "b"]), ["ab", "abc", "abd"]);
+    assert_eq!(scan(&["--start=abc"]), ["abc", "abd", "b", "ba", "c"]);
+    assert_eq!(scan(&["--end", "ab"]), ["a"]);
+    assert_eq!(scan(&["--start", "b", "--end", "b"]), Vec::<String>::new());
+    assert_eq!(scan(&["--start", "c", "--end", "a"]), Vec::<String>::new());
+    // --prefix, alone and intersected with bounds.
+    assert_eq!(scan(&["--prefix", "ab"]), ["ab", "abc", "abd"]);
+    assert_eq!(scan(&["--prefix", "b"]), ["b", "ba"]);
+    assert_eq!(scan(&["--prefix", "abc"]), ["abc"]);
+    assert_eq!(scan(&["--prefix", "zz"]), Vec::<String>::new());
+    assert_eq!(scan(&["--prefix", "ab", "--start", "abc"]), ["abc", "abd"]);
+    assert_eq!(scan(&["--prefix", "ab", "--end", "abd"]), ["ab", "abc"]);
+    // --limit.
+    assert_eq!(scan(&["--limit", "2"]), ["a", "ab"]);
+    assert_eq!(scan(&["--limit=0"]), Vec::<String>::new());
+    assert_eq!(scan(&["--limit", "100"]).len(), 7);
+    // --reverse, with bounds, prefix and limit.
+    assert_eq!(
+        scan(&["--reverse"]),
+        ["c", "ba", "b", "abd", "abc", "ab", "a"]
+    );
+    assert_eq!(scan(&["--reverse", "--limit", "2"]), ["c", "ba"]);
+    assert_eq!(
+        scan(&["--reverse", "--start", "ab", "--end", "ba"]),
+        ["b", "abd", "abc", "ab"]
+    );
+    assert_eq!(scan(&["--reverse", "--prefix", "ab"]), ["abd", "abc", "ab"]);
+    assert_eq!(
+        scan(&["--reverse", "--prefix", "ab", "--limit", "1"]),
+        ["abd"]
+    );
+
+    // Deleted keys disappear from scans.
+    ok(&db, &["delete", "abc"]);
+    assert_eq!(scan(&["--prefix", "ab"]), ["ab", "abd"]);
+}
+
+#[test]
+fn stats_table_and_json() {
+    let (_t, db) = temp_db();
+    for i in 0..10 {
+        ok(&db, &["put", &format!("key{i}"), "value"]);
+    }
+    let table = ok(&db, &["stats"]);
+    assert!(table.contains("sequence"), "{table}");
+    assert!(table.contains("write amplification"), "{table}");
+    assert!(table.contains("partitions:"), "{table}");
+
+    let json = ok(&db, &["stats", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json)
+        .unwrap_or_else(|e| panic!("stats --json is not JSON ({e}):\n{json}"));
+    // Ten puts, each its own sequence number.
+    assert!(v["sequence"].as_u64().unwrap() >= 10, "{json}");
+    assert!(v["partitions"].is_array(), "{json}");
+    for p in v["partitions"].as_array().unwrap() {
+        assert!(p["lower"].is_string(), "{json}");
+        assert!(p["upper"].is_string() || p["upper"].is_null(), "{json}");
+        assert!(p["unsorted_tables"].is_u64() && p["sorted_bytes"].is_u64());
+    }
+    for field in [
+        "user_bytes_written",
+        "wal_bytes_written",
+        "flush_bytes_written",
+        "merge_bytes_written",
+        "manifest_bytes_written",
+    ] {
+        assert!(v[field].is_u64(), "{field} in {json}");
+    }
+    assert!(v["block_cache"]["hits"].is_u64() && v["block_cache"]["misses"].is_u64());
+    assert!(v.get("write_amplification").is_some());
+    assert!(v["memtable_kind"].is_string(), "{json}");
+}
+
+#[test]
+fn check_clean_database() {
+    let (_t, db) = temp_db();
+    for i in 0..50 {
+        ok(&db, &["put", &format!("k{i:03}"), &"x".repeat(i * 10)]);
+    }
+    let out = ok(&db, &["check"]);
+    assert!(out.contains("status: ok"), "{out}");
+    assert!(out.contains("files:"), "{out}");
+}
+
+#[test]
+fn read_commands_do_not_create_a_database() {
+    let (t, _) = temp_db();
+    let missing = t.path().join("missing");
+    for args in [&["get", "k"][..], &["scan"], &["stats"], &["check"]] {
+        let o = weft(&missing, args);
+        assert!(!o.status.success(), "{args:?} succeeded on a missing db");
+        assert!(stderr(&o).starts_with("weft: "), "{args:?}: {}", stderr(&o));
+    }
+    assert!(!missing.join("CURRENT").exists());
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let (_t, db) = temp_db();
+    for args in [
+        &["frobnicate"][..],
+        &["get"],
+        &["put", "only-key"],
+        &["scan", "--limit", "many"],
+        &["bench", "--num=lots"],
+        &["bench", "--memtable=btree"],
+    ] {
+        let o = weft(&db, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).starts_with("error:"), "{args:?}: {}", stderr(&o));
+    }
+    // Nothing was created by failed parses.
+    assert!(!db.exists());
+}
+
+#[test]
+fn bench_unknown_benchmark_is_an_error() {
+    let (_t, db) = temp_db();
+    let o = weft(&db, &["bench", "--benchmarks=fillseq,nosuch", "--num=10"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).starts_with("weft: unknown benchmark \"nosuch\""),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!db.exists(), "nothing may be touched before names resolve");
+}
+
+#[test]
+fn bench_refuses_to_wipe_foreign_directory() {
+    let (t, _) = temp_db();
+    let precious = t.path().join("notes.txt");
+    std::fs::write(&precious, b"keep me").unwrap();
+    let o = weft(t.path(), &["bench", "--num=10"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stderr(&o).starts_with("weft: "), "{}", stderr(&o));
+    assert!(precious.exists());
+}
+
+/// A parsed db_bench result line.
+#[derive(Debug)]
+struct BenchLine {
+    name: String,
+    micros_per_op: f64,
+    ops_per_sec: u64,
+    seconds: f64,
+    operations: u64,
+    tail: String,
+}
+
+/// Parses `%-12s : %11.3f micros/op %ld ops/sec %.3f seconds %ld operations;%s`.
+fn parse_bench_line(line: &str) -> Option<BenchLine> {
+    let (name, rest) = line.split_once(" : ")?;
+    // %-12s: left-aligned, padded to at least 12 columns.
+    if name.len() < 12 || name.starts_with(' ') {
+        return None;
+    }
+    let (fields, tail) = rest.split_once(';')?;
+    let f: Vec<&str> = fields.split_whitespace().collect();
+    if f.len() != 8
+        || f[1] != "micros/op"
+        || f[3] != "ops/sec"
+        || f[5] != "seconds"
+        || f[7] != "operations"
+    {
+        return None;
+    }
+    // %11.3f: right-aligned in 11 columns with three decimals.
+    let micros_field = &rest[..rest.find(" micros/op")?];
+    if micros_field.len() < 11 || micros_field.split('.').nth(1)?.len() != 3 {
+        return None;
+    }
+    if f[4].split('.').nth(1)?.len() != 3 {
+        return None;
+    }
+    Some(BenchLine {
+        name: name.trim_end().to_string(),
+        micros_per_op: f[0].parse().ok()?,
+        ops_per_sec: f[2].parse().ok()?,
+        seconds: f[4].parse().ok()?,
+        operations: f[6].parse().ok()?,
+        tail: tail.to_string(),
+    })
+}
+
+/// `(F of T found)` at the end of a read benchmark's tail.
+fn found_of(tail: &str) -> Option<(u64, u64)> {
+    let inner = tail.trim_end().strip_suffix(" found)")?;
+    let inner = &inner[inner.rfind('(')? + 1..];
+    let (f, t) = inner.split_once(" of ")?;
+    Some((f.parse().ok()?, t.parse().ok()?))
+}
+
+fn bench_lines(out: &str) -> Vec<BenchLine> {
+    out.lines().filter_map(parse_bench_line).collect()
+}
+
+#[test]
+fn bench_prints_a_db_bench_line_per_benchmark() {
+    let (_t, db) = temp_db();
+    let out = ok(&db, &["bench", "--num=2000", "--seed=7"]);
+    assert!(out.contains("Keys:       16 bytes each"), "{out}");
+    assert!(out.contains("Values:     100 bytes each"), "{out}");
+    assert!(out.contains("Entries:    2000"), "{out}");
+    assert!(out.contains("Memtablerep: skiplist"), "{out}");
+
+    let lines = bench_lines(&out);
+    let names: Vec<_> = lines.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "fillseq",
+            "fillrandom",
+            "overwrite",
+            "readrandom",
+            "readseq",
+            "seekrandom"
+        ],
+        "{out}"
+    );
+    for l in &lines {
+        assert!(l.micros_per_op >= 0.0 && l.seconds >= 0.0, "{l:?}");
+        assert!(l.ops_per_sec > 0, "{l:?}");
+    }
+    for l in &lines[..3] {
+        assert_eq!(l.operations, 2000, "{l:?}");
+        // Writes move bytes: `;  %6.1f MB/s`.
+        assert!(
+            l.tail.starts_with(' ') && l.tail.ends_with(" MB/s"),
+            "{l:?}"
+        );
+        assert_eq!(l.tail.len(), " xxxx.x MB/s".len(), "{l:?}");
+    }
+    let rr = &lines[3];
+    assert_eq!(rr.operations, 2000);
+    let (found, tried) = found_of(&rr.tail).unwrap_or_else(|| panic!("{rr:?}"));
+    assert_eq!(tried, 2000);
+    // fillrandom + overwrite wrote ~86% of 0..2000; random reads hit most.
+    assert!(found > 1000 && found < 2000, "{rr:?}");
+    // readseq sees every distinct key once, fewer than num (random fills).
+    let rs = &lines[4];
+    assert!(rs.operations > 1000 && rs.operations < 2000, "{rs:?}");
+    let sr = &lines[5];
+    assert_eq!(sr.operations, 2000);
+    assert!(found_of(&sr.tail).is_some(), "{sr:?}");
+}
+
+#[test]
+fn bench_fillseq_then_reads_find_everything() {
+    let (_t, db) = temp_db();
+    let out = ok(
+        &db,
+        &[
+            "bench",
+            "--benchmarks=fillseq,readrandom,readseq,seekrandom",
+            "--num",
+            "2000",
+            "--reads=500",
+            "--key_size=10",
+            "--value_size=50",
+            "--seek_nexts=2",
+            "--threads=2",
+            "--seed=3",
+        ],
+    );
+    let lines = bench_lines(&out);
+    assert_eq!(lines.len(), 4, "{out}");
+    // Two threads each do the full count.
+    assert_eq!(lines[0].operations, 4000, "{out}");
+    assert_eq!(found_of(&lines[1].tail), Some((1000, 1000)), "{out}");
+    assert_eq!(lines[2].operations, 1000, "{out}");
+    assert_eq!(found_of(&lines[3].tail), Some((1000, 1000)), "{out}");
+    assert!(lines[3].tail.contains(" MB/s "), "{out}");
+
+    // Keys are db_bench's: 8 big-endian bytes then '0' padding.
+    let scan = ok(&db, &["scan", "--limit", "2"]);
+    let expected = format!(
+        "{}\t",
+        [&0u64.to_be_bytes()[..], b"00"].concat().escape_ascii()
+    );
+    assert!(scan.starts_with(&expected), "{scan}");
+    let second = format!(
+        "\n{}\t",
+        [&1u64.to_be_bytes()[..], b"00"].concat().escape_ascii()
+    );
+    assert!(scan.contains(&second), "{scan}");
+
+    // --use_existing_db keeps the data and skips fills, as db_bench does.
+    let out = ok(
+        &db,
+        &[
+            "bench",
+            "--benchmarks=fillseq,readrandom",
+            "--num=2000",
+            "--reads=100",
+            "--key_size=10",
+            "--use_existing_db",
+        ],
+    );
+    assert!(
+        out.contains("fillseq      : skipped (--use_existing_db is true)"),
+        "{out}"
+    );
+    let lines = bench_lines(&out);
+    assert_eq!(lines.len(), 1, "{out}");
+    assert_eq!(found_of(&lines[0].tail), Some((100, 100)), "{out}");
+}
+
+#[test]
+fn bench_line_parser_accepts_db_bench_output() {
+    // Guards the parser the tests above rely on, against real db_bench text.
+    let l = parse_bench_line(
+        "fillseq      :       2.500 micros/op 400000 ops/sec 2.500 seconds 1000000 operations;   44.3 MB/s",
+    )
+    .unwrap();
+    assert_eq!(l.name, "fillseq");
+    assert_eq!(l.operations, 1_000_000);
+    assert_eq!(l.ops_per_sec, 400_000);
+    let l = parse_bench_line(
+        "readrandom   :       3.108 micros/op 321716 ops/sec 3.108 seconds 1000000 operations;   22.9 MB/s (632382 of 1000000 found)",
+    )
+    .unwrap();
+    assert_eq!(found_of(&l.tail), Some((632_382, 1_000_000)));
+    assert!(parse_bench_line("Keys:       16 bytes each").is_none());
+}
