@@ -85,7 +85,8 @@ fn child_writer() {
     let kind: MemtableKind = env_of("WEFT_CRASH_KIND").unwrap().parse().unwrap();
     let db = Db::open(&dir, crash_options(kind)).expect("child: open");
     let mut out = std::io::stdout();
-    writeln!(out, "ready").unwrap();
+    // libtest prints "test child_writer ... " without a newline first.
+    writeln!(out, "\nready").unwrap();
     out.flush().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut i = start;
@@ -156,7 +157,7 @@ fn wait_for_line(
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
-            Ok(l) if l.trim() == want => return true,
+            Ok(l) if l.trim().ends_with(want) => return true,
             Ok(l) => seen.push(l),
             Err(_) => return false,
         }
@@ -322,7 +323,7 @@ fn child_locker() {
     let db = Db::open(&dir, Options::default()).expect("child: open");
     db.put(b"held", b"by child").expect("child: put");
     let mut out = std::io::stdout();
-    writeln!(out, "locked").unwrap();
+    writeln!(out, "\nlocked").unwrap();
     out.flush().unwrap();
     std::thread::sleep(Duration::from_secs(60));
     drop(db);
