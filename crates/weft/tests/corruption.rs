@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use common::*;
 use weft::{Db, Error, Options};
 
+type ScanItem = weft::Result<(Vec<u8>, Vec<u8>)>;
+
 fn open_no_panic(dir: &Path, opts: Options, ctx: &str) -> weft::Result<Db> {
     match catch_unwind(AssertUnwindSafe(|| Db::open(dir, opts))) {
         Ok(r) => r,
@@ -352,7 +354,7 @@ fn check_damaged_reads(db: &Db, model: &Model, deleted: &[Vec<u8>], sst: &Path, 
                 continue;
             }
         };
-        let items: Box<dyn Iterator<Item = weft::Result<(Vec<u8>, Vec<u8>)>>> = if reverse {
+        let items: Box<dyn Iterator<Item = ScanItem>> = if reverse {
             Box::new(r.rev())
         } else {
             Box::new(r)
