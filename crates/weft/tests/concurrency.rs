@@ -358,8 +358,11 @@ fn sequences_become_visible_in_order() {
 #[test]
 fn sync_group_commit_from_many_threads() {
     for_each_kind_and_seed("sync_group_commit_from_many_threads", |_seed, kind| {
+        // Default (large) write buffer: no background flush may race the
+        // crash image taken below.
+        let opts = weft::Options::default().memtable(kind);
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), tiny_options(kind)).unwrap();
+        let db = Db::open(dir.path(), opts.clone()).unwrap();
         let threads = 8;
         let per_thread = 40;
         std::thread::scope(|s| {
@@ -404,7 +407,7 @@ fn sync_group_commit_from_many_threads() {
         let image = tempfile::tempdir().unwrap();
         copy_dir(dir.path(), image.path());
         drop(db);
-        let db = Db::open(image.path(), tiny_options(kind)).unwrap();
+        let db = Db::open(image.path(), opts).unwrap();
         check(&db, "crash image after concurrent sync writes");
     });
 }

@@ -85,7 +85,7 @@ fn child_writer() {
     let kind: MemtableKind = env_of("WEFT_CRASH_KIND").unwrap().parse().unwrap();
     let db = Db::open(&dir, crash_options(kind)).expect("child: open");
     let mut out = std::io::stdout();
-    // Start on a fresh line: libtest has printed "test child_writer ... ".
+    // libtest prints "test child_writer ... " without a newline first.
     writeln!(out, "\nready").unwrap();
     out.flush().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -157,8 +157,6 @@ fn wait_for_line(
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
-            // libtest prints "test NAME ... " without a newline before the
-            // child's own output, so the marker may end that line.
             Ok(l) if l.trim().ends_with(want) => return true,
             Ok(l) => seen.push(l),
             Err(_) => return false,

@@ -299,7 +299,12 @@ pub fn copy_dir(src: &Path, dst: &Path) {
         if name == "LOCK" || !e.file_type().expect("file type").is_file() {
             continue;
         }
-        fs::copy(e.path(), dst.join(&name)).expect("copy file");
+        match fs::copy(e.path(), dst.join(&name)) {
+            Ok(_) => {}
+            // Deleted by the engine between listing and copying: obsolete.
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => panic!("copy {}: {err}", e.path().display()),
+        }
     }
 }
 
