@@ -93,7 +93,7 @@ pub(crate) fn write_memtable(
     core_dir: &std::path::Path,
     table_options: crate::table::TableOptions,
     mem: &Arc<dyn Memtable>,
-    partitions: &[(u64, Vec<u8>, Option<Vec<u8>>)],
+    partitions: &[PartitionBounds],
     snapshots: Vec<u64>,
     new_file: &mut dyn FnMut() -> u64,
     stats: &mut JobStats,
@@ -125,7 +125,10 @@ pub(crate) fn write_memtable(
     Ok(out)
 }
 
-fn partition_bounds(v: &Version) -> Vec<(u64, Vec<u8>, Option<Vec<u8>>)> {
+/// A partition's id, inclusive lower and exclusive upper bound.
+pub(crate) type PartitionBounds = (u64, Vec<u8>, Option<Vec<u8>>);
+
+fn partition_bounds(v: &Version) -> Vec<PartitionBounds> {
     v.partitions
         .iter()
         .map(|p| (p.id, p.lower.clone(), p.upper.clone()))

@@ -292,8 +292,8 @@ fn sequences_become_visible_in_order() {
                     mark_test_thread();
                     while done.load(Ordering::SeqCst) < writers {
                         // (1) Acknowledged writes are visible to later reads.
-                        for w in 0..writers {
-                            let i = acked[w].load(Ordering::SeqCst);
+                        for (w, ack) in acked.iter().enumerate() {
+                            let i = ack.load(Ordering::SeqCst);
                             if i != u64::MAX {
                                 assert!(
                                     db.get(item(w, i)).unwrap().is_some(),

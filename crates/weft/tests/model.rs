@@ -299,7 +299,7 @@ impl Harness {
             .view_model(snap)
             .iter()
             .filter(|(k, _)| {
-                lo.as_ref().map_or(true, |l| *k >= l) && hi.as_ref().map_or(true, |h| *k < h)
+                lo.as_ref().is_none_or(|l| *k >= l) && hi.as_ref().is_none_or(|h| *k < h)
             })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();

@@ -266,7 +266,8 @@ impl Core {
                 continue;
             }
             let full = st.mem.approximate_memory() >= opts.write_buffer_size || st.mem.is_full();
-            if !full && !(force && !st.mem.is_empty()) {
+            let forced = force && !st.mem.is_empty();
+            if !full && !forced {
                 return Ok(Arc::clone(&st.mem));
             }
             if st.imms.len() >= opts.max_immutable_memtables

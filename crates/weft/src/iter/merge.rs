@@ -30,6 +30,9 @@ pub struct MergingIter {
     scratch: Vec<u8>,
 }
 
+// A positioned cursor (RocksDB style), not a `std::iter::Iterator`: `next`
+// moves and reports errors; the current entry is read separately.
+#[allow(clippy::should_implement_trait)]
 impl MergingIter {
     /// Merges `children` (all filtered at the same snapshot).
     pub fn new(children: Vec<VisibleIter>) -> Self {
@@ -195,6 +198,9 @@ pub struct MergedEntries {
     current: Option<usize>,
 }
 
+// A positioned cursor (RocksDB style), not a `std::iter::Iterator`: `next`
+// moves and reports errors; the current entry is read separately.
+#[allow(clippy::should_implement_trait)]
 impl MergedEntries {
     /// Merges `children`; call [`MergedEntries::seek_to_first`] before use.
     pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {

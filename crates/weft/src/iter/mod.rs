@@ -29,6 +29,9 @@ pub struct DbIterator {
     _pin: Arc<SuperVersion>,
 }
 
+// A positioned cursor (RocksDB style), not a `std::iter::Iterator`: `next`
+// moves and reports errors; the current entry is read separately.
+#[allow(clippy::should_implement_trait)]
 impl DbIterator {
     pub(crate) fn new(
         merged: MergingIter,

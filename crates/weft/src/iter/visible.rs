@@ -30,6 +30,9 @@ pub struct VisibleIter {
     scratch: Vec<u8>,
 }
 
+// A positioned cursor (RocksDB style), not a `std::iter::Iterator`: `next`
+// moves and reports errors; the current entry is read separately.
+#[allow(clippy::should_implement_trait)]
 impl VisibleIter {
     /// Filters `inner` at `snapshot`.
     pub fn new(inner: Box<dyn InternalIterator>, snapshot: SequenceNumber) -> Self {
