@@ -79,11 +79,24 @@ fn pick_merge(core: &Core, st: &mut EngineState) -> Option<u64> {
         st.manual_merges.remove(&p);
         core.state_cv.notify_all();
     }
+    // By bytes (UniKV's UnsortedLimit), or by table count: many small tables
+    // (short sessions each recover their WAL into one) slow reads and would
+    // otherwise reach `unsorted_stop_tables` and stall writers with nothing
+    // scheduled to free them.
+    let opts = &core.options;
     st.version
         .partitions
         .iter()
-        .filter(|p| p.unsorted_bytes() > core.options.unsorted_limit)
-        .max_by_key(|p| p.unsorted_bytes())
+        .filter(|p| {
+            p.unsorted_bytes() > opts.unsorted_limit
+                || p.unsorted.len() >= opts.unsorted_slowdown_tables
+        })
+        .max_by_key(|p| {
+            (
+                p.unsorted.len() >= opts.unsorted_slowdown_tables,
+                p.unsorted_bytes(),
+            )
+        })
         .map(|p| p.id)
 }
 

@@ -32,8 +32,9 @@ pub struct Options {
     /// Bytes of UnsortedStore tables a partition may hold before they are
     /// merged into its SortedStore (UniKV's `UnsortedLimit`). Default 256 MiB.
     pub unsorted_limit: u64,
-    /// UnsortedStore tables that slow writers down while merges catch up.
-    /// Default 24.
+    /// UnsortedStore tables at which a partition is merged into its
+    /// SortedStore whatever their bytes, and writers are slowed down while
+    /// the merge catches up. Default 24.
     pub unsorted_slowdown_tables: usize,
     /// UnsortedStore tables that stall writers until a merge finishes. Default 48.
     pub unsorted_stop_tables: usize,
