@@ -16,7 +16,7 @@
 //! crash a database that has already been recovered, possibly more than once.
 //!
 //! Knobs: `WEFT_SEED` (default one fixed seed), `WEFT_CRASH_CYCLES` (kill
-//! cycles per memtable kind, default 20).
+//! cycles per memtable kind, default 40).
 
 mod common;
 
@@ -304,7 +304,7 @@ fn crash_cycles(seed: u64, kind: MemtableKind, cycles: usize) {
 
 #[test]
 fn crash_cycles_recover_a_prefix() {
-    let cycles = env_usize("WEFT_CRASH_CYCLES", 20);
+    let cycles = env_usize("WEFT_CRASH_CYCLES", 40);
     for seed in seeds(&[0xC0FF_EE00_1234]) {
         for kind in kinds() {
             crash_cycles(seed, kind, cycles);

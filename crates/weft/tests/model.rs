@@ -3,7 +3,7 @@
 //! every read, scan and cursor move against the model.
 //!
 //! Knobs: `WEFT_SEED=<u64>` runs only that seed; `WEFT_MODEL_STEPS=<n>` sets
-//! the steps per seed and memtable kind (default 3000).
+//! the steps per seed and memtable kind (default 12000).
 //!
 //! Tiny options (8 KiB write buffer, 16 KiB tables, 32 KiB unsorted limit,
 //! 256 B blocks) make flushes, merges and multi-table partitions happen all
@@ -614,7 +614,7 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
 }
 
 fn run_seed(default_seed: u64) {
-    let steps = env_usize("WEFT_MODEL_STEPS", 3000);
+    let steps = env_usize("WEFT_MODEL_STEPS", 12000);
     for seed in seeds(&[default_seed]) {
         for kind in kinds() {
             run_model(seed, kind, steps);
