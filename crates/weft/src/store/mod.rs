@@ -19,6 +19,7 @@
 //! last reader drops it.
 
 pub mod compaction;
+pub mod hash_index;
 pub mod sorted_run;
 
 use std::path::{Path, PathBuf};
