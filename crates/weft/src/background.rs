@@ -14,6 +14,7 @@
 //! A failed job poisons the database (writes refuse; reads keep working):
 //! retrying blindly on a full or failing disk would only hide the problem.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::db::core::{Core, Counters, EngineState};
@@ -23,12 +24,15 @@ use crate::key::MAX_SEQUENCE;
 use crate::manifest::VersionEdit;
 use crate::memtable::Memtable;
 use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
+use crate::store::gc::ResolvingIter;
 use crate::store::sorted_run::SortedRunIter;
-use crate::store::{FileMeta, Partition, Placement, TableFile, Version};
+use crate::store::value_log::ValueLogFile;
+use crate::store::{FileMeta, LiveValueLog, Partition, Placement, TableFile, Version};
 
 enum Job {
     Flush,
     Merge(u64),
+    Collect(u64, BTreeSet<u64>),
 }
 
 /// The background thread's loop; returns at shutdown.
@@ -47,6 +51,9 @@ pub(crate) fn run(core: Arc<Core>) {
                     if let Some(p) = pick_merge(&core, &mut st) {
                         break Job::Merge(p);
                     }
+                    if let Some((p, victims)) = pick_gc(&core, &st) {
+                        break Job::Collect(p, victims);
+                    }
                 }
                 core.state_cv.wait(&mut st);
             }
@@ -54,6 +61,7 @@ pub(crate) fn run(core: Arc<Core>) {
         let result = match job {
             Job::Flush => flush_oldest(&core),
             Job::Merge(p) => merge_partition(&core, p),
+            Job::Collect(p, victims) => collect_garbage(&core, p, victims),
         };
         if let Err(e) = result {
             core.poison(&e);
@@ -124,6 +132,7 @@ pub(crate) fn write_memtable(
             table: table_options,
             target_size: u64::MAX,
             upper: upper.as_deref(),
+            min_blob_size: None,
         };
         match write_tables(&mut input, &policy, &spec, new_file, stats) {
             Ok(files) => out.extend(files.into_iter().map(|f| (*id, f))),
@@ -244,48 +253,123 @@ fn open_all(core: &Core, files: &[(u64, FileMeta)]) -> Result<Vec<(u64, Arc<Tabl
         .collect()
 }
 
+/// What a SortedStore rewrite is for.
+enum Rewrite {
+    /// Merge the UnsortedStore into the SortedStore (UniKV §III-C).
+    Merge,
+    /// Copy the live values of these value logs to a new log (UniKV §III-C GC).
+    Collect(BTreeSet<u64>),
+}
+
 fn merge_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
-    let part = {
-        let mut st = core.state.lock();
-        st.manual_merges.remove(&pid);
+    {
+        core.state.lock().manual_merges.remove(&pid);
+    }
+    rewrite_partition(core, pid, Rewrite::Merge)
+}
+
+/// A partition whose value logs hold enough garbage to collect, and the
+/// logs to collect (UniKV: the partition with the most garbage first).
+///
+/// A log is a victim when *its own* dead share reaches `gc_garbage_ratio`;
+/// the partition is due when its victims hold `gc_min_garbage_bytes`. Judging
+/// the partition's logs as a whole would let the newest log — all live, just
+/// written by a merge — dilute the ratio and keep fully dead logs forever.
+fn pick_gc(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u64>)> {
+    let opts = &core.options;
+    let v = &st.version;
+    v.partitions
+        .iter()
+        .filter_map(|p| {
+            let victims: BTreeSet<u64> = v
+                .value_logs
+                .iter()
+                .filter(|(_, l)| {
+                    l.refs.contains(&p.id)
+                        && l.garbage > 0
+                        && l.garbage as f64 >= opts.gc_garbage_ratio * l.file.size() as f64
+                })
+                .map(|(n, _)| *n)
+                .collect();
+            let garbage: u64 = victims.iter().map(|n| v.value_logs[n].garbage).sum();
+            (garbage >= opts.gc_min_garbage_bytes).then_some((garbage, p.id, victims))
+        })
+        .max_by_key(|(g, _, _)| *g)
+        .map(|(_, id, victims)| (id, victims))
+}
+
+fn collect_garbage(core: &Arc<Core>, pid: u64, victims: BTreeSet<u64>) -> Result<()> {
+    rewrite_partition(core, pid, Rewrite::Collect(victims))
+}
+
+/// Input tables of a rewrite (UnsortedStore, SortedStore) and their cursors.
+type RewriteInputs = (
+    Vec<Arc<TableFile>>,
+    Vec<Arc<TableFile>>,
+    Vec<Box<dyn InternalIterator>>,
+);
+
+/// Rewrites partition `pid`'s SortedStore (merge or GC) in the crash-safe
+/// order of the module docs: new tables and value log written and fsynced,
+/// one manifest edit swaps them in, then the inputs become obsolete.
+fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
+    let (part, version) = {
+        let st = core.state.lock();
         match st.version.partitions.iter().find(|p| p.id == pid) {
-            Some(p) => Arc::clone(p),
+            Some(p) => (Arc::clone(p), Arc::clone(&st.version)),
             None => return Ok(()),
         }
     };
-    if part.unsorted.is_empty() {
-        return Ok(());
-    }
-    let inputs_unsorted: Vec<Arc<TableFile>> = part.unsorted.clone();
-    let lo = inputs_unsorted
-        .iter()
-        .map(|t| t.meta.smallest_user_key())
-        .min()
-        .unwrap_or(&[])
-        .to_vec();
-    let hi = inputs_unsorted
-        .iter()
-        .map(|t| t.meta.largest_user_key())
-        .max()
-        .unwrap_or(&[])
-        .to_vec();
-    // Sorted tables overlapping the unsorted range form a contiguous run.
-    let inputs_sorted: Vec<Arc<TableFile>> = part
-        .sorted
-        .iter()
-        .filter(|t| {
-            t.meta.largest_user_key() >= lo.as_slice()
-                && t.meta.smallest_user_key() <= hi.as_slice()
-        })
-        .cloned()
-        .collect();
-
-    let mut children: Vec<Box<dyn InternalIterator>> = inputs_unsorted
-        .iter()
-        .map(|t| Box::new(t.table.iter_with_fill_cache(false)) as Box<dyn InternalIterator>)
-        .collect();
+    let (inputs_unsorted, inputs_sorted, mut children): RewriteInputs = match &job {
+        Rewrite::Merge => {
+            if part.unsorted.is_empty() {
+                return Ok(());
+            }
+            let unsorted = part.unsorted.clone();
+            let lo = unsorted
+                .iter()
+                .map(|t| t.meta.smallest_user_key())
+                .min()
+                .unwrap_or(&[])
+                .to_vec();
+            let hi = unsorted
+                .iter()
+                .map(|t| t.meta.largest_user_key())
+                .max()
+                .unwrap_or(&[])
+                .to_vec();
+            // Sorted tables overlapping the unsorted range form a contiguous run.
+            let sorted: Vec<Arc<TableFile>> = part
+                .sorted
+                .iter()
+                .filter(|t| {
+                    t.meta.largest_user_key() >= lo.as_slice()
+                        && t.meta.smallest_user_key() <= hi.as_slice()
+                })
+                .cloned()
+                .collect();
+            let children = unsorted
+                .iter()
+                .map(|t| Box::new(t.table.iter_with_fill_cache(false)) as Box<dyn InternalIterator>)
+                .collect();
+            (unsorted, sorted, children)
+        }
+        Rewrite::Collect(_) => (Vec::new(), part.sorted.clone(), Vec::new()),
+    };
     if !inputs_sorted.is_empty() {
-        children.push(Box::new(SortedRunIter::new(inputs_sorted.clone(), false)));
+        let run: Box<dyn InternalIterator> =
+            Box::new(SortedRunIter::new(inputs_sorted.clone(), false));
+        children.push(match &job {
+            Rewrite::Merge => run,
+            Rewrite::Collect(victims) => Box::new(ResolvingIter::new(
+                run,
+                Arc::clone(&version),
+                victims.clone(),
+            )),
+        });
+    }
+    if children.is_empty() {
+        return Ok(());
     }
     let mut input = MergedEntries::new(children);
     input.seek_to_first()?;
@@ -293,15 +377,23 @@ fn merge_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
         snapshots: core.snapshots.sequences(),
         bottommost: true,
     };
+    let blob = core.options.min_blob_size;
     let spec = OutputSpec {
         dir: &core.dir,
         table: core.table_options,
         target_size: core.options.table_size,
         upper: None,
+        min_blob_size: (blob != usize::MAX).then_some(blob),
     };
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();
     let outputs = write_tables(&mut input, &policy, &spec, &mut new_file, &mut stats)?;
+    let cleanup = |core: &Core| {
+        remove_files(core, &outputs);
+        if let Some((n, _)) = stats.value_log {
+            let _ = std::fs::remove_file(crate::filename::value_log_path(&core.dir, n));
+        }
+    };
     let opened: Vec<Arc<TableFile>> = match outputs
         .iter()
         .map(|f| TableFile::open(&core.dir, f.clone(), &core.cache))
@@ -309,18 +401,39 @@ fn merge_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
     {
         Ok(o) => o,
         Err(e) => {
-            remove_files(core, &outputs);
+            cleanup(core);
             return Err(e);
         }
     };
+    let new_log = match stats.value_log {
+        Some((n, size)) => match ValueLogFile::open(&core.dir, n, size) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                cleanup(core);
+                return Err(e);
+            }
+        },
+        None => None,
+    };
 
     let mut st = core.state.lock();
+    let victims: BTreeSet<u64> = match &job {
+        Rewrite::Collect(v) => v.clone(),
+        Rewrite::Merge => BTreeSet::new(),
+    };
     let mut edit = VersionEdit {
         next_file_number: Some(st.next_file_number),
         added_files: outputs
             .iter()
             .map(|f| (pid, Placement::Sorted, f.clone()))
             .collect(),
+        added_value_logs: stats
+            .value_log
+            .map(|(n, size)| (pid, n, size))
+            .into_iter()
+            .collect(),
+        dropped_value_logs: victims.iter().map(|n| (pid, *n)).collect(),
+        value_log_garbage: stats.garbage.iter().map(|(n, b)| (*n, *b)).collect(),
         ..Default::default()
     };
     for t in inputs_unsorted.iter().chain(&inputs_sorted) {
@@ -331,7 +444,8 @@ fn merge_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
         Err(e) => {
             drop(st);
             drop(opened);
-            remove_files(core, &outputs);
+            drop(new_log);
+            cleanup(core);
             return Err(e);
         }
     }
@@ -350,14 +464,52 @@ fn merge_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
     p.sorted.extend(opened);
     p.sorted
         .sort_by(|a, b| a.meta.smallest_user_key().cmp(b.meta.smallest_user_key()));
-    st.version = Arc::new(st.version.with_partition(p));
+    let mut v = st.version.with_partition(p);
+    for (n, bytes) in &stats.garbage {
+        if let Some(log) = v.value_logs.get_mut(n) {
+            log.garbage = log.garbage.saturating_add(*bytes).min(log.file.size());
+        }
+    }
+    let mut dead_logs = Vec::new();
+    for n in &victims {
+        if let Some(log) = v.value_logs.get_mut(n) {
+            log.refs.remove(&pid);
+            if log.refs.is_empty() {
+                if let Some(l) = v.value_logs.remove(n) {
+                    dead_logs.push(l.file);
+                }
+            }
+        }
+    }
+    if let Some(f) = new_log {
+        v.value_logs.insert(
+            f.number(),
+            LiveValueLog {
+                file: f,
+                garbage: 0,
+                refs: BTreeSet::from([pid]),
+            },
+        );
+    }
+    st.version = Arc::new(v);
     core.install_super_version(&st);
     core.state_cv.notify_all();
     drop(st);
     for t in inputs_unsorted.iter().chain(&inputs_sorted) {
         t.mark_obsolete();
     }
-    Counters::add(&core.counters.merge_bytes, stats.bytes_written);
-    Counters::add(&core.counters.merges, 1);
+    for f in dead_logs {
+        f.mark_obsolete();
+    }
+    match job {
+        Rewrite::Merge => {
+            Counters::add(&core.counters.merge_bytes, stats.bytes_written);
+            Counters::add(&core.counters.merges, 1);
+        }
+        Rewrite::Collect(_) => {
+            Counters::add(&core.counters.gc_bytes, stats.bytes_written);
+            Counters::add(&core.counters.gcs, 1);
+        }
+    }
     Ok(())
 }

@@ -226,7 +226,7 @@ impl<'a> Iterator for BatchIter<'a> {
             self.remaining = 0;
             return bad("truncated op");
         };
-        let Some(kind) = ValueKind::from_u8(tag) else {
+        let Some(kind) = ValueKind::from_u8(tag).filter(|k| *k != ValueKind::Pointer) else {
             self.remaining = 0;
             return bad("unknown op kind");
         };

@@ -6,6 +6,7 @@
 //! MANIFEST-NNNNNN      log of version edits
 //! NNNNNN.log           write-ahead log, one per memtable
 //! NNNNNN.sst           table (UnsortedStore or SortedStore)
+//! NNNNNN.vlog          value log (values separated from SortedStore keys)
 //! NNNNNN.tmp           a file being written; removed at open
 //! ```
 //! All numbers come from one counter persisted in the manifest.
@@ -25,6 +26,8 @@ pub enum FileKind {
     Wal(u64),
     /// A table.
     Table(u64),
+    /// A value log.
+    ValueLog(u64),
     /// A temporary file.
     Temp(u64),
 }
@@ -53,6 +56,10 @@ pub fn wal_path(dir: &Path, n: u64) -> PathBuf {
 pub fn table_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.sst"))
 }
+/// Path of value log `n`.
+pub fn value_log_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.vlog"))
+}
 /// Path of temporary file `n`.
 pub fn temp_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.tmp"))
@@ -73,6 +80,7 @@ pub fn parse_file_name(name: &str) -> Option<FileKind> {
     match ext {
         "log" => Some(FileKind::Wal(n)),
         "sst" => Some(FileKind::Table(n)),
+        "vlog" => Some(FileKind::ValueLog(n)),
         "tmp" => Some(FileKind::Temp(n)),
         _ => None,
     }
@@ -90,6 +98,7 @@ mod tests {
             (table_path(d, 1234567), FileKind::Table(1234567)),
             (manifest_path(d, 3), FileKind::Manifest(3)),
             (temp_path(d, 9), FileKind::Temp(9)),
+            (value_log_path(d, 11), FileKind::ValueLog(11)),
         ] {
             let name = p.file_name().unwrap().to_str().unwrap();
             assert_eq!(parse_file_name(name), Some(k));

@@ -33,17 +33,27 @@ pub enum ValueKind {
     Delete = 0,
     /// The key was set to the entry's value.
     Put = 1,
+    /// The key was set to a value stored in a value log; the entry's value is
+    /// an encoded [`crate::store::value_log::ValuePointer`]. Only SortedStore
+    /// tables hold these (UniKV's partial key-value separation).
+    Pointer = 2,
 }
 
 impl ValueKind {
     /// The kind with the largest tag; used to build seek targets.
-    pub const MAX: ValueKind = ValueKind::Put;
+    pub const MAX: ValueKind = ValueKind::Pointer;
+
+    /// True for kinds that give the key a value (put or pointer).
+    pub fn is_value(self) -> bool {
+        self != ValueKind::Delete
+    }
 
     /// Decodes a kind tag; `None` for unknown tags (corruption).
     pub fn from_u8(tag: u8) -> Option<ValueKind> {
         match tag {
             0 => Some(ValueKind::Delete),
             1 => Some(ValueKind::Put),
+            2 => Some(ValueKind::Pointer),
             _ => None,
         }
     }

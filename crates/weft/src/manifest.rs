@@ -17,6 +17,9 @@
 //! 4 partition: id, lower, has_upper u8, [upper]   5 drop partition: id
 //! 6 add file: partition, placement u8, number, size, entries, smallest, largest
 //! 7 remove file: partition, number
+//! 8 add value log: partition, number, size     (a partition's reference to a log)
+//! 9 drop value-log reference: partition, number (the log dies with its last reference)
+//! 10 value-log garbage: number, bytes           (added to the log's dead bytes)
 //! ```
 
 use std::collections::BTreeMap;
@@ -45,6 +48,12 @@ pub struct VersionEdit {
     pub added_files: Vec<(u64, Placement, FileMeta)>,
     /// Tables removed (partition, file number).
     pub removed_files: Vec<(u64, u64)>,
+    /// Value logs referenced by a partition (partition, number, size).
+    pub added_value_logs: Vec<(u64, u64, u64)>,
+    /// Value-log references dropped (partition, number).
+    pub dropped_value_logs: Vec<(u64, u64)>,
+    /// Dead bytes found in value logs (number, bytes).
+    pub value_log_garbage: Vec<(u64, u64)>,
 }
 
 fn put_varint(dst: &mut Vec<u8>, mut v: u64) {
@@ -149,6 +158,22 @@ impl VersionEdit {
             put_varint(&mut b, *p);
             put_varint(&mut b, *n);
         }
+        for (p, n, size) in &self.added_value_logs {
+            b.push(8);
+            put_varint(&mut b, *p);
+            put_varint(&mut b, *n);
+            put_varint(&mut b, *size);
+        }
+        for (p, n) in &self.dropped_value_logs {
+            b.push(9);
+            put_varint(&mut b, *p);
+            put_varint(&mut b, *n);
+        }
+        for (n, bytes) in &self.value_log_garbage {
+            b.push(10);
+            put_varint(&mut b, *n);
+            put_varint(&mut b, *bytes);
+        }
         b
     }
 
@@ -194,6 +219,11 @@ impl VersionEdit {
                     e.added_files.push((p, placement, m));
                 }
                 7 => e.removed_files.push((d.varint()?, d.varint()?)),
+                8 => e
+                    .added_value_logs
+                    .push((d.varint()?, d.varint()?, d.varint()?)),
+                9 => e.dropped_value_logs.push((d.varint()?, d.varint()?)),
+                10 => e.value_log_garbage.push((d.varint()?, d.varint()?)),
                 t => return Err(format!("unknown edit tag {t}")),
             }
         }
@@ -214,6 +244,17 @@ pub struct PartitionMeta {
     pub sorted: BTreeMap<u64, FileMeta>,
 }
 
+/// A value log as the manifest describes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ValueLogMeta {
+    /// Size in bytes.
+    pub size: u64,
+    /// Bytes of values no longer referenced by any SortedStore entry.
+    pub garbage: u64,
+    /// Partitions whose SortedStore may point into the log.
+    pub refs: std::collections::BTreeSet<u64>,
+}
+
 /// The metadata a manifest replays to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ManifestState {
@@ -225,6 +266,8 @@ pub struct ManifestState {
     pub last_sequence: u64,
     /// Partitions by id.
     pub partitions: BTreeMap<u64, PartitionMeta>,
+    /// Live value logs by number.
+    pub value_logs: BTreeMap<u64, ValueLogMeta>,
 }
 
 impl ManifestState {
@@ -270,6 +313,31 @@ impl ManifestState {
             map.insert(m.number, m.clone());
             self.next_file_number = self.next_file_number.max(m.number + 1);
         }
+        for (p, n, size) in &e.added_value_logs {
+            let log = self.value_logs.entry(*n).or_default();
+            log.size = *size;
+            log.refs.insert(*p);
+            self.next_file_number = self.next_file_number.max(n + 1);
+        }
+        for (n, bytes) in &e.value_log_garbage {
+            if let Some(log) = self.value_logs.get_mut(n) {
+                log.garbage = log.garbage.saturating_add(*bytes).min(log.size);
+            }
+        }
+        for (p, n) in &e.dropped_value_logs {
+            let log = self
+                .value_logs
+                .get_mut(n)
+                .ok_or_else(|| format!("edit drops unknown value log {n}"))?;
+            if !log.refs.remove(p) {
+                return Err(format!(
+                    "edit drops value log {n} from partition {p}, which does not reference it"
+                ));
+            }
+            if log.refs.is_empty() {
+                self.value_logs.remove(n);
+            }
+        }
         for id in &e.removed_partitions {
             self.partitions.remove(id);
         }
@@ -292,6 +360,14 @@ impl ManifestState {
             }
             for m in p.sorted.values() {
                 e.added_files.push((*id, Placement::Sorted, m.clone()));
+            }
+        }
+        for (n, log) in &self.value_logs {
+            for p in &log.refs {
+                e.added_value_logs.push((*p, *n, log.size));
+            }
+            if log.garbage > 0 {
+                e.value_log_garbage.push((*n, log.garbage));
             }
         }
         e
@@ -432,6 +508,9 @@ mod tests {
                 (1, Placement::Sorted, meta(6)),
             ],
             removed_files: vec![(0, 3)],
+            added_value_logs: vec![(0, 12, 4096), (1, 12, 4096)],
+            dropped_value_logs: vec![(1, 10)],
+            value_log_garbage: vec![(12, 100)],
         };
         assert_eq!(VersionEdit::decode(&e.encode()).unwrap(), e);
     }
@@ -465,6 +544,19 @@ mod tests {
                 ..Default::default()
             })
             .is_err());
+        s.apply(&VersionEdit {
+            added_value_logs: vec![(0, 9, 1000), (1, 9, 1000)],
+            value_log_garbage: vec![(9, 300)],
+            ..Default::default()
+        })
+        .unwrap();
+        s.apply(&VersionEdit {
+            dropped_value_logs: vec![(1, 9)],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(s.value_logs[&9].refs.len(), 1);
+        assert_eq!(s.value_logs[&9].garbage, 300);
         let snap = s.snapshot_edit();
         let mut t = ManifestState::default();
         t.apply(&snap).unwrap();

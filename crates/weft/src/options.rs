@@ -38,6 +38,17 @@ pub struct Options {
     pub unsorted_slowdown_tables: usize,
     /// UnsortedStore tables that stall writers until a merge finishes. Default 48.
     pub unsorted_stop_tables: usize,
+    /// Values of at least this many bytes are moved to a value log when a
+    /// merge writes them into the SortedStore, which then keeps a pointer
+    /// (UniKV's partial key-value separation); smaller values stay inline.
+    /// `usize::MAX` disables separation. Default 256.
+    pub min_blob_size: usize,
+    /// A value log is collected once this share of its bytes is dead.
+    /// Default 0.5.
+    pub gc_garbage_ratio: f64,
+    /// ...and a partition's collectable logs hold at least this many dead
+    /// bytes together. Default 64 MiB.
+    pub gc_min_garbage_bytes: u64,
 }
 
 impl Default for Options {
@@ -55,6 +66,9 @@ impl Default for Options {
             unsorted_limit: 256 << 20,
             unsorted_slowdown_tables: 24,
             unsorted_stop_tables: 48,
+            min_blob_size: 256,
+            gc_garbage_ratio: 0.5,
+            gc_min_garbage_bytes: 64 << 20,
         }
     }
 }
@@ -96,6 +110,12 @@ impl Options {
         unsorted_slowdown_tables: usize,
         /// Sets [`Options::unsorted_stop_tables`].
         unsorted_stop_tables: usize,
+        /// Sets [`Options::min_blob_size`].
+        min_blob_size: usize,
+        /// Sets [`Options::gc_garbage_ratio`].
+        gc_garbage_ratio: f64,
+        /// Sets [`Options::gc_min_garbage_bytes`].
+        gc_min_garbage_bytes: u64,
     }
 
     /// Checks that every field is in range.
@@ -112,6 +132,12 @@ impl Options {
         }
         if self.table_size < 4096 {
             return bad("table_size must be at least 4096 bytes");
+        }
+        if !(self.gc_garbage_ratio > 0.0 && self.gc_garbage_ratio <= 1.0) {
+            return bad("gc_garbage_ratio must be in (0, 1]");
+        }
+        if self.min_blob_size == 0 {
+            return bad("min_blob_size must be at least 1 (usize::MAX disables separation)");
         }
         if self.unsorted_stop_tables <= self.unsorted_slowdown_tables {
             return bad("unsorted_stop_tables must exceed unsorted_slowdown_tables");

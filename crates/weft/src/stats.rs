@@ -36,6 +36,10 @@ pub struct Stats {
     pub flushes: u64,
     /// Merges (UnsortedStore → SortedStore) completed.
     pub merges: u64,
+    /// Bytes of tables and value logs written by value-log GC.
+    pub gc_bytes_written: u64,
+    /// Value-log garbage collections completed.
+    pub gcs: u64,
     /// Writes delayed because flush or merge was falling behind.
     pub write_slowdowns: u64,
     /// Writes that had to wait for flush or merge to make room.
@@ -62,6 +66,12 @@ pub struct PartitionStats {
     pub sorted_tables: usize,
     /// Bytes of SortedStore tables.
     pub sorted_bytes: u64,
+    /// Value logs the SortedStore points into.
+    pub value_logs: usize,
+    /// Bytes of those value logs (a log shared after a split counts in each).
+    pub value_log_bytes: u64,
+    /// Bytes of dead values in those logs, reclaimable by GC.
+    pub value_log_garbage_bytes: u64,
 }
 
 /// Block cache counters.

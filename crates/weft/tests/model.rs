@@ -76,6 +76,8 @@ struct Harness {
     trace: Trace,
     flushes: u64,
     merges: u64,
+    gcs: u64,
+    max_value_logs: usize,
     reopens: u64,
     max_sorted_tables: usize,
 }
@@ -516,6 +518,7 @@ impl Harness {
         let st = self.db().stats();
         for p in &st.partitions {
             self.max_sorted_tables = self.max_sorted_tables.max(p.sorted_tables);
+            self.max_value_logs = self.max_value_logs.max(p.value_logs);
         }
     }
 
@@ -532,6 +535,7 @@ impl Harness {
         let st = db.stats();
         self.flushes += st.flushes;
         self.merges += st.merges;
+        self.gcs += st.gcs;
         if close {
             db.close().expect("close");
         } else {
@@ -572,6 +576,8 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
         trace: Trace::new(format!("model[{kind}]"), seed),
         flushes: 0,
         merges: 0,
+        gcs: 0,
+        max_value_logs: 0,
         reopens: 0,
         max_sorted_tables: 0,
     };
@@ -590,10 +596,13 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
     let st = h.db().stats();
     let flushes = h.flushes + st.flushes;
     let merges = h.merges + st.merges;
+    let gcs = h.gcs + st.gcs;
     eprintln!(
-        "model seed={seed} kind={} steps={steps}: flushes={flushes} merges={merges} reopens={} \
+        "model seed={seed} kind={} steps={steps}: flushes={flushes} merges={merges} gcs={gcs} \
+         max value logs={} reopens={} \
          max sorted tables/partition={} partitions={} keys={}",
         h.kind,
+        h.max_value_logs,
         h.reopens,
         h.max_sorted_tables,
         st.partitions.len(),
@@ -604,6 +613,11 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
         merges > 0,
         "the run never merged: it did not test the SortedStore"
     );
+    assert!(
+        h.max_value_logs > 0,
+        "no value log was ever live: the run did not test key-value separation"
+    );
+    assert!(gcs > 0, "value-log GC never ran: the run did not test it");
     h.snapshots.clear();
     h.db.take().unwrap().close().expect("close");
     assert_eq!(

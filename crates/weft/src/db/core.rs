@@ -84,6 +84,8 @@ pub(crate) struct Counters {
     pub manifest_bytes: AtomicU64,
     pub flushes: AtomicU64,
     pub merges: AtomicU64,
+    pub gc_bytes: AtomicU64,
+    pub gcs: AtomicU64,
     pub slowdowns: AtomicU64,
     pub stalls: AtomicU64,
     pub wal_truncated: AtomicU64,

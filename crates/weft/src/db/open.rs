@@ -28,7 +28,8 @@ use crate::manifest::{self, ManifestState, ManifestWriter, PartitionMeta, Versio
 use crate::memtable::{new_memtable, Memtable};
 use crate::options::Options;
 use crate::store::compaction::JobStats;
-use crate::store::{Partition, Placement, TableFile, Version};
+use crate::store::value_log::ValueLogFile;
+use crate::store::{LiveValueLog, Partition, Placement, TableFile, Version};
 use crate::wal::{LogRead, LogReader, LogWriter};
 
 /// The LOCK file, held with `flock` for as long as the database is open.
@@ -126,9 +127,10 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
                     wals.push(n);
                 }
             }
-            FileKind::Table(n) | FileKind::Manifest(n) | FileKind::Temp(n) => {
-                max_number = max_number.max(n)
-            }
+            FileKind::Table(n)
+            | FileKind::Manifest(n)
+            | FileKind::Temp(n)
+            | FileKind::ValueLog(n) => max_number = max_number.max(n),
             FileKind::Lock | FileKind::Current => {}
         }
     }
@@ -167,12 +169,26 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     }
     partitions.sort_by(|a, b| a.lower.cmp(&b.lower));
     check_partitions(&dir, manifest_number, &partitions)?;
+    let mut value_logs = std::collections::BTreeMap::new();
+    for (n, meta) in &state.value_logs {
+        value_logs.insert(
+            *n,
+            LiveValueLog {
+                file: ValueLogFile::open(&dir, *n, meta.size)?,
+                garbage: meta.garbage,
+                refs: meta.refs.clone(),
+            },
+        );
+    }
 
     let engine = EngineState {
         mem: new_memtable(options.memtable),
         mem_wal: wal_number,
         imms: Default::default(),
-        version: Arc::new(Version { partitions }),
+        version: Arc::new(Version {
+            partitions,
+            value_logs,
+        }),
         manifest,
         next_file_number: state.next_file_number,
         log_number: wal_number,
@@ -330,6 +346,7 @@ fn remove_obsolete_files(dir: &Path, state: &ManifestState, manifest_number: u64
             Some(FileKind::Manifest(n)) => n != manifest_number,
             Some(FileKind::Wal(n)) => n != wal_number,
             Some(FileKind::Table(n)) => !live.contains(&n),
+            Some(FileKind::ValueLog(n)) => !state.value_logs.contains_key(&n),
             Some(FileKind::Temp(_)) => true,
             _ => name == "CURRENT.tmp",
         };

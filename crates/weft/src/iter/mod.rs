@@ -26,7 +26,9 @@ pub struct DbIterator {
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
     valid: bool,
-    _pin: Arc<SuperVersion>,
+    /// The current value when it is separated (read from its value log).
+    resolved: Option<Vec<u8>>,
+    pin: Arc<SuperVersion>,
 }
 
 // A positioned cursor (RocksDB style), not a `std::iter::Iterator`: `next`
@@ -44,7 +46,8 @@ impl DbIterator {
             lower,
             upper,
             valid: false,
-            _pin: pin,
+            resolved: None,
+            pin,
         }
     }
 
@@ -117,7 +120,10 @@ impl DbIterator {
     /// The current value. Requires `valid()`.
     pub fn value(&self) -> &[u8] {
         assert!(self.valid, "DbIterator::value on an invalid iterator");
-        self.merged.value()
+        match &self.resolved {
+            Some(v) => v,
+            None => self.merged.value(),
+        }
     }
 
     /// Skips tombstones in the direction of travel and applies the bounds.
@@ -138,6 +144,16 @@ impl DbIterator {
             }
         }
         self.valid = self.merged.valid() && !self.past_upper() && !self.before_lower();
+        self.resolved = None;
+        if self.valid && self.merged.kind() == ValueKind::Pointer {
+            match self.pin.version.resolve(self.merged.value()) {
+                Ok(v) => self.resolved = Some(v),
+                Err(e) => {
+                    self.valid = false;
+                    return Err(e);
+                }
+            }
+        }
         Ok(())
     }
 

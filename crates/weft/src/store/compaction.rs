@@ -22,6 +22,7 @@
 
 use std::path::Path;
 
+use super::value_log::{ValueLogWriter, ValuePointer};
 use super::FileMeta;
 use crate::error::Result;
 use crate::iter::MergedEntries;
@@ -54,10 +55,13 @@ pub struct OutputSpec<'a> {
     pub target_size: u64,
     /// Stop before this user key (partition upper bound).
     pub upper: Option<&'a [u8]>,
+    /// Move values of at least this size to a new value log (merges into
+    /// the SortedStore); `None` keeps every value inline (flushes).
+    pub min_blob_size: Option<usize>,
 }
 
 /// Counters of one job.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct JobStats {
     /// Versions read from the input.
     pub input_entries: u64,
@@ -65,6 +69,10 @@ pub struct JobStats {
     pub output_entries: u64,
     /// Bytes of tables written.
     pub bytes_written: u64,
+    /// The value log written, if any: (file number, size).
+    pub value_log: Option<(u64, u64)>,
+    /// Dead bytes found per value log (pointers the job dropped).
+    pub garbage: std::collections::BTreeMap<u64, u64>,
 }
 
 /// Writes the versions of `input` (positioned on its first entry) that
@@ -82,16 +90,29 @@ pub fn write_tables(
         spec,
         builder: None,
         done: Vec::new(),
+        value_log: None,
     };
-    let result = run(input, policy, &mut out, new_file, stats);
+    let result = run(input, policy, &mut out, new_file, stats).and_then(|()| out.finish_current());
+    let result = result.and_then(|()| match out.value_log.take() {
+        Some(log) => {
+            let number = log.number();
+            let size = log.finish()?;
+            stats.value_log = Some((number, size));
+            stats.bytes_written += size;
+            Ok(())
+        }
+        None => Ok(()),
+    });
     match result {
         Ok(()) => {
-            out.finish_current()?;
             stats.bytes_written += out.done.iter().map(|m| m.size).sum::<u64>();
             Ok(out.done)
         }
         Err(e) => {
             out.abandon();
+            if let Some((number, _)) = stats.value_log.take() {
+                let _ = std::fs::remove_file(crate::filename::value_log_path(spec.dir, number));
+            }
             Err(e)
         }
     }
@@ -174,7 +195,14 @@ fn run(
             emitted_for_key = false;
             filter.start_key();
         }
-        if let Verdict::Emit(tombstones) = filter.offer(e.seq(), e.kind()) {
+        let verdict = filter.offer(e.seq(), e.kind());
+        if verdict == Verdict::Drop && e.kind() == ValueKind::Pointer {
+            // The value this pointer names is dead from now on.
+            if let Some(p) = ValuePointer::decode(e.value()) {
+                *stats.garbage.entry(p.log).or_default() += p.record_size();
+            }
+        }
+        if let Verdict::Emit(tombstones) = verdict {
             for d in tombstones {
                 out.add(&key, d, ValueKind::Delete, &[], !emitted_for_key, new_file)?;
                 emitted_for_key = true;
@@ -201,6 +229,7 @@ struct Outputs<'a> {
     spec: &'a OutputSpec<'a>,
     builder: Option<Building>,
     done: Vec<FileMeta>,
+    value_log: Option<ValueLogWriter>,
 }
 
 struct Building {
@@ -231,6 +260,17 @@ impl Outputs<'_> {
             let builder = TableBuilder::create(&path, self.spec.table)?;
             self.builder = Some(Building { number, builder });
         }
+        let separate =
+            kind == ValueKind::Put && self.spec.min_blob_size.is_some_and(|m| value.len() >= m);
+        if separate {
+            if self.value_log.is_none() {
+                self.value_log = Some(ValueLogWriter::create(self.spec.dir, new_file())?);
+            }
+            let log = self.value_log.as_mut().expect("value log was just created");
+            let ptr = log.append(value)?;
+            let b = self.builder.as_mut().expect("builder was just created");
+            return b.builder.add(key, seq, ValueKind::Pointer, &ptr.encode());
+        }
         let b = self.builder.as_mut().expect("builder was just created");
         b.builder.add(key, seq, kind, value)
     }
@@ -256,8 +296,11 @@ impl Outputs<'_> {
         Ok(())
     }
 
-    /// Removes every table this job wrote (the job failed).
+    /// Removes every table (and the value log) this job wrote (it failed).
     fn abandon(&mut self) {
+        if let Some(log) = self.value_log.take() {
+            log.abandon();
+        }
         if let Some(b) = self.builder.take() {
             drop(b.builder);
             let _ = std::fs::remove_file(crate::filename::table_path(self.spec.dir, b.number));

@@ -19,8 +19,10 @@
 //! last reader drops it.
 
 pub mod compaction;
+pub mod gc;
 pub mod hash_index;
 pub mod sorted_run;
+pub mod value_log;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -194,11 +196,25 @@ impl Partition {
     }
 }
 
-/// An immutable picture of the store: partitions in key order.
+/// A live value log with its accounting.
+#[derive(Clone)]
+pub struct LiveValueLog {
+    /// The open log.
+    pub file: Arc<value_log::ValueLogFile>,
+    /// Bytes of values no SortedStore entry points to any more.
+    pub garbage: u64,
+    /// Partitions whose SortedStore may point into the log.
+    pub refs: std::collections::BTreeSet<u64>,
+}
+
+/// An immutable picture of the store: partitions in key order, and the
+/// value logs their SortedStores point into.
 #[derive(Clone)]
 pub struct Version {
     /// Partitions, ascending and covering every key.
     pub partitions: Vec<Arc<Partition>>,
+    /// Live value logs by file number.
+    pub value_logs: std::collections::BTreeMap<u64, LiveValueLog>,
 }
 
 impl Version {
@@ -206,6 +222,22 @@ impl Version {
     pub fn new_single() -> Self {
         Version {
             partitions: vec![Arc::new(Partition::new(0, Vec::new(), None))],
+            value_logs: Default::default(),
+        }
+    }
+
+    /// Reads the value behind an encoded [`value_log::ValuePointer`].
+    pub fn resolve(&self, raw: &[u8]) -> Result<Vec<u8>> {
+        let ptr = value_log::ValuePointer::decode(raw).ok_or_else(|| {
+            crate::Error::corruption("(SortedStore entry)", 0, "malformed value pointer")
+        })?;
+        match self.value_logs.get(&ptr.log) {
+            Some(log) => log.file.read(&ptr),
+            None => Err(crate::Error::corruption(
+                format!("{:06}.vlog", ptr.log),
+                ptr.offset,
+                "value pointer into a value log that is not live",
+            )),
         }
     }
 
@@ -225,7 +257,14 @@ impl Version {
         key: &[u8],
         snapshot: SequenceNumber,
     ) -> Result<Option<(SequenceNumber, ValueKind, Vec<u8>)>> {
-        self.partition_for(key).get(key, snapshot)
+        // Separated values are read from their value log, so a found version
+        // is always `Put` or `Delete`.
+        match self.partition_for(key).get(key, snapshot)? {
+            Some((seq, ValueKind::Pointer, raw)) => {
+                Ok(Some((seq, ValueKind::Put, self.resolve(&raw)?)))
+            }
+            other => Ok(other),
+        }
     }
 
     /// Cursors over every table for a scan: one per UnsortedStore table, and

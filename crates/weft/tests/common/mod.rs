@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Once;
 
 pub use rand::rngs::StdRng;
+#[allow(unused_imports)]
 pub use rand::{Rng, SeedableRng};
 
 use weft::{Db, Error, MemtableKind, Options, ReadOptions};
@@ -60,6 +61,11 @@ pub fn tiny_options(kind: MemtableKind) -> Options {
         .unsorted_limit(32 << 10)
         .block_size(256)
         .block_cache_size(256 << 10)
+        // Separate most values and collect garbage early, so every suite
+        // that uses these options also exercises value logs and GC.
+        .min_blob_size(48)
+        .gc_min_garbage_bytes(4 << 10)
+        .gc_garbage_ratio(0.3)
 }
 
 /// Renders a byte string readably (ASCII kept, the rest as `\xNN`).

@@ -1,0 +1,373 @@
+//! Value logs: where a merge puts the large values of the SortedStore
+//! (UniKV §III-C, partial key-value separation).
+//!
+//! A merge writes every value of at least `min_blob_size` bytes to a fresh
+//! value log and leaves a [`ValuePointer`] in the SortedStore table instead.
+//! Values already behind a pointer are never rewritten by a later merge —
+//! the pointer is copied — so merges move keys, not values. Only GC
+//! ([`crate::background`]) rewrites values, to reclaim the space of dead ones.
+//!
+//! ```text
+//! log    := record*
+//! record := masked crc32c u32 LE (over len + value) | len u32 LE | value
+//! ```
+//!
+//! A pointer names the log, the record's offset and the value's length; a
+//! read checks that the record's length matches the pointer's and that the
+//! checksum holds, so a damaged log yields `Error::Corruption { file, offset }`
+//! and never a wrong value.
+//!
+//! Logs are immutable once their merge finishes. A log removed from the live
+//! version is deleted when the last reader holding it goes (as tables are).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::error::{Error, IoContext, Result};
+use crate::filename;
+
+const HEADER: usize = 8;
+const MASK_DELTA: u32 = 0xa282_ead8;
+
+fn mask(crc: u32) -> u32 {
+    crc.rotate_right(15).wrapping_add(MASK_DELTA)
+}
+
+fn record_crc(len: u32, value: &[u8]) -> u32 {
+    let c = crc32c::crc32c(&len.to_le_bytes());
+    mask(crc32c::crc32c_append(c, value))
+}
+
+/// Where a separated value lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValuePointer {
+    /// Value log file number.
+    pub log: u64,
+    /// Offset of the record header in the log.
+    pub offset: u64,
+    /// Length of the value.
+    pub len: u32,
+}
+
+fn put_varint(dst: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        dst.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    dst.push(v as u8);
+}
+
+fn get_varint(src: &mut &[u8]) -> Option<u64> {
+    let mut v: u64 = 0;
+    for i in 0..10 {
+        let (&b, rest) = src.split_first()?;
+        *src = rest;
+        v |= ((b & 0x7f) as u64) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+impl ValuePointer {
+    /// Encodes the pointer as a table value.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(16);
+        put_varint(&mut v, self.log);
+        put_varint(&mut v, self.offset);
+        put_varint(&mut v, self.len as u64);
+        v
+    }
+
+    /// Decodes a table value; `None` if it is not a well-formed pointer.
+    pub fn decode(mut src: &[u8]) -> Option<ValuePointer> {
+        let log = get_varint(&mut src)?;
+        let offset = get_varint(&mut src)?;
+        let len = u32::try_from(get_varint(&mut src)?).ok()?;
+        src.is_empty().then_some(ValuePointer { log, offset, len })
+    }
+
+    /// Bytes the record occupies in its log.
+    pub fn record_size(&self) -> u64 {
+        HEADER as u64 + self.len as u64
+    }
+}
+
+/// Appends values to a new value log.
+pub struct ValueLogWriter {
+    out: BufWriter<File>,
+    path: PathBuf,
+    number: u64,
+    offset: u64,
+}
+
+impl ValueLogWriter {
+    /// Creates value log `number` in `dir`.
+    pub fn create(dir: &Path, number: u64) -> Result<ValueLogWriter> {
+        let path = filename::value_log_path(dir, number);
+        let f = File::create(&path).context(|| format!("creating value log {}", path.display()))?;
+        Ok(ValueLogWriter {
+            out: BufWriter::with_capacity(256 << 10, f),
+            path,
+            number,
+            offset: 0,
+        })
+    }
+
+    /// Appends `value`, returning where it went.
+    pub fn append(&mut self, value: &[u8]) -> Result<ValuePointer> {
+        let len = u32::try_from(value.len()).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "value of {} bytes is too large for a value log",
+                value.len()
+            ))
+        })?;
+        let ptr = ValuePointer {
+            log: self.number,
+            offset: self.offset,
+            len,
+        };
+        let mut header = [0u8; HEADER];
+        header[..4].copy_from_slice(&record_crc(len, value).to_le_bytes());
+        header[4..].copy_from_slice(&len.to_le_bytes());
+        let path = &self.path;
+        self.out
+            .write_all(&header)
+            .and_then(|_| self.out.write_all(value))
+            .context(|| format!("writing value log {}", path.display()))?;
+        self.offset += ptr.record_size();
+        Ok(ptr)
+    }
+
+    /// Bytes written so far.
+    pub fn size(&self) -> u64 {
+        self.offset
+    }
+
+    /// The log's file number.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// Flushes and fsyncs the log; returns its size.
+    pub fn finish(self) -> Result<u64> {
+        let path = self.path.clone();
+        let f = self.out.into_inner().map_err(|e| {
+            Error::io(
+                format!("writing value log {}", path.display()),
+                e.into_error(),
+            )
+        })?;
+        f.sync_all()
+            .context(|| format!("syncing value log {}", path.display()))?;
+        Ok(self.offset)
+    }
+
+    /// Removes the partly written log (its job failed).
+    pub fn abandon(self) {
+        let path = self.path.clone();
+        drop(self.out);
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// An open, immutable value log.
+pub struct ValueLogFile {
+    number: u64,
+    size: u64,
+    path: PathBuf,
+    file: File,
+    obsolete: AtomicBool,
+}
+
+impl ValueLogFile {
+    /// Opens value log `number` of `size` bytes.
+    pub fn open(dir: &Path, number: u64, size: u64) -> Result<Arc<ValueLogFile>> {
+        let path = filename::value_log_path(dir, number);
+        let file = File::open(&path).context(|| format!("opening value log {}", path.display()))?;
+        let actual = file
+            .metadata()
+            .context(|| format!("reading metadata of {}", path.display()))?
+            .len();
+        if actual < size {
+            return Err(Error::corruption(
+                &path,
+                actual,
+                format!("value log is {actual} bytes, the manifest says {size}"),
+            ));
+        }
+        Ok(Arc::new(ValueLogFile {
+            number,
+            size,
+            path,
+            file,
+            obsolete: AtomicBool::new(false),
+        }))
+    }
+
+    /// The log's file number.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The log's size.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Reads and verifies the value `ptr` points at.
+    pub fn read(&self, ptr: &ValuePointer) -> Result<Vec<u8>> {
+        debug_assert_eq!(ptr.log, self.number);
+        let bad = |why: String| Error::corruption(&self.path, ptr.offset, why);
+        let end = ptr.offset.checked_add(ptr.record_size());
+        if end.is_none_or(|e| e > self.size) {
+            return Err(bad(format!(
+                "value pointer past the end of the {}-byte log",
+                self.size
+            )));
+        }
+        let mut buf = vec![0u8; ptr.record_size() as usize];
+        self.file
+            .read_exact_at(&mut buf, ptr.offset)
+            .context(|| format!("reading value log {}", self.path.display()))?;
+        let crc = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        let len = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
+        if len != ptr.len {
+            return Err(bad(format!(
+                "record holds {len} bytes, the pointer says {}",
+                ptr.len
+            )));
+        }
+        if crc != record_crc(len, &buf[HEADER..]) {
+            return Err(bad("value checksum mismatch".into()));
+        }
+        buf.drain(..HEADER);
+        Ok(buf)
+    }
+
+    /// Reads every record front to back, verifying each; returns the count.
+    pub fn verify_checksums(&self) -> Result<u64> {
+        let mut offset = 0u64;
+        let mut records = 0;
+        let mut header = [0u8; HEADER];
+        while offset < self.size {
+            if offset + HEADER as u64 > self.size {
+                return Err(Error::corruption(
+                    &self.path,
+                    offset,
+                    "truncated record header",
+                ));
+            }
+            self.file
+                .read_exact_at(&mut header, offset)
+                .context(|| format!("reading value log {}", self.path.display()))?;
+            let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+            let ptr = ValuePointer {
+                log: self.number,
+                offset,
+                len,
+            };
+            self.read(&ptr)?;
+            offset += ptr.record_size();
+            records += 1;
+        }
+        Ok(records)
+    }
+
+    /// Marks the log as dropped from the live version: deleted when the last
+    /// reader lets go.
+    pub fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for ValueLogFile {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointer_round_trips_and_rejects_garbage() {
+        let p = ValuePointer {
+            log: 7,
+            offset: 1 << 40,
+            len: 12345,
+        };
+        assert_eq!(ValuePointer::decode(&p.encode()), Some(p));
+        let enc = p.encode();
+        for cut in 0..enc.len() {
+            assert_eq!(ValuePointer::decode(&enc[..cut]), None, "cut {cut}");
+        }
+        let mut long = enc.clone();
+        long.push(0);
+        assert_eq!(ValuePointer::decode(&long), None);
+    }
+
+    #[test]
+    fn values_round_trip_and_every_flipped_byte_is_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = ValueLogWriter::create(dir.path(), 3).unwrap();
+        let values: Vec<Vec<u8>> = (0..20).map(|i| vec![i as u8; i * 37]).collect();
+        let ptrs: Vec<_> = values.iter().map(|v| w.append(v).unwrap()).collect();
+        let size = w.finish().unwrap();
+        let log = ValueLogFile::open(dir.path(), 3, size).unwrap();
+        for (p, v) in ptrs.iter().zip(&values) {
+            assert_eq!(&log.read(p).unwrap(), v);
+        }
+        assert_eq!(log.verify_checksums().unwrap(), 20);
+        drop(log);
+        let path = filename::value_log_path(dir.path(), 3);
+        let clean = std::fs::read(&path).unwrap();
+        for i in 0..clean.len() {
+            let mut b = clean.clone();
+            b[i] ^= 0x40;
+            std::fs::write(&path, &b).unwrap();
+            let log = ValueLogFile::open(dir.path(), 3, size).unwrap();
+            let hit = ptrs
+                .iter()
+                .position(|p| (p.offset..p.offset + p.record_size()).contains(&(i as u64)))
+                .unwrap();
+            let e = log.read(&ptrs[hit]).unwrap_err();
+            assert!(e.is_corruption(), "byte {i}: {e}");
+            assert!(log.verify_checksums().is_err(), "byte {i}");
+            for (j, p) in ptrs.iter().enumerate() {
+                if j != hit {
+                    assert_eq!(log.read(p).unwrap(), values[j]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pointer_past_the_end_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = ValueLogWriter::create(dir.path(), 1).unwrap();
+        w.append(b"abc").unwrap();
+        let size = w.finish().unwrap();
+        let log = ValueLogFile::open(dir.path(), 1, size).unwrap();
+        let bad = ValuePointer {
+            log: 1,
+            offset: 5,
+            len: 100,
+        };
+        assert!(log.read(&bad).unwrap_err().is_corruption());
+        let huge = ValuePointer {
+            log: 1,
+            offset: u64::MAX - 2,
+            len: 3,
+        };
+        assert!(log.read(&huge).unwrap_err().is_corruption());
+    }
+}

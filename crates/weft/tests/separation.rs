@@ -1,0 +1,193 @@
+//! Partial key-value separation and value-log GC (UniKV §III-C):
+//!
+//! * large values move to value logs at merge time, small ones stay inline;
+//! * overwrites turn separated values into garbage, GC reclaims it and disk
+//!   usage falls;
+//! * a snapshot keeps reading its version across merges and GC;
+//! * a damaged value log yields `Error::Corruption`, never a wrong value.
+
+mod common;
+
+use common::*;
+use weft::{Db, Error, Options, ReadOptions};
+
+fn options() -> Options {
+    Options::default()
+        .write_buffer_size(32 << 10)
+        .table_size(64 << 10)
+        .unsorted_limit(128 << 10)
+        .min_blob_size(100)
+        .gc_min_garbage_bytes(64 << 10)
+        .gc_garbage_ratio(0.5)
+}
+
+fn value(i: u32, round: u32) -> Vec<u8> {
+    let mut v = format!("{i}:{round}:").into_bytes();
+    // Every fifth value is small and stays inline.
+    let len = if i.is_multiple_of(5) { 40 } else { 1000 };
+    v.resize(len, b'a' + (round % 26) as u8);
+    v
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{:06}", (i * 7919) % 100_003).into_bytes()
+}
+
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+fn check_all(db: &Db, n: u32, round: u32, ctx: &str) {
+    for i in 0..n {
+        assert_eq!(
+            db.get(key(i)).unwrap(),
+            Some(value(i, round)),
+            "{ctx}: key {i}"
+        );
+    }
+    let scanned = scan_all(db);
+    assert_eq!(scanned.len(), n as usize, "{ctx}: scan length");
+    for (k, v) in scanned {
+        let i = std::str::from_utf8(&v)
+            .unwrap()
+            .split(':')
+            .next()
+            .unwrap()
+            .parse::<u32>()
+            .unwrap();
+        assert_eq!(k, key(i), "{ctx}: scan pairs");
+        assert_eq!(v, value(i, round), "{ctx}: scan value");
+    }
+}
+
+#[test]
+fn large_values_move_to_value_logs_and_gc_reclaims_their_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    let n = 1500;
+    for i in 0..n {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    db.compact().unwrap();
+    let s = db.stats();
+    let p = &s.partitions[0];
+    assert!(
+        p.value_logs > 0,
+        "no value log after a merge of large values"
+    );
+    assert!(
+        p.value_log_bytes > 4 * p.sorted_bytes,
+        "values should sit in logs, keys in tables: logs {} B, tables {} B",
+        p.value_log_bytes,
+        p.sorted_bytes
+    );
+    check_all(&db, n, 0, "after first merge");
+    let live = dir_bytes(dir.path());
+
+    let snap = db.snapshot();
+    for round in 1..=4 {
+        for i in 0..n {
+            db.put(key(i), value(i, round)).unwrap();
+        }
+        db.compact().unwrap();
+        check_all(&db, n, round, &format!("round {round}"));
+    }
+    // The snapshot still reads round 0, even though GC has run.
+    let ro = ReadOptions::new().snapshot(&snap);
+    for i in (0..n).step_by(37) {
+        assert_eq!(
+            db.get_opt(key(i), &ro).unwrap(),
+            Some(value(i, 0)),
+            "snapshot, key {i}"
+        );
+    }
+    drop(ro);
+    drop(snap);
+    // With the snapshot gone, one more round makes all older values garbage.
+    let gcs_before = db.stats().gcs;
+    for i in 0..n {
+        db.put(key(i), value(i, 5)).unwrap();
+    }
+    db.compact().unwrap();
+    // GC runs in the background after a merge reports garbage: wait for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let s = db.stats();
+        let p = &s.partitions[0];
+        if s.gcs > gcs_before && p.value_log_garbage_bytes == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "GC never reclaimed the garbage: {} gcs, {} of {} log bytes dead",
+            s.gcs,
+            p.value_log_garbage_bytes,
+            p.value_log_bytes
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    check_all(&db, n, 5, "after GC");
+    let after = dir_bytes(dir.path());
+    if after >= 2 * live {
+        for e in std::fs::read_dir(dir.path()).unwrap() {
+            let e = e.unwrap();
+            eprintln!("{:?} {}", e.file_name(), e.metadata().unwrap().len());
+        }
+        eprintln!("{:#?}", db.stats());
+    }
+    assert!(
+        after < 2 * live,
+        "disk usage did not fall back after GC: {after} B now, {live} B with one version"
+    );
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    check_all(&db, n, 5, "after reopen");
+    db.verify_checksums().unwrap();
+}
+
+#[test]
+fn damaged_value_log_is_corruption_never_a_wrong_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 300;
+    {
+        let db = Db::open(dir.path(), options()).unwrap();
+        for i in 0..n {
+            db.put(key(i), value(i, 0)).unwrap();
+        }
+        db.compact().unwrap();
+        db.close().unwrap();
+    }
+    let logs = files_where(dir.path(), |name| name.ends_with(".vlog"));
+    assert!(!logs.is_empty(), "no value log written");
+    let log = &logs[0];
+    let len = file_len(log);
+    for &at in &[8 + 3, len / 3, len / 2, len - 5] {
+        let saved = std::fs::read(log).unwrap();
+        flip_byte(log, at);
+        let db = Db::open(dir.path(), options()).unwrap();
+        let mut corrupt = 0;
+        for i in 0..n {
+            match db.get(key(i)) {
+                Ok(v) => assert_eq!(
+                    v,
+                    Some(value(i, 0)),
+                    "flip at {at}: wrong value for key {i}"
+                ),
+                Err(e) => {
+                    assert_corruption_in(&e, log, &format!("flip at {at}, key {i}"));
+                    corrupt += 1;
+                }
+            }
+        }
+        assert_eq!(corrupt, 1, "flip at {at}: exactly one value is damaged");
+        let scan: Result<Vec<_>, Error> = db.range::<&[u8], _>(..).unwrap().collect();
+        assert!(scan.unwrap_err().is_corruption(), "flip at {at}: scan");
+        let e = db.verify_checksums().unwrap_err();
+        assert_corruption_in(&e, log, &format!("flip at {at}: verify_checksums"));
+        db.close().unwrap();
+        std::fs::write(log, saved).unwrap();
+    }
+}
