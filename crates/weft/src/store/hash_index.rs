@@ -1,1 +1,0 @@
-//! The UnsortedStore's in-memory hash index (UniKV §III-B). To be built.
