@@ -27,6 +27,11 @@ pub fn to_json(s: &Stats) -> Value {
                 "unsorted_bytes": p.unsorted_bytes,
                 "sorted_tables": p.sorted_tables,
                 "sorted_bytes": p.sorted_bytes,
+                "value_logs": p.value_logs,
+                "value_log_bytes": p.value_log_bytes,
+                "value_log_garbage_bytes": p.value_log_garbage_bytes,
+                "index_entries": p.index_entries,
+                "index_bytes": p.index_bytes,
             })
         })
         .collect();
@@ -53,6 +58,8 @@ pub fn to_json(s: &Stats) -> Value {
         },
         "flushes": s.flushes,
         "merges": s.merges,
+        "gcs": s.gcs,
+        "gc_bytes_written": s.gc_bytes_written,
         "write_slowdowns": s.write_slowdowns,
         "write_stalls": s.write_stalls,
         "wal_tail_truncated_bytes": s.wal_tail_truncated_bytes,
@@ -104,6 +111,10 @@ pub fn to_table(s: &Stats) -> String {
     );
     row("flushes", s.flushes.to_string());
     row("merges", s.merges.to_string());
+    row(
+        "value-log GCs",
+        format!("{} ({} bytes written)", s.gcs, s.gc_bytes_written),
+    );
     row("write slowdowns", s.write_slowdowns.to_string());
     row("write stalls", s.write_stalls.to_string());
     row(
@@ -113,8 +124,17 @@ pub fn to_table(s: &Stats) -> String {
     out.push_str(&format!("partitions: {}\n", s.partitions.len()));
     if !s.partitions.is_empty() {
         out.push_str(&format!(
-            "  {:>6}  {:<40} {:>8} {:>14} {:>8} {:>14}\n",
-            "id", "range", "unsorted", "unsorted bytes", "sorted", "sorted bytes"
+            "  {:>6}  {:<32} {:>8} {:>14} {:>8} {:>14} {:>5} {:>14} {:>14} {:>12}\n",
+            "id",
+            "range",
+            "unsorted",
+            "unsorted bytes",
+            "sorted",
+            "sorted bytes",
+            "vlogs",
+            "vlog bytes",
+            "garbage bytes",
+            "index B/key"
         ));
         for p in &s.partitions {
             let upper = match &p.upper {
@@ -122,9 +142,23 @@ pub fn to_table(s: &Stats) -> String {
                 None => "+inf".to_string(),
             };
             let range = format!("[\"{}\", {upper})", esc(&p.lower));
+            let per_key = if p.index_entries == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.1}", p.index_bytes as f64 / p.index_entries as f64)
+            };
             out.push_str(&format!(
-                "  {:>6}  {:<40} {:>8} {:>14} {:>8} {:>14}\n",
-                p.id, range, p.unsorted_tables, p.unsorted_bytes, p.sorted_tables, p.sorted_bytes
+                "  {:>6}  {:<32} {:>8} {:>14} {:>8} {:>14} {:>5} {:>14} {:>14} {:>12}\n",
+                p.id,
+                range,
+                p.unsorted_tables,
+                p.unsorted_bytes,
+                p.sorted_tables,
+                p.sorted_bytes,
+                p.value_logs,
+                p.value_log_bytes,
+                p.value_log_garbage_bytes,
+                per_key
             ));
         }
     }

@@ -27,7 +27,7 @@ use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPoli
 use crate::store::gc::ResolvingIter;
 use crate::store::sorted_run::SortedRunIter;
 use crate::store::value_log::ValueLogFile;
-use crate::store::{FileMeta, LiveValueLog, Partition, Placement, TableFile, Version};
+use crate::store::{build_index, FileMeta, LiveValueLog, Partition, Placement, TableFile, Version};
 
 enum Job {
     Flush,
@@ -133,6 +133,7 @@ pub(crate) fn write_memtable(
             target_size: u64::MAX,
             upper: upper.as_deref(),
             min_blob_size: None,
+            collect_keys: true,
         };
         match write_tables(&mut input, &policy, &spec, new_file, stats) {
             Ok(files) => out.extend(files.into_iter().map(|f| (*id, f))),
@@ -164,7 +165,7 @@ fn remove_files(core: &Core, files: &[FileMeta]) {
 }
 
 fn flush_oldest(core: &Arc<Core>) -> Result<()> {
-    let (mem, wal_number, bounds) = {
+    let (mem, wal_number, bounds, version) = {
         let st = core.state.lock();
         let Some(imm) = st.imms.front() else {
             return Ok(());
@@ -173,6 +174,7 @@ fn flush_oldest(core: &Arc<Core>) -> Result<()> {
             Arc::clone(&imm.mem),
             imm.wal_number,
             partition_bounds(&st.version),
+            Arc::clone(&st.version),
         )
     };
     let mut stats = JobStats::default();
@@ -186,6 +188,9 @@ fn flush_oldest(core: &Arc<Core>) -> Result<()> {
         &mut new_file,
         &mut stats,
     )?;
+    // Index the new tables before any version lists them, so a reader that
+    // sees a table always finds it through the index (UniKV §III-B).
+    index_new_tables(&version, &files, &stats)?;
     let opened = open_all(core, &files);
     let opened = match opened {
         Ok(o) => o,
@@ -243,6 +248,33 @@ fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     let _ = std::fs::remove_file(crate::filename::wal_path(&core.dir, wal_number));
     Counters::add(&core.counters.flush_bytes, stats.bytes_written);
     Counters::add(&core.counters.flushes, 1);
+    Ok(())
+}
+
+/// Adds each new table's keys to its partition's hash index, rebuilding
+/// the index bigger (from the tables' keys) when it gets too loaded.
+fn index_new_tables(version: &Version, files: &[(u64, FileMeta)], stats: &JobStats) -> Result<()> {
+    for (pid, f) in files {
+        let Some(part) = version.partitions.iter().find(|p| p.id == *pid) else {
+            continue;
+        };
+        let Some((_, keys)) = stats.table_keys.iter().find(|(n, _)| *n == f.number) else {
+            continue;
+        };
+        let needs_resize = {
+            let mut index = part.index.write();
+            // A table the index cannot take is probed directly by readers.
+            let _ = index.add_table(f.number, keys.iter());
+            index.needs_resize()
+        };
+        if needs_resize {
+            // Built off to the side from the tables (readers keep using the
+            // old index meanwhile), then swapped in with the new table added.
+            let mut bigger = build_index(&part.unsorted)?;
+            let _ = bigger.add_table(f.number, keys.iter());
+            *part.index.write() = bigger;
+        }
+    }
     Ok(())
 }
 
@@ -384,6 +416,7 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
         target_size: core.options.table_size,
         upper: None,
         min_blob_size: (blob != usize::MAX).then_some(blob),
+        collect_keys: false,
     };
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();
@@ -495,6 +528,12 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
     core.install_super_version(&st);
     core.state_cv.notify_all();
     drop(st);
+    // Only now that no new reader can see the merged tables: readers pinned
+    // to older versions probe tables the index has forgotten directly.
+    let merged: Vec<u64> = inputs_unsorted.iter().map(|t| t.meta.number).collect();
+    if !merged.is_empty() {
+        part.index.write().remove_tables(&merged);
+    }
     for t in inputs_unsorted.iter().chain(&inputs_sorted) {
         t.mark_obsolete();
     }

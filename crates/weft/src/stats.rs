@@ -72,6 +72,10 @@ pub struct PartitionStats {
     pub value_log_bytes: u64,
     /// Bytes of dead values in those logs, reclaimable by GC.
     pub value_log_garbage_bytes: u64,
+    /// Entries in the UnsortedStore's hash index.
+    pub index_entries: u64,
+    /// Bytes of memory held by the hash index.
+    pub index_bytes: u64,
 }
 
 /// Block cache counters.

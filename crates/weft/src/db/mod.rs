@@ -478,6 +478,8 @@ impl Db {
                         value_logs: n,
                         value_log_bytes: bytes,
                         value_log_garbage_bytes: garbage,
+                        index_entries: p.index.read().entries() as u64,
+                        index_bytes: p.index.read().memory_usage() as u64,
                     }
                 })
                 .collect(),

@@ -29,7 +29,7 @@ use crate::memtable::{new_memtable, Memtable};
 use crate::options::Options;
 use crate::store::compaction::JobStats;
 use crate::store::value_log::ValueLogFile;
-use crate::store::{LiveValueLog, Partition, Placement, TableFile, Version};
+use crate::store::{build_index, LiveValueLog, Partition, Placement, TableFile, Version};
 use crate::wal::{LogRead, LogReader, LogWriter};
 
 /// The LOCK file, held with `flock` for as long as the database is open.
@@ -165,6 +165,8 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         }
         p.sorted
             .sort_by(|a, b| a.meta.smallest_user_key().cmp(b.meta.smallest_user_key()));
+        // The hash index lives in memory only: rebuild it from the tables.
+        *p.index.write() = build_index(&p.unsorted)?;
         partitions.push(Arc::new(p));
     }
     partitions.sort_by(|a, b| a.lower.cmp(&b.lower));

@@ -58,6 +58,9 @@ pub struct OutputSpec<'a> {
     /// Move values of at least this size to a new value log (merges into
     /// the SortedStore); `None` keeps every value inline (flushes).
     pub min_blob_size: Option<usize>,
+    /// Record each output table's distinct user keys in
+    /// [`JobStats::table_keys`] (flushes, for the hash index).
+    pub collect_keys: bool,
 }
 
 /// Counters of one job.
@@ -73,6 +76,8 @@ pub struct JobStats {
     pub value_log: Option<(u64, u64)>,
     /// Dead bytes found per value log (pointers the job dropped).
     pub garbage: std::collections::BTreeMap<u64, u64>,
+    /// Distinct user keys of each output table, when asked for.
+    pub table_keys: Vec<(u64, super::KeyList)>,
 }
 
 /// Writes the versions of `input` (positioned on its first entry) that
@@ -91,6 +96,7 @@ pub fn write_tables(
         builder: None,
         done: Vec::new(),
         value_log: None,
+        keys: Vec::new(),
     };
     let result = run(input, policy, &mut out, new_file, stats).and_then(|()| out.finish_current());
     let result = result.and_then(|()| match out.value_log.take() {
@@ -106,6 +112,7 @@ pub fn write_tables(
     match result {
         Ok(()) => {
             stats.bytes_written += out.done.iter().map(|m| m.size).sum::<u64>();
+            stats.table_keys.append(&mut out.keys);
             Ok(out.done)
         }
         Err(e) => {
@@ -230,6 +237,8 @@ struct Outputs<'a> {
     builder: Option<Building>,
     done: Vec<FileMeta>,
     value_log: Option<ValueLogWriter>,
+    /// Keys of each table (when `spec.collect_keys`), the last one in progress.
+    keys: Vec<(u64, super::KeyList)>,
 }
 
 struct Building {
@@ -259,6 +268,12 @@ impl Outputs<'_> {
             let path = crate::filename::table_path(self.spec.dir, number);
             let builder = TableBuilder::create(&path, self.spec.table)?;
             self.builder = Some(Building { number, builder });
+            if self.spec.collect_keys {
+                self.keys.push((number, super::KeyList::default()));
+            }
+        }
+        if let Some((_, keys)) = self.keys.last_mut() {
+            keys.push_distinct(key);
         }
         let separate =
             kind == ValueKind::Put && self.spec.min_blob_size.is_some_and(|m| value.len() >= m);
