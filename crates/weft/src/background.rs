@@ -33,6 +33,7 @@ enum Job {
     Flush,
     Merge(u64),
     Collect(u64, BTreeSet<u64>),
+    Split(u64),
 }
 
 /// The background thread's loop; returns at shutdown.
@@ -54,6 +55,9 @@ pub(crate) fn run(core: Arc<Core>) {
                     if let Some((p, victims)) = pick_gc(&core, &st) {
                         break Job::Collect(p, victims);
                     }
+                    if let Some(p) = pick_split(&core, &st) {
+                        break Job::Split(p);
+                    }
                 }
                 core.state_cv.wait(&mut st);
             }
@@ -62,6 +66,7 @@ pub(crate) fn run(core: Arc<Core>) {
             Job::Flush => flush_oldest(&core),
             Job::Merge(p) => merge_partition(&core, p),
             Job::Collect(p, victims) => collect_garbage(&core, p, victims),
+            Job::Split(p) => split_partition(&core, p),
         };
         if let Err(e) = result {
             core.poison(&e);
@@ -352,6 +357,8 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
             None => return Ok(()),
         }
     };
+    // Bytes of live values GC copies out of each victim log.
+    let moved: Arc<parking_lot::Mutex<std::collections::BTreeMap<u64, u64>>> = Default::default();
     let (inputs_unsorted, inputs_sorted, mut children): RewriteInputs = match &job {
         Rewrite::Merge => {
             if part.unsorted.is_empty() {
@@ -397,6 +404,7 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
                 run,
                 Arc::clone(&version),
                 victims.clone(),
+                Arc::clone(&moved),
             )),
         });
     }
@@ -466,7 +474,12 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
             .into_iter()
             .collect(),
         dropped_value_logs: victims.iter().map(|n| (pid, *n)).collect(),
-        value_log_garbage: stats.garbage.iter().map(|(n, b)| (*n, *b)).collect(),
+        value_log_garbage: stats
+            .garbage
+            .iter()
+            .map(|(n, b)| (*n, *b))
+            .chain(moved.lock().iter().map(|(n, b)| (*n, *b)))
+            .collect(),
         ..Default::default()
     };
     for t in inputs_unsorted.iter().chain(&inputs_sorted) {
@@ -504,9 +517,14 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
         }
     }
     let mut dead_logs = Vec::new();
+    let moved = moved.lock().clone();
     for n in &victims {
         if let Some(log) = v.value_logs.get_mut(n) {
             log.refs.remove(&pid);
+            // Values this partition copied out are dead for the log's other
+            // owners (a log shared since a split), so their GC can free it.
+            let m = moved.get(n).copied().unwrap_or(0);
+            log.garbage = log.garbage.saturating_add(m).min(log.file.size());
             if log.refs.is_empty() {
                 if let Some(l) = v.value_logs.remove(n) {
                     dead_logs.push(l.file);
@@ -550,5 +568,238 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
             Counters::add(&core.counters.gcs, 1);
         }
     }
+    Ok(())
+}
+
+/// Bytes a partition holds: its SortedStore plus its share of the live
+/// values in the logs it points into (a log shared after a split counts
+/// half in each side).
+fn partition_bytes(v: &Version, p: &Partition) -> u64 {
+    let logs: u64 = v
+        .value_logs
+        .values()
+        .filter(|l| l.refs.contains(&p.id))
+        .map(|l| l.file.size().saturating_sub(l.garbage) / l.refs.len().max(1) as u64)
+        .sum();
+    p.sorted_bytes() + logs
+}
+
+/// A partition past `partition_size` whose SortedStore holds at least two
+/// distinct keys (so there is a key to cut at).
+fn pick_split(core: &Core, st: &EngineState) -> Option<u64> {
+    let v = &st.version;
+    v.partitions
+        .iter()
+        .filter(|p| match (p.sorted.first(), p.sorted.last()) {
+            (Some(first), Some(last)) => {
+                first.meta.smallest_user_key() < last.meta.largest_user_key()
+                    && partition_bytes(v, p) > core.options.partition_size
+            }
+            _ => false,
+        })
+        .max_by_key(|p| partition_bytes(v, p))
+        .map(|p| p.id)
+}
+
+/// The key to split a one-table sorted run at: the first key at or past its
+/// middle entry that is greater than its first key.
+fn median_key(t: &TableFile) -> Result<Option<Vec<u8>>> {
+    let mut it = t.table.iter_with_fill_cache(false);
+    it.seek_to_first()?;
+    let first = t.meta.smallest_user_key();
+    let mut seen = 0;
+    while it.valid() {
+        if seen * 2 >= t.meta.entries && it.user_key() > first {
+            return Ok(Some(it.user_key().to_vec()));
+        }
+        seen += 1;
+        it.next()?;
+    }
+    // Past the middle every key equalled the first: take any later key.
+    it.seek(first, 0)?;
+    Ok(it.valid().then(|| it.user_key().to_vec()))
+}
+
+/// Splits partition `pid` in two at its median (UniKV §III-D).
+///
+/// The UnsortedStore is merged first, so the whole partition is one sorted
+/// run whose tables never share a user key. With two or more tables the
+/// split key is the first key of the table at the byte median and the split
+/// is pure metadata: tables move to their side untouched. A run of one table
+/// is cut at its median key by rewriting that table into two. Either way,
+/// both sides keep pointing into the same value logs (the lazy split of
+/// values): each side holds its own reference to every shared log, recorded
+/// in the manifest, and a log is deleted when its last reference goes —
+/// which GC of each side does as it copies its own live values out. One
+/// manifest edit makes the split atomic.
+fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
+    rewrite_partition(core, pid, Rewrite::Merge)?;
+    // Only this thread changes partitions, so the copy stays current.
+    let part = {
+        let st = core.state.lock();
+        match st.version.partitions.iter().find(|p| p.id == pid) {
+            Some(p) => Arc::clone(p),
+            None => return Ok(()),
+        }
+    };
+    if !part.unsorted.is_empty() || part.sorted.is_empty() {
+        return Ok(());
+    }
+    let (split_key, left_tables, right_tables, rewritten) = if part.sorted.len() >= 2 {
+        // The first table at or past half the bytes, never the first table,
+        // so both sides are non-empty.
+        let total = part.sorted_bytes();
+        let mut acc = 0;
+        let mut mid = part.sorted.len() - 1;
+        for i in 1..part.sorted.len() {
+            acc += part.sorted[i - 1].meta.size;
+            if acc * 2 >= total {
+                mid = i;
+                break;
+            }
+        }
+        let key = part.sorted[mid].meta.smallest_user_key().to_vec();
+        (
+            key,
+            part.sorted[..mid].to_vec(),
+            part.sorted[mid..].to_vec(),
+            None,
+        )
+    } else {
+        let t = &part.sorted[0];
+        let Some(key) = median_key(t)? else {
+            return Ok(());
+        };
+        let policy = RetentionPolicy {
+            snapshots: core.snapshots.sequences(),
+            bottommost: true,
+        };
+        let mut stats = JobStats::default();
+        let mut new_file = || core.state.lock().new_file_number();
+        let spec = |upper| OutputSpec {
+            dir: &core.dir,
+            table: core.table_options,
+            target_size: core.options.table_size,
+            upper,
+            // Values stay where they are: pointers are copied, inline
+            // values stay inline.
+            min_blob_size: None,
+            collect_keys: false,
+        };
+        let mut input = MergedEntries::new(vec![Box::new(t.table.iter_with_fill_cache(false))]);
+        input.seek_to_first()?;
+        let left = write_tables(
+            &mut input,
+            &policy,
+            &spec(Some(&key)),
+            &mut new_file,
+            &mut stats,
+        )?;
+        input.seek(&key, MAX_SEQUENCE)?;
+        let right = match write_tables(&mut input, &policy, &spec(None), &mut new_file, &mut stats)
+        {
+            Ok(r) => r,
+            Err(e) => {
+                remove_files(core, &left);
+                return Err(e);
+            }
+        };
+        let open = |files: &[FileMeta]| -> Result<Vec<Arc<TableFile>>> {
+            files
+                .iter()
+                .map(|f| TableFile::open(&core.dir, f.clone(), &core.cache))
+                .collect()
+        };
+        let (l, r) = match (open(&left), open(&right)) {
+            (Ok(l), Ok(r)) => (l, r),
+            (Err(e), _) | (_, Err(e)) => {
+                remove_files(core, &left);
+                remove_files(core, &right);
+                return Err(e);
+            }
+        };
+        Counters::add(&core.counters.merge_bytes, stats.bytes_written);
+        (key, l, r, Some(Arc::clone(t)))
+    };
+
+    let mut st = core.state.lock();
+    debug_assert!(split_key.as_slice() > part.lower.as_slice());
+    let (left_id, right_id) = (st.next_partition_id, st.next_partition_id + 1);
+    let mut left = Partition::new(left_id, part.lower.clone(), Some(split_key.clone()));
+    left.sorted = left_tables;
+    let mut right = Partition::new(right_id, split_key, part.upper.clone());
+    right.sorted = right_tables;
+    let shared: Vec<(u64, u64)> = st
+        .version
+        .value_logs
+        .iter()
+        .filter(|(_, l)| l.refs.contains(&pid))
+        .map(|(n, l)| (*n, l.file.size()))
+        .collect();
+    let mut edit = VersionEdit {
+        next_file_number: Some(st.next_file_number),
+        new_partitions: vec![
+            (left_id, left.lower.clone(), left.upper.clone()),
+            (right_id, right.lower.clone(), right.upper.clone()),
+        ],
+        removed_partitions: vec![pid],
+        ..Default::default()
+    };
+    for t in &part.sorted {
+        edit.removed_files.push((pid, t.meta.number));
+    }
+    for (side, p) in [(left_id, &left), (right_id, &right)] {
+        for t in &p.sorted {
+            edit.added_files
+                .push((side, Placement::Sorted, t.meta.clone()));
+        }
+    }
+    for (n, size) in &shared {
+        edit.added_value_logs.push((left_id, *n, *size));
+        edit.added_value_logs.push((right_id, *n, *size));
+        edit.dropped_value_logs.push((pid, *n));
+    }
+    let written: Vec<FileMeta> = match &rewritten {
+        Some(_) => left
+            .sorted
+            .iter()
+            .chain(&right.sorted)
+            .map(|t| t.meta.clone())
+            .collect(),
+        None => Vec::new(),
+    };
+    match st.manifest.append(&edit) {
+        Ok(n) => Counters::add(&core.counters.manifest_bytes, n),
+        Err(e) => {
+            drop(st);
+            drop((left, right));
+            remove_files(core, &written);
+            return Err(e);
+        }
+    }
+    st.next_partition_id += 2;
+    let mut v = (*st.version).clone();
+    let at = v
+        .partitions
+        .iter()
+        .position(|p| p.id == pid)
+        .expect("partition found above");
+    v.partitions
+        .splice(at..=at, [Arc::new(left), Arc::new(right)]);
+    for (n, _) in &shared {
+        if let Some(log) = v.value_logs.get_mut(n) {
+            log.refs.remove(&pid);
+            log.refs.insert(left_id);
+            log.refs.insert(right_id);
+        }
+    }
+    st.version = Arc::new(v);
+    core.install_super_version(&st);
+    core.state_cv.notify_all();
+    drop(st);
+    if let Some(t) = rewritten {
+        t.mark_obsolete();
+    }
+    Counters::add(&core.counters.splits, 1);
     Ok(())
 }

@@ -43,6 +43,10 @@ pub struct Options {
     /// (UniKV's partial key-value separation); smaller values stay inline.
     /// `usize::MAX` disables separation. Default 256.
     pub min_blob_size: usize,
+    /// A partition whose SortedStore and live separated values pass this
+    /// many bytes is split in two at its median key (UniKV's dynamic range
+    /// partitioning). Default 1 GiB.
+    pub partition_size: u64,
     /// A value log is collected once this share of its bytes is dead.
     /// Default 0.5.
     pub gc_garbage_ratio: f64,
@@ -67,6 +71,7 @@ impl Default for Options {
             unsorted_slowdown_tables: 24,
             unsorted_stop_tables: 48,
             min_blob_size: 256,
+            partition_size: 1 << 30,
             gc_garbage_ratio: 0.5,
             gc_min_garbage_bytes: 64 << 20,
         }
@@ -112,6 +117,8 @@ impl Options {
         unsorted_stop_tables: usize,
         /// Sets [`Options::min_blob_size`].
         min_blob_size: usize,
+        /// Sets [`Options::partition_size`].
+        partition_size: u64,
         /// Sets [`Options::gc_garbage_ratio`].
         gc_garbage_ratio: f64,
         /// Sets [`Options::gc_min_garbage_bytes`].
@@ -135,6 +142,9 @@ impl Options {
         }
         if !(self.gc_garbage_ratio > 0.0 && self.gc_garbage_ratio <= 1.0) {
             return bad("gc_garbage_ratio must be in (0, 1]");
+        }
+        if self.partition_size < (4 << 10) {
+            return bad("partition_size must be at least 4 KiB");
         }
         if self.min_blob_size == 0 {
             return bad("min_blob_size must be at least 1 (usize::MAX disables separation)");

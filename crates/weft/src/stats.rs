@@ -40,6 +40,8 @@ pub struct Stats {
     pub gc_bytes_written: u64,
     /// Value-log garbage collections completed.
     pub gcs: u64,
+    /// Partition splits completed.
+    pub splits: u64,
     /// Writes delayed because flush or merge was falling behind.
     pub write_slowdowns: u64,
     /// Writes that had to wait for flush or merge to make room.

@@ -78,6 +78,7 @@ struct Harness {
     merges: u64,
     gcs: u64,
     max_value_logs: usize,
+    max_partitions: usize,
     reopens: u64,
     max_sorted_tables: usize,
 }
@@ -520,6 +521,7 @@ impl Harness {
             self.max_sorted_tables = self.max_sorted_tables.max(p.sorted_tables);
             self.max_value_logs = self.max_value_logs.max(p.value_logs);
         }
+        self.max_partitions = self.max_partitions.max(st.partitions.len());
     }
 
     fn op_reopen(&mut self) {
@@ -578,6 +580,7 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
         merges: 0,
         gcs: 0,
         max_value_logs: 0,
+        max_partitions: 0,
         reopens: 0,
         max_sorted_tables: 0,
     };
@@ -599,10 +602,11 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
     let gcs = h.gcs + st.gcs;
     eprintln!(
         "model seed={seed} kind={} steps={steps}: flushes={flushes} merges={merges} gcs={gcs} \
-         max value logs={} reopens={} \
+         max value logs={} max partitions={} reopens={} \
          max sorted tables/partition={} partitions={} keys={}",
         h.kind,
         h.max_value_logs,
+        h.max_partitions,
         h.reopens,
         h.max_sorted_tables,
         st.partitions.len(),
@@ -618,6 +622,10 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
         "no value log was ever live: the run did not test key-value separation"
     );
     assert!(gcs > 0, "value-log GC never ran: the run did not test it");
+    assert!(
+        h.max_partitions > 1,
+        "no partition ever split: the run did not test range partitioning"
+    );
     h.snapshots.clear();
     h.db.take().unwrap().close().expect("close");
     assert_eq!(

@@ -57,6 +57,8 @@ pub(crate) struct EngineState {
     pub imm_flushed: u64,
     /// Partitions a manual `compact()` asked to merge.
     pub manual_merges: BTreeSet<u64>,
+    /// Id for the next partition a split creates.
+    pub next_partition_id: u64,
     pub shutting_down: bool,
 }
 
@@ -86,6 +88,7 @@ pub(crate) struct Counters {
     pub merges: AtomicU64,
     pub gc_bytes: AtomicU64,
     pub gcs: AtomicU64,
+    pub splits: AtomicU64,
     pub slowdowns: AtomicU64,
     pub stalls: AtomicU64,
     pub wal_truncated: AtomicU64,

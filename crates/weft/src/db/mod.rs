@@ -498,6 +498,7 @@ impl Db {
             merges: load(&c.merges),
             gc_bytes_written: load(&c.gc_bytes),
             gcs: load(&c.gcs),
+            splits: load(&c.splits),
             write_slowdowns: load(&c.slowdowns),
             write_stalls: load(&c.stalls),
             wal_tail_truncated_bytes: load(&c.wal_truncated),

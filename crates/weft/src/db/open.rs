@@ -197,6 +197,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         imm_created: 0,
         imm_flushed: 0,
         manual_merges: Default::default(),
+        next_partition_id: state.partitions.keys().max().map_or(0, |m| m + 1),
         shutting_down: false,
     };
     let wal = ActiveWal { writer: wal_writer };

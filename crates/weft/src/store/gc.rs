@@ -8,7 +8,7 @@
 //! no extra bookkeeping: the SortedStore holds exactly the versions that are
 //! still needed, so every pointer it holds is live and nothing else is.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::value_log::ValuePointer;
@@ -24,6 +24,9 @@ pub struct ResolvingIter {
     victims: BTreeSet<u64>,
     /// The value of the current entry when it was resolved from a victim.
     resolved: Option<Vec<u8>>,
+    /// Bytes of records resolved per victim log (positions may be revisited
+    /// by seeks; a rewrite reads each entry once, front to back).
+    moved: Arc<parking_lot::Mutex<BTreeMap<u64, u64>>>,
 }
 
 impl ResolvingIter {
@@ -32,12 +35,14 @@ impl ResolvingIter {
         inner: Box<dyn InternalIterator>,
         version: Arc<Version>,
         victims: BTreeSet<u64>,
+        moved: Arc<parking_lot::Mutex<BTreeMap<u64, u64>>>,
     ) -> Self {
         ResolvingIter {
             inner,
             version,
             victims,
             resolved: None,
+            moved,
         }
     }
 
@@ -50,6 +55,7 @@ impl ResolvingIter {
             })?;
             if self.victims.contains(&ptr.log) {
                 self.resolved = Some(self.version.resolve(raw)?);
+                *self.moved.lock().entry(ptr.log).or_default() += ptr.record_size();
             }
         }
         Ok(())

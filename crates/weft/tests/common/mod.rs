@@ -66,6 +66,8 @@ pub fn tiny_options(kind: MemtableKind) -> Options {
         .min_blob_size(48)
         .gc_min_garbage_bytes(4 << 10)
         .gc_garbage_ratio(0.3)
+        // Split partitions early and often (UniKV's dynamic range partitioning).
+        .partition_size(8 << 10)
 }
 
 /// Renders a byte string readably (ASCII kept, the rest as `\xNN`).
