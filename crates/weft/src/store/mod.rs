@@ -1,22 +1,36 @@
 //! The persistent layout (UniKV): disjoint range partitions, each with an
-//! UnsortedStore and a SortedStore.
+//! UnsortedStore and a SortedStore, and value logs shared between them.
 //!
 //! * The **UnsortedStore** of a partition holds the tables flushed from
-//!   memtables, in flush order, with overlapping key ranges. A lookup probes
-//!   them newest first (each through its Bloom filter for now; the UniKV hash
-//!   index replaces the filters in a later step).
-//! * The **SortedStore** is one sorted run of non-overlapping tables. When a
-//!   partition's UnsortedStore passes `unsorted_limit` bytes, it is merged into
-//!   the SortedStore ([`compaction`]).
+//!   memtables, in flush order, with overlapping key ranges. A lookup asks
+//!   the partition's in-memory [`hash_index`] (2-byte key tags, ~10 B per
+//!   key) which tables may hold the key and reads only those, newest first —
+//!   one block read for a recent key. The index lives in memory only and is
+//!   rebuilt from the tables on open. (Checkpointing it, UniKV §III-G, is not
+//!   done yet: see the crate's open issues.)
+//! * The **SortedStore** is one sorted run of non-overlapping tables; no
+//!   user key straddles two tables, so a lookup binary-searches the fence
+//!   keys and reads one table. When a partition's UnsortedStore passes
+//!   `unsorted_limit` bytes (or `unsorted_slowdown_tables` tables) it is
+//!   merged into the SortedStore ([`compaction`]); values of at least
+//!   `min_blob_size` bytes go to a new [`value_log`] and the SortedStore keeps
+//!   a pointer (partial key-value separation), and pointers already there are
+//!   copied, never their values.
+//! * **GC** ([`gc`], driven from `background`) rewrites a partition's
+//!   SortedStore when its value logs hold enough dead bytes, copying the live
+//!   values of the victim logs to a new log.
+//! * A partition past `partition_size` **splits** at its median key; both
+//!   halves keep pointing into the logs they shared (lazy value split, with
+//!   per-partition references in the manifest).
 //!
-//! A [`Version`] is an immutable picture of all partitions and their tables;
+//! A [`Version`] is an immutable picture of all partitions, tables and logs;
 //! edits make new versions. Readers pin a version through an `Arc` and never
 //! see it change. Layers are ordered by age — memtables, then UnsortedStore
 //! tables newest first, then the SortedStore — so the first layer holding a
 //! visible version of a key has its newest one.
 //!
-//! A table removed by an edit is marked obsolete; its file is deleted when the
-//! last reader drops it.
+//! A table or log removed by an edit is marked obsolete; its file is deleted
+//! when the last reader drops it.
 
 pub mod compaction;
 pub mod gc;
