@@ -5,7 +5,7 @@
 //! value log and leaves a [`ValuePointer`] in the SortedStore table instead.
 //! Values already behind a pointer are never rewritten by a later merge —
 //! the pointer is copied — so merges move keys, not values. Only GC
-//! ([`crate::background`]) rewrites values, to reclaim the space of dead ones.
+//! ([`super::gc`]) rewrites values, to reclaim the space of dead ones.
 //!
 //! ```text
 //! log    := record*
