@@ -63,6 +63,17 @@ pub fn to_json(s: &Stats) -> Value {
         "write_slowdowns": s.write_slowdowns,
         "write_stalls": s.write_stalls,
         "wal_tail_truncated_bytes": s.wal_tail_truncated_bytes,
+        "splits": s.splits,
+        "reads": {
+            "memtable_hits": s.reads.memtable_hits,
+            "unsorted_hits": s.reads.unsorted_hits,
+            "sorted_hits": s.reads.sorted_hits,
+            "misses": s.reads.misses,
+            "unsorted_probes": s.reads.unsorted_probes,
+            "unsorted_false_probes": s.reads.unsorted_false_probes,
+            "sorted_probes": s.reads.sorted_probes,
+            "value_log_reads": s.reads.value_log_reads,
+        },
     })
 }
 
@@ -114,6 +125,22 @@ pub fn to_table(s: &Stats) -> String {
     row(
         "value-log GCs",
         format!("{} ({} bytes written)", s.gcs, s.gc_bytes_written),
+    );
+    row("partition splits", s.splits.to_string());
+    let r = &s.reads;
+    row(
+        "gets answered by",
+        format!(
+            "memtable {}, UnsortedStore {}, SortedStore {}, none {}",
+            r.memtable_hits, r.unsorted_hits, r.sorted_hits, r.misses
+        ),
+    );
+    row(
+        "table reads by gets",
+        format!(
+            "UnsortedStore {} ({} found nothing), SortedStore {}, value log {}",
+            r.unsorted_probes, r.unsorted_false_probes, r.sorted_probes, r.value_log_reads
+        ),
     );
     row("write slowdowns", s.write_slowdowns.to_string());
     row("write stalls", s.write_stalls.to_string());

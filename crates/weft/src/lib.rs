@@ -40,4 +40,4 @@ pub use iter::{DbIterator, Range};
 pub use memtable::MemtableKind;
 pub use options::{Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;
-pub use stats::{CacheStats, PartitionStats, Stats};
+pub use stats::{CacheStats, PartitionStats, ReadStats, Stats};

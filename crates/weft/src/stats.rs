@@ -48,6 +48,30 @@ pub struct Stats {
     pub write_stalls: u64,
     /// Bytes dropped from the tail of the last WAL at open (a torn write).
     pub wal_tail_truncated_bytes: u64,
+    /// Where point reads were answered and what they read.
+    pub reads: ReadStats,
+}
+
+/// Point-read accounting by layer (counts since open).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReadStats {
+    /// Gets answered from a memtable.
+    pub memtable_hits: u64,
+    /// Gets answered from an UnsortedStore table.
+    pub unsorted_hits: u64,
+    /// Gets answered from the SortedStore.
+    pub sorted_hits: u64,
+    /// Gets that found nothing.
+    pub misses: u64,
+    /// UnsortedStore tables read by gets.
+    pub unsorted_probes: u64,
+    /// ...of which held no version of the key.
+    pub unsorted_false_probes: u64,
+    /// SortedStore tables read by gets.
+    pub sorted_probes: u64,
+    /// Values read from value logs by gets.
+    pub value_log_reads: u64,
 }
 
 /// One range partition.

@@ -191,3 +191,59 @@ fn damaged_value_log_is_corruption_never_a_wrong_value() {
         std::fs::write(log, saved).unwrap();
     }
 }
+
+/// UniKV §III-B/C: a get that misses the memtables reads one UnsortedStore
+/// table when the key is recent (the hash index names it), and one
+/// SortedStore table plus one value-log record when it is old and separated.
+#[test]
+fn reads_cost_one_table_when_recent_and_table_plus_log_when_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options()
+        .unsorted_limit(64 << 20)
+        .unsorted_slowdown_tables(40)
+        .unsorted_stop_tables(80);
+    let db = Db::open(dir.path(), opts).unwrap();
+    let n = 400;
+    // Several flushes: the UnsortedStore holds many overlapping tables.
+    for round in 0..8 {
+        for i in (round..n).step_by(8) {
+            db.put(key(i), value(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    assert!(db.stats().partitions[0].unsorted_tables >= 8);
+    let before = db.stats().reads;
+    for i in 0..n {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 0)));
+    }
+    let after = db.stats().reads;
+    assert_eq!(after.unsorted_hits - before.unsorted_hits, n as u64);
+    let probes = after.unsorted_probes - before.unsorted_probes;
+    assert!(
+        probes <= n as u64 + n as u64 / 50,
+        "recent keys: {probes} UnsortedStore table reads for {n} gets (want ~1 each)"
+    );
+
+    db.compact().unwrap();
+    let before = db.stats().reads;
+    for i in 0..n {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 0)));
+    }
+    let after = db.stats().reads;
+    assert_eq!(after.sorted_hits - before.sorted_hits, n as u64);
+    assert_eq!(
+        after.sorted_probes - before.sorted_probes,
+        n as u64,
+        "one SortedStore table per get"
+    );
+    let separated = (0..n).filter(|i| !i.is_multiple_of(5)).count() as u64;
+    assert_eq!(
+        after.value_log_reads - before.value_log_reads,
+        separated,
+        "one log read per separated value"
+    );
+    assert_eq!(
+        after.unsorted_probes, before.unsorted_probes,
+        "nothing left in the UnsortedStore"
+    );
+}

@@ -122,6 +122,7 @@ pub(crate) struct Core {
     poison_reason: Mutex<Option<String>>,
     pub closed: AtomicBool,
     pub counters: Counters,
+    pub reads: crate::store::ReadCounters,
 }
 
 impl Core {
@@ -162,6 +163,7 @@ impl Core {
             poison_reason: Mutex::new(None),
             closed: AtomicBool::new(false),
             counters,
+            reads: Default::default(),
         }
     }
 

@@ -21,7 +21,7 @@ use crate::iter::{DbIterator, MergingIter, Range};
 use crate::key::{SequenceNumber, ValueKind, MAX_KEY_SIZE};
 use crate::options::{prefix_successor, Options, ReadOptions, WriteOptions};
 use crate::snapshot::Snapshot;
-use crate::stats::{PartitionStats, Stats};
+use crate::stats::{PartitionStats, ReadStats, Stats};
 use crate::wal::{LogRead, LogReader};
 
 /// An open database. Cheap to clone (an `Arc` inside), `Send + Sync`: share
@@ -194,15 +194,14 @@ impl Db {
         let sv = core.super_version();
         let seq = self.read_sequence(opts);
         let found = |kind: ValueKind, v: &[u8]| kind.is_value().then(|| v.to_vec());
-        if let Some(f) = sv.mem.get(key, seq) {
-            return Ok(found(f.kind, f.value));
-        }
-        for m in &sv.imms {
+        let reads = &core.reads;
+        for m in std::iter::once(&sv.mem).chain(&sv.imms) {
             if let Some(f) = m.get(key, seq) {
+                reads.memtable_hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(found(f.kind, f.value));
             }
         }
-        Ok(match sv.version.get(key, seq)? {
+        Ok(match sv.version.get(key, seq, reads)? {
             Some((_, ValueKind::Put, v)) => Some(v),
             _ => None,
         })
@@ -502,6 +501,16 @@ impl Db {
             write_slowdowns: load(&c.slowdowns),
             write_stalls: load(&c.stalls),
             wal_tail_truncated_bytes: load(&c.wal_truncated),
+            reads: ReadStats {
+                memtable_hits: load(&core.reads.memtable_hits),
+                unsorted_hits: load(&core.reads.unsorted_hits),
+                sorted_hits: load(&core.reads.sorted_hits),
+                misses: load(&core.reads.misses),
+                unsorted_probes: load(&core.reads.unsorted_probes),
+                unsorted_false_probes: load(&core.reads.unsorted_false_probes),
+                sorted_probes: load(&core.reads.sorted_probes),
+                value_log_reads: load(&core.reads.value_log_reads),
+            },
         }
     }
 

@@ -139,6 +139,35 @@ pub type SharedIndex = Arc<parking_lot::RwLock<hash_index::HashIndex>>;
 /// the tables' keys) when its load passes the recommended maximum.
 pub const INITIAL_INDEX_CAPACITY: usize = 1 << 14;
 
+/// Where point reads were answered and what they read: the per-layer I/O
+/// accounting of UniKV §III-B (a recent key costs one UnsortedStore block
+/// read, an old one a SortedStore block plus, if separated, one value read).
+#[derive(Debug, Default)]
+pub struct ReadCounters {
+    /// Gets answered from a memtable.
+    pub memtable_hits: std::sync::atomic::AtomicU64,
+    /// Gets answered from an UnsortedStore table.
+    pub unsorted_hits: std::sync::atomic::AtomicU64,
+    /// Gets answered from the SortedStore.
+    pub sorted_hits: std::sync::atomic::AtomicU64,
+    /// Gets that found nothing.
+    pub misses: std::sync::atomic::AtomicU64,
+    /// UnsortedStore tables read by gets (index candidates and unknown tables).
+    pub unsorted_probes: std::sync::atomic::AtomicU64,
+    /// ...of which held no version of the key (tag collisions, Bloom passes).
+    pub unsorted_false_probes: std::sync::atomic::AtomicU64,
+    /// SortedStore tables read by gets.
+    pub sorted_probes: std::sync::atomic::AtomicU64,
+    /// Values read from value logs by gets.
+    pub value_log_reads: std::sync::atomic::AtomicU64,
+}
+
+impl ReadCounters {
+    fn bump(c: &std::sync::atomic::AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Distinct user keys of one table, packed in one buffer.
 #[derive(Debug, Default, Clone)]
 pub struct KeyList {
@@ -266,6 +295,7 @@ impl Partition {
         &self,
         key: &[u8],
         snapshot: SequenceNumber,
+        counters: &ReadCounters,
     ) -> Result<Option<(SequenceNumber, ValueKind, Vec<u8>)>> {
         // The hash index names the UnsortedStore tables that may hold the
         // key (tags collide, so each candidate is read and its key compared).
@@ -288,9 +318,15 @@ impl Partition {
             if key < t.meta.smallest_user_key() || key > t.meta.largest_user_key() {
                 continue;
             }
+            if !t.table.may_contain(key) {
+                continue;
+            }
+            ReadCounters::bump(&counters.unsorted_probes);
             if let Some(found) = t.table.get(key, snapshot)? {
+                ReadCounters::bump(&counters.unsorted_hits);
                 return Ok(Some(found));
             }
+            ReadCounters::bump(&counters.unsorted_false_probes);
         }
         // Merges never split one user key's versions across sorted tables,
         // so at most one table can hold the key.
@@ -298,7 +334,14 @@ impl Partition {
             .sorted
             .partition_point(|t| t.meta.largest_user_key() < key);
         match self.sorted.get(i) {
-            Some(t) if t.meta.smallest_user_key() <= key => t.table.get(key, snapshot),
+            Some(t) if t.meta.smallest_user_key() <= key => {
+                ReadCounters::bump(&counters.sorted_probes);
+                let found = t.table.get(key, snapshot)?;
+                if found.is_some() {
+                    ReadCounters::bump(&counters.sorted_hits);
+                }
+                Ok(found)
+            }
             _ => Ok(None),
         }
     }
@@ -375,12 +418,18 @@ impl Version {
         &self,
         key: &[u8],
         snapshot: SequenceNumber,
+        counters: &ReadCounters,
     ) -> Result<Option<(SequenceNumber, ValueKind, Vec<u8>)>> {
         // Separated values are read from their value log, so a found version
         // is always `Put` or `Delete`.
-        match self.partition_for(key).get(key, snapshot)? {
+        match self.partition_for(key).get(key, snapshot, counters)? {
             Some((seq, ValueKind::Pointer, raw)) => {
+                ReadCounters::bump(&counters.value_log_reads);
                 Ok(Some((seq, ValueKind::Put, self.resolve(&raw)?)))
+            }
+            None => {
+                ReadCounters::bump(&counters.misses);
+                Ok(None)
             }
             other => Ok(other),
         }
