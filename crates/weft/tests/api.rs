@@ -724,10 +724,8 @@ fn many_short_sessions_do_not_stall_writers() {
         db.put(format!("k{i:02}"), format!("v{i}")).unwrap();
         let s = db.stats();
         let unsorted: usize = s.partitions.iter().map(|p| p.unsorted_tables).sum();
-        assert!(
-            unsorted <= 6,
-            "session {i}: {unsorted} UnsortedStore tables"
-        );
+        // A write waits while the UnsortedStore is at the stop trigger.
+        assert!(unsorted < 6, "session {i}: {unsorted} UnsortedStore tables");
         db.close().unwrap();
     }
     let db = Db::open(dir.path(), opts).unwrap();

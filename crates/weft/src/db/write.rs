@@ -325,6 +325,16 @@ impl Core {
                 MutexGuard::unlocked(&mut st, || std::thread::sleep(Duration::from_millis(1)));
                 continue;
             }
+            // Too many UnsortedStore tables stalls every write, not only
+            // rotations (as RocksDB's level-0 stop trigger): otherwise short
+            // sessions, each recovering its WAL into one more table, could
+            // outrun merges forever. A flush request never waits here: it
+            // adds no table until the stall is over anyway.
+            if unsorted >= opts.unsorted_stop_tables && !force {
+                Counters::add(&self.counters.stalls, 1);
+                self.state_cv.wait(&mut st);
+                continue;
+            }
             let full = st.mem.approximate_memory() >= opts.write_buffer_size || st.mem.is_full();
             let forced = force && !st.mem.is_empty();
             if !full && !forced {
