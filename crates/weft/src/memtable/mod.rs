@@ -16,6 +16,7 @@
 //! `Arc`, which readers and iterators hold.
 
 pub mod arena;
+pub mod esl;
 pub mod jellyfish;
 pub mod skiplist;
 #[cfg(test)]
@@ -36,6 +37,9 @@ pub enum MemtableKind {
     /// One skiplist node per user key with a vertical version list
     /// (JellyFish).
     JellyFish,
+    /// The jellyfish data level under a lock-free parent level and array
+    /// index levels updated by a background thread (ESL).
+    Esl,
 }
 
 impl MemtableKind {
@@ -43,6 +47,7 @@ impl MemtableKind {
     pub const ALL: &'static [MemtableKind] = &[
         MemtableKind::SkipList,
         MemtableKind::JellyFish,
+        MemtableKind::Esl,
     ];
 
     /// The kind's name as used by `weft bench --memtable` and `Options`.
@@ -50,6 +55,7 @@ impl MemtableKind {
         match self {
             MemtableKind::SkipList => "skiplist",
             MemtableKind::JellyFish => "jellyfish",
+            MemtableKind::Esl => "esl",
         }
     }
 }
@@ -138,5 +144,6 @@ pub fn new_memtable(kind: MemtableKind) -> Arc<dyn Memtable> {
     match kind {
         MemtableKind::SkipList => Arc::new(skiplist::SkipListMemtable::new()),
         MemtableKind::JellyFish => Arc::new(jellyfish::JellyFishMemtable::new()),
+        MemtableKind::Esl => Arc::new(esl::EslMemtable::new()),
     }
 }

@@ -92,7 +92,7 @@ pub(crate) fn model_entries(model: &Model) -> Vec<Entry> {
 pub(crate) fn model_view(model: &Model, snap: u64) -> Vec<(Vec<u8>, u64, ValueKind)> {
     let mut out: Vec<(Vec<u8>, u64, ValueKind)> = Vec::new();
     for ((k, Reverse(s)), (kind, _)) in model {
-        if *s <= snap && out.last().map_or(true, |l| l.0 != *k) {
+        if *s <= snap && !matches!(out.last(), Some(l) if l.0 == *k) {
             out.push((k.clone(), *s, *kind));
         }
     }
@@ -209,10 +209,9 @@ pub(crate) fn visible_backward(vi: &mut VisibleIter) -> Vec<(Vec<u8>, u64, Value
 pub(crate) fn stress_version(seq: u64, keys: u64) -> (Vec<u8>, ValueKind, Vec<u8>) {
     let h = seq.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17);
     let k = h % keys;
-    let key = if k % 5 == 0 {
-        format!("k{:03}", k / 5).into_bytes()
-    } else {
-        format!("k{:03}-{}", k / 5, k % 5).into_bytes()
+    let key = match k % 5 {
+        0 => format!("k{:05}", k / 5).into_bytes(),
+        r => format!("k{:05}-{r}", k / 5).into_bytes(),
     };
     let kind = if h >> 60 == 0 {
         ValueKind::Delete
@@ -235,14 +234,17 @@ pub(crate) fn stress_version(seq: u64, keys: u64) -> (Vec<u8>, ValueKind, Vec<u8
 /// scan or get at any published snapshot `s` sees exactly the versions
 /// `<= s`. With `watermark`, a thread raises the read watermark to the
 /// oldest snapshot in use, and the memtable may unlink older versions.
+/// `KEYS` distinct keys are used (few: many versions per key; many: an
+/// index that grows while readers search it).
+#[allow(non_snake_case)]
 pub(crate) fn stress<M: Memtable>(
     list: Arc<M>,
     writers: usize,
     readers: usize,
     batches: u64,
     watermark: bool,
+    KEYS: u64,
 ) {
-    const KEYS: u64 = 200;
     const BATCH: u64 = 64;
     let visible = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));

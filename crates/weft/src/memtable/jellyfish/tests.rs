@@ -153,13 +153,13 @@ fn memory_accounting_is_compact() {
 #[test]
 fn concurrent_stress_out_of_order() {
     for writers in [2, 4, 8] {
-        test_support::stress(make(), writers, 2, 60, false);
+        test_support::stress(make(), writers, 2, 60, false, 200);
     }
 }
 
 #[test]
 fn concurrent_stress_with_watermark() {
-    test_support::stress(make(), 4, 2, 60, true);
+    test_support::stress(make(), 4, 2, 60, true, 200);
 }
 
 /// Many writers racing to create the same new keys: exactly one node per
