@@ -52,7 +52,8 @@
 //! Reclamation: a replaced COIL is *not* freed while the memtable lives
 //! (a reader may still be searching it; Weft has no epoch library as a
 //! dependency). Because rebuilds happen at 1.5× growth, the retired arrays
-//! sum to at most twice the live one (a geometric series); they are counted
+//! sum to at most twice the live one (a geometric series; a rebuild forced
+//! by the `sync_index` test/bench hook can add one more); they are counted
 //! in [`Memtable::approximate_memory`]. At 1 M keys the live COIL is ~6 MB
 //! against ~150 MB of nodes, so the bound costs ~8% of the memtable; the
 //! arena and the arrays go when the last `Arc` drops.

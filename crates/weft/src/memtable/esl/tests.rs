@@ -229,7 +229,10 @@ fn memory_counts_index_arrays() {
     // live-sized array for the rebuild `sync_index` forces.
     let live = m.shared.coil().map_or(0, Coil::bytes);
     assert!(live <= 50_000 / 4 * 30, "{live}");
-    assert!(coil <= 4 * live + 4096, "{coil} retired+live vs {live} live");
+    assert!(
+        coil <= 4 * live + 4096,
+        "{coil} retired+live vs {live} live"
+    );
 }
 
 #[test]
