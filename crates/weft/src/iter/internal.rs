@@ -27,6 +27,28 @@ pub trait InternalIterator: Send {
     fn next(&mut self) -> Result<()>;
     /// Moves to the previous entry. Requires `valid()`.
     fn prev(&mut self) -> Result<()>;
+    /// Moves past every remaining version of the current user key, which
+    /// the caller passes as `current_key` (a copy: the cursor moves), onto
+    /// the first entry of the next key or the end. Requires `valid()`.
+    ///
+    /// The default steps with `next` a few times, then jumps with a seek to
+    /// `(current_key, 0)` (sequence 0 is never assigned, so that lands past
+    /// every version). Sources that group versions under one node per key
+    /// (the `jellyfish` and `esl` memtables) override it with one link load.
+    fn next_key(&mut self, current_key: &[u8]) -> Result<()> {
+        const STEPS_BEFORE_SEEK: usize = 8;
+        for _ in 0..STEPS_BEFORE_SEEK {
+            self.next()?;
+            if !self.valid() || self.user_key() != current_key {
+                return Ok(());
+            }
+        }
+        self.seek(current_key, 0)?;
+        while self.valid() && self.user_key() == current_key {
+            self.next()?;
+        }
+        Ok(())
+    }
     /// The current entry's user key. Requires `valid()`.
     fn user_key(&self) -> &[u8];
     /// The current entry's sequence. Requires `valid()`.

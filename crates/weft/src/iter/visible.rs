@@ -127,21 +127,10 @@ impl VisibleIter {
         self.settle_backward()
     }
 
-    /// Moves the inner cursor past every version of `self.scratch`.
+    /// Moves the inner cursor past every version of `self.scratch` (the
+    /// source decides how: see [`InternalIterator::next_key`]).
     fn skip_rest_of_key(&mut self) -> Result<()> {
-        for _ in 0..STEPS_BEFORE_SEEK {
-            self.inner.next()?;
-            if !self.inner.valid() || self.inner.user_key() != self.scratch.as_slice() {
-                return Ok(());
-            }
-        }
-        // Many versions: jump. Sequence 0 is never assigned, so the first
-        // entry at or after (key, 0) belongs to a later key.
-        self.inner.seek(&self.scratch, 0)?;
-        while self.inner.valid() && self.inner.user_key() == self.scratch.as_slice() {
-            self.inner.next()?;
-        }
-        Ok(())
+        self.inner.next_key(&self.scratch)
     }
 
     /// From any entry, moves forward to the newest visible version of the

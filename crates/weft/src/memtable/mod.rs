@@ -16,7 +16,11 @@
 //! `Arc`, which readers and iterators hold.
 
 pub mod arena;
+pub mod esl;
+pub mod jellyfish;
 pub mod skiplist;
+#[cfg(test)]
+mod test_support;
 
 use std::sync::Arc;
 
@@ -30,16 +34,28 @@ pub enum MemtableKind {
     /// Append-only concurrent skiplist, one node per version (RocksDB baseline).
     #[default]
     SkipList,
+    /// One skiplist node per user key with a vertical version list
+    /// (JellyFish).
+    JellyFish,
+    /// The jellyfish data level under a lock-free parent level and array
+    /// index levels updated by a background thread (ESL).
+    Esl,
 }
 
 impl MemtableKind {
     /// Every kind this build supports.
-    pub const ALL: &'static [MemtableKind] = &[MemtableKind::SkipList];
+    pub const ALL: &'static [MemtableKind] = &[
+        MemtableKind::SkipList,
+        MemtableKind::JellyFish,
+        MemtableKind::Esl,
+    ];
 
     /// The kind's name as used by `weft bench --memtable` and `Options`.
     pub fn name(self) -> &'static str {
         match self {
             MemtableKind::SkipList => "skiplist",
+            MemtableKind::JellyFish => "jellyfish",
+            MemtableKind::Esl => "esl",
         }
     }
 }
@@ -107,6 +123,15 @@ pub trait Memtable: Send + Sync + 'static {
         self.len() == 0
     }
 
+    /// Declares a read watermark: no present or future reader (get,
+    /// cursor, flush) reads this memtable at a snapshot below `seq`, and no
+    /// version with a sequence `<= seq` will be inserted from now on. For
+    /// each key the memtable may then unlink every version older than the
+    /// newest one `<= seq` (Weft's selective in-place update; memory stays
+    /// in the arena). Watermarks only rise; a lower one is ignored. Kinds
+    /// that keep every version ignore it (the default).
+    fn set_read_watermark(&self, _seq: SequenceNumber) {}
+
     /// True when the memtable cannot take more entries without degrading
     /// (a fixed-capacity hash at its load threshold). The engine rotates.
     fn is_full(&self) -> bool {
@@ -118,5 +143,7 @@ pub trait Memtable: Send + Sync + 'static {
 pub fn new_memtable(kind: MemtableKind) -> Arc<dyn Memtable> {
     match kind {
         MemtableKind::SkipList => Arc::new(skiplist::SkipListMemtable::new()),
+        MemtableKind::JellyFish => Arc::new(jellyfish::JellyFishMemtable::new()),
+        MemtableKind::Esl => Arc::new(esl::EslMemtable::new()),
     }
 }

@@ -1,0 +1,402 @@
+//! Memtable-only benchmark (JellyFish §3 simulator setup, ESL §6 YCSB).
+//!
+//! ```text
+//! CARGO_TARGET_DIR=... cargo bench -p weft --bench memtable
+//! ```
+//!
+//! Environment knobs: `WEFT_BENCH_OPS` (default 1000000), `WEFT_BENCH_SCANS`
+//! (default OPS / 10), `WEFT_BENCH_THREADS` (default `1,2`),
+//! `WEFT_BENCH_PARTS` (default `micro,ycsb`).
+//!
+//! *Micro* (JellyFish Figs. 3–5): OPS puts of 16 B keys and 100 B values
+//! into an empty memtable, then OPS gets and SCANS scans (seek + 10 next
+//! distinct keys through the engine's snapshot filter `VisibleIter`, as a
+//! range query runs), keys uniform (distinct: every put a new key) or
+//! Zipfian (numpy `zipf(a = 1.2)`: a few keys take most puts, so many
+//! versions per key). *YCSB* (ESL §6): 1 M keys preloaded (not timed), then
+//! 1 M operations each of A (50% read, 50% update), B (95/5), C (100%
+//! read), D (95% read-latest, 5% insert), request keys YCSB-Zipfian
+//! (θ = 0.99, scrambled) or latest for D, run one after the other on the
+//! same memtable. Threads claim each phase's operations in blocks of 16
+//! (sequence numbers unique, roughly in arrival order as under group commit). Peers: the three Weft kinds and `crossbeam_skiplist::SkipMap`
+//! keyed by user key ‖ !seq (versions as separate entries, like `skiplist`).
+//!
+//! Reported: Mops/s (wall clock over the whole phase) and the ratio to
+//! `skiplist` in the same run.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_skiplist::SkipMap;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use weft::iter::visible::VisibleIter;
+use weft::key::{ValueKind, MAX_SEQUENCE};
+use weft::memtable::esl::EslMemtable;
+use weft::memtable::{new_memtable, Memtable, MemtableKind};
+
+const VALUE: [u8; 100] = [0x5a; 100];
+const SCAN_LEN: usize = 10;
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// The 16-byte key of item `id`: random-looking, distinct per id.
+fn key_of(id: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&splitmix(id).to_be_bytes());
+    k[8..].copy_from_slice(&splitmix(id ^ 0x5555_5555).to_be_bytes());
+    k
+}
+
+/// numpy's `zipf(a)` (legacy `random_zipf`): rejection sampling.
+fn numpy_zipf(rng: &mut StdRng, a: f64) -> u64 {
+    let am1 = a - 1.0;
+    let b = 2f64.powf(am1);
+    loop {
+        let u = 1.0 - rng.gen::<f64>();
+        let v = rng.gen::<f64>();
+        let x = u.powf(-1.0 / am1).floor();
+        if !(1.0..=(i64::MAX as f64)).contains(&x) {
+            continue;
+        }
+        let t = (1.0 + 1.0 / x).powf(am1);
+        if v * x * (t - 1.0) / (b - 1.0) <= t / b {
+            return x as u64;
+        }
+    }
+}
+
+/// YCSB's Zipfian generator over `0..n` (Gray et al.), θ = 0.99.
+struct YcsbZipf {
+    n: f64,
+    theta: f64,
+    alpha: f64,
+    zetan: f64,
+    eta: f64,
+}
+
+impl YcsbZipf {
+    fn new(n: u64) -> Self {
+        let theta = 0.99;
+        let zetan: f64 = (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum();
+        let zeta2 = 1.0 + 0.5f64.powf(theta);
+        let nf = n as f64;
+        YcsbZipf {
+            n: nf,
+            theta,
+            alpha: 1.0 / (1.0 - theta),
+            zetan,
+            eta: (1.0 - (2.0 / nf).powf(1.0 - theta)) / (1.0 - zeta2 / zetan),
+        }
+    }
+
+    fn next(&self, rng: &mut StdRng) -> u64 {
+        let u: f64 = rng.gen();
+        let uz = u * self.zetan;
+        if uz < 1.0 {
+            return 0;
+        }
+        if uz < 1.0 + 0.5f64.powf(self.theta) {
+            return 1;
+        }
+        ((self.n * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64).min(self.n as u64 - 1)
+    }
+}
+
+/// What the benchmark drives.
+trait Target: Send + Sync {
+    fn put(&self, key: &[u8], seq: u64);
+    fn get(&self, key: &[u8]) -> bool;
+    /// Seek + up to `SCAN_LEN` distinct keys; returns bytes touched.
+    fn scan(&self, key: &[u8]) -> usize;
+}
+
+struct Weft(Arc<dyn Memtable>);
+
+impl Target for Weft {
+    fn put(&self, key: &[u8], seq: u64) {
+        self.0.insert(key, seq, ValueKind::Put, &VALUE);
+    }
+    fn get(&self, key: &[u8]) -> bool {
+        self.0.get(key, MAX_SEQUENCE).is_some()
+    }
+    fn scan(&self, key: &[u8]) -> usize {
+        let mut it = VisibleIter::new(Arc::clone(&self.0).iter(), MAX_SEQUENCE);
+        let mut touched = 0;
+        if it.seek(key).is_err() {
+            return 0;
+        }
+        for _ in 0..SCAN_LEN {
+            if !it.valid() {
+                break;
+            }
+            touched += it.key().len() + it.value().len();
+            if it.next().is_err() {
+                break;
+            }
+        }
+        touched
+    }
+}
+
+/// crossbeam's SkipMap, one entry per version: user key ‖ !seq (big-endian),
+/// so a key's newest version sorts first, as in the `skiplist` kind.
+struct Crossbeam(SkipMap<[u8; 24], Box<[u8]>>);
+
+fn ikey(key: &[u8], seq: u64) -> [u8; 24] {
+    let mut k = [0u8; 24];
+    k[..16].copy_from_slice(&key[..16]);
+    k[16..].copy_from_slice(&(!seq).to_be_bytes());
+    k
+}
+
+impl Target for Crossbeam {
+    fn put(&self, key: &[u8], seq: u64) {
+        self.0.insert(ikey(key, seq), Box::new(VALUE));
+    }
+    fn get(&self, key: &[u8]) -> bool {
+        self.0
+            .lower_bound(Bound::Included(&ikey(key, MAX_SEQUENCE)))
+            .is_some_and(|e| e.key()[..16] == key[..16])
+    }
+    fn scan(&self, key: &[u8]) -> usize {
+        let mut touched = 0;
+        let mut e = self
+            .0
+            .lower_bound(Bound::Included(&ikey(key, MAX_SEQUENCE)));
+        for _ in 0..SCAN_LEN {
+            let Some(cur) = e else { break };
+            touched += 16 + cur.value().len();
+            let uk: [u8; 16] = cur.key()[..16].try_into().unwrap_or([0; 16]);
+            // Skip the key's older versions: a few steps, then a seek.
+            let mut n = cur.next();
+            let mut steps = 0;
+            while n.as_ref().is_some_and(|x| x.key()[..16] == uk) {
+                steps += 1;
+                n = if steps < 8 {
+                    n.and_then(|x| x.next())
+                } else {
+                    self.0.lower_bound(Bound::Excluded(&ikey(&uk, 0)))
+                };
+            }
+            e = n;
+        }
+        touched
+    }
+}
+
+const KINDS: [&str; 4] = ["skiplist", "jellyfish", "esl", "crossbeam"];
+
+/// A target of `kind`, and for `esl` also its concrete handle (index hook).
+fn make(kind: &str) -> (Box<dyn Target>, Option<Arc<EslMemtable>>) {
+    match kind {
+        "crossbeam" => (Box::new(Crossbeam(SkipMap::new())), None),
+        "esl" => {
+            let m = Arc::new(EslMemtable::new());
+            (Box::new(Weft(Arc::clone(&m) as Arc<dyn Memtable>)), Some(m))
+        }
+        k => (
+            Box::new(Weft(new_memtable(
+                k.parse::<MemtableKind>().unwrap_or_default(),
+            ))),
+            None,
+        ),
+    }
+}
+
+/// Runs `f(i)` for `i in 0..n` on `threads` threads; Mops/s. Threads
+/// claim blocks of 16 consecutive operations from a shared counter, so
+/// sequence numbers (`i + 1`) arrive roughly in order across threads, as
+/// the engine's group commit makes them (a static split lets one thread run
+/// far ahead and the other insert deep under hot keys' newer versions).
+fn timed(threads: usize, n: usize, f: &(dyn Fn(usize) + Sync)) -> f64 {
+    const BLOCK: usize = 16;
+    let next = AtomicUsize::new(0);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let b = next.fetch_add(BLOCK, Ordering::Relaxed);
+                if b >= n {
+                    break;
+                }
+                for i in b..(b + BLOCK).min(n) {
+                    f(i);
+                }
+            });
+        }
+    });
+    n as f64 / start.elapsed().as_secs_f64() / 1e6
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+type Results = BTreeMap<(String, String, usize), BTreeMap<&'static str, f64>>;
+
+fn micro(ops: usize, scans: usize, threads: &[usize], out: &mut Results) {
+    for dist in ["uniform", "zipf1.2"] {
+        let mut rng = StdRng::seed_from_u64(42);
+        let draw = |rng: &mut StdRng, i: usize, put: bool| -> [u8; 16] {
+            if dist == "uniform" {
+                // Puts: distinct keys; reads: keys that were put.
+                key_of(if put {
+                    i as u64
+                } else {
+                    rng.gen_range(0..ops as u64)
+                })
+            } else {
+                key_of(numpy_zipf(rng, 1.2))
+            }
+        };
+        let puts: Vec<[u8; 16]> = (0..ops).map(|i| draw(&mut rng, i, true)).collect();
+        let gets: Vec<[u8; 16]> = (0..ops).map(|i| draw(&mut rng, i, false)).collect();
+        let scan_keys: Vec<[u8; 16]> = (0..scans).map(|i| draw(&mut rng, i, false)).collect();
+        let distinct = {
+            let mut v = puts.clone();
+            v.sort_unstable();
+            v.dedup();
+            v.len()
+        };
+        eprintln!("{dist}: {ops} puts over {distinct} distinct keys");
+        for &th in threads {
+            for kind in KINDS {
+                let (t, _) = make(kind);
+                let put = timed(th, ops, &|i| t.put(&puts[i], i as u64 + 1));
+                let get = timed(th, ops, &|i| {
+                    std::hint::black_box(t.get(&gets[i]));
+                });
+                let scan = timed(th, scans, &|i| {
+                    std::hint::black_box(t.scan(&scan_keys[i]));
+                });
+                for (op, v) in [("put", put), ("get", get), ("scan", scan)] {
+                    out.entry((dist.to_string(), op.to_string(), th))
+                        .or_default()
+                        .insert(kind, v);
+                }
+                eprintln!("  {kind:<10} t={th} put {put:.3} get {get:.3} scan {scan:.3} Mops/s");
+            }
+        }
+    }
+}
+
+fn ycsb(threads: &[usize], out: &mut Results) {
+    const N: u64 = 1_000_000;
+    const OPS: usize = 1_000_000;
+    let zipf = YcsbZipf::new(N);
+    for &th in threads {
+        for kind in KINDS {
+            let (t, esl) = make(kind);
+            // Load (not timed).
+            for id in 0..N {
+                t.put(&key_of(splitmix(id)), id + 1);
+            }
+            if let Some(m) = esl {
+                // Let the index settle after the load, as a loaded store's
+                // would; the run phases then keep it updated as usual.
+                m.sync_index(std::time::Duration::from_secs(60));
+            }
+            let seq = AtomicU64::new(N + 1);
+            let inserted = AtomicU64::new(N);
+            for (wl, read_pct, insert) in [
+                ("A", 50, false),
+                ("B", 95, false),
+                ("C", 100, false),
+                ("D", 95, true),
+            ] {
+                let mut rng = StdRng::seed_from_u64(7);
+                // Pre-draw (op is read?, item) so the timed loop only runs ops.
+                let plan: Vec<(bool, u64)> = (0..OPS)
+                    .map(|_| {
+                        let read = rng.gen_range(0..100) < read_pct;
+                        let z = zipf.next(&mut rng);
+                        (read, z)
+                    })
+                    .collect();
+                let mops = timed(th, OPS, &|i| {
+                    let (read, z) = plan[i];
+                    let n = inserted.load(Ordering::Relaxed);
+                    // Scrambled Zipfian for A–C; latest for D.
+                    let id = if insert {
+                        n - 1 - z.min(n - 1)
+                    } else {
+                        splitmix(z) % N
+                    };
+                    if read {
+                        std::hint::black_box(t.get(&key_of(splitmix(id))));
+                    } else {
+                        let s = seq.fetch_add(1, Ordering::Relaxed);
+                        let id = if insert {
+                            inserted.fetch_add(1, Ordering::Relaxed)
+                        } else {
+                            id
+                        };
+                        t.put(&key_of(splitmix(id)), s);
+                    }
+                });
+                out.entry(("ycsb".to_string(), wl.to_string(), th))
+                    .or_default()
+                    .insert(kind, mops);
+                eprintln!("  ycsb {wl} {kind:<10} t={th} {mops:.3} Mops/s");
+            }
+        }
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; ignore arguments.
+    let ops = env_usize("WEFT_BENCH_OPS", 1_000_000);
+    let scans = env_usize("WEFT_BENCH_SCANS", ops / 10);
+    let threads: Vec<usize> = std::env::var("WEFT_BENCH_THREADS")
+        .unwrap_or_else(|_| "1,2".into())
+        .split(',')
+        .filter_map(|t| t.trim().parse().ok())
+        .collect();
+    let parts = std::env::var("WEFT_BENCH_PARTS").unwrap_or_else(|_| "micro,ycsb".into());
+    let mut out = Results::new();
+    if parts.contains("micro") {
+        micro(ops, scans, &threads, &mut out);
+    }
+    if parts.contains("ycsb") {
+        ycsb(&threads, &mut out);
+    }
+    println!(
+        "\n| workload | op | thr | {} | {} |",
+        KINDS.join(" | "),
+        KINDS[1..]
+            .iter()
+            .map(|k| format!("{k}/sl"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    println!("|{}", "---|".repeat(3 + KINDS.len() * 2 - 1));
+    for ((dist, op, th), row) in &out {
+        let base = row.get("skiplist").copied().unwrap_or(f64::NAN);
+        let vals: Vec<String> = KINDS
+            .iter()
+            .map(|k| format!("{:.3}", row.get(k).copied().unwrap_or(f64::NAN)))
+            .collect();
+        let ratios: Vec<String> = KINDS[1..]
+            .iter()
+            .map(|k| format!("{:.2}x", row.get(k).copied().unwrap_or(f64::NAN) / base))
+            .collect();
+        println!(
+            "| {dist} | {op} | {th} | {} | {} |",
+            vals.join(" | "),
+            ratios.join(" | ")
+        );
+    }
+    println!("\n(Mops/s; ratios against skiplist in the same run)");
+}

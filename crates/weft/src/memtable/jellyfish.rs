@@ -1,0 +1,318 @@
+//! The `jellyfish` memtable (JellyFish, Middleware '20, §3): a lock-free
+//! skiplist with one node per distinct user key, each carrying a vertical
+//! list of versions, newest first.
+//!
+//! # Why
+//!
+//! The `skiplist` kind stores every version as a full node: a key with `k`
+//! versions is `k` towers, a get must descend to level 0 to find the version
+//! visible at its snapshot, and a scan steps (and compares keys) over every
+//! obsolete version between two keys. Here the horizontal list holds each
+//! key once, so
+//!
+//! * a put on a known key is a search that stops at the first level where
+//!   the key is found, then one CAS into the node's version list
+//!   ([`node::insert_version`]); no tower, no level-0 descent;
+//! * a get stops at the first node whose key matches (any level) and walks
+//!   the version list to the newest version `<= snapshot`;
+//! * a cursor moves key to key with one link load and never steps over old
+//!   versions ([`cursor::Cursor`], `next_key`).
+//!
+//! # Layout and concurrency
+//!
+//! Nodes and version records are described in [`node`]. A new key is
+//! inserted as in the `skiplist` kind (splice top-down, CAS bottom-up),
+//! with one difference: if the level-0 CAS fails and the recomputed splice
+//! shows that another writer has just linked a node for the *same* key,
+//! our node is abandoned (its memory stays in the arena, never published)
+//! and our version — allocated in the same block but an independent record
+//! — is inserted into the winner's version list. So exactly one node per
+//! key is ever reachable, and no version is lost. Every published node has
+//! at least one version (it is published with it and truncation never
+//! removes a list's newest version `<=` the watermark), so a cursor can
+//! always stand on a node's first version.
+//!
+//! The argument that every level stays sorted and that readers never see a
+//! partial node is the `skiplist` kind's (see its module docs): nodes are
+//! fully written before the AcqRel CAS that publishes them, links are read
+//! with Acquire, and nodes are never unlinked from the horizontal list.
+//!
+//! # Differences from the paper
+//!
+//! * A version arriving out of sequence order is inserted at its place,
+//!   never dropped (Algorithm 1 line 20 drops it: wrong for Weft, whose
+//!   group commit inserts a batch's versions concurrently and whose
+//!   snapshots may need the older version).
+//! * The search runs *before* allocation, so an update allocates only a
+//!   20-byte version record (+ value), not a tower (the paper's §5.1 notes
+//!   their RocksDB port could not do this).
+//! * The first version is not embedded in the node: the node's version
+//!   head points to it (it shares the node's allocation), so every version
+//!   is handled alike and the out-of-order rule is uniform.
+//! * Selective in-place update: [`Memtable::set_read_watermark`] lets an
+//!   insert on a known key cut the versions no reader can see
+//!   ([`node::truncate_below`]).
+
+mod cursor;
+pub(crate) mod node;
+
+use std::cmp::Ordering as CmpOrdering;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use self::node::{alloc_node, alloc_version, insert_version, random_height, Node, MAX_HEIGHT};
+use super::arena::Arena;
+use super::{Found, Memtable, MemtableKind};
+use crate::iter::InternalIterator;
+use crate::key::{SequenceNumber, ValueKind};
+
+pub(crate) use self::cursor::{Cursor, KeyIndex};
+
+/// The `jellyfish` memtable. See the module docs.
+pub struct JellyFishMemtable {
+    arena: Arena,
+    head: Node,
+    /// Height of the tallest tower so far (Relaxed, as the `skiplist` kind:
+    /// a stale value only makes a search start lower).
+    max_height: AtomicUsize,
+    /// Versions inserted.
+    len: AtomicUsize,
+    /// Distinct keys (nodes published).
+    keys: AtomicUsize,
+    /// Read watermark (0: none). Versions older than the newest one `<=`
+    /// it may be unlinked.
+    watermark: AtomicU64,
+}
+
+impl Default for JellyFishMemtable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl JellyFishMemtable {
+    /// An empty memtable.
+    pub fn new() -> Self {
+        let arena = Arena::new();
+        let (head, _) = alloc_node(&arena, MAX_HEIGHT, b"", None);
+        JellyFishMemtable {
+            arena,
+            head,
+            max_height: AtomicUsize::new(1),
+            len: AtomicUsize::new(0),
+            keys: AtomicUsize::new(0),
+            watermark: AtomicU64::new(0),
+        }
+    }
+
+    /// Number of distinct user keys.
+    pub fn key_count(&self) -> usize {
+        self.keys.load(Ordering::Relaxed)
+    }
+
+    /// The node holding `key`, stopping at the first level where it is
+    /// found (JellyFish Algorithm 2).
+    fn find(&self, key: &[u8]) -> Option<Node> {
+        let mut x = self.head;
+        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
+        let mut last_bigger: Option<Node> = None;
+        loop {
+            let next = x.next(level);
+            if let Some(n) = next.filter(|&n| Some(n) != last_bigger) {
+                match n.key().cmp(key) {
+                    CmpOrdering::Less => {
+                        x = n;
+                        continue;
+                    }
+                    CmpOrdering::Equal => return Some(n),
+                    CmpOrdering::Greater => {}
+                }
+            }
+            if level == 0 {
+                return None;
+            }
+            last_bigger = next;
+            level -= 1;
+        }
+    }
+
+    /// Walks `level` from `before` (whose key is `< key`, or the head) to the
+    /// pair `(prev, next)` with `prev.key < key <= next.key`.
+    #[inline]
+    fn splice(key: &[u8], before: Node, level: usize) -> (Node, Option<Node>) {
+        let mut x = before;
+        loop {
+            match x.next(level) {
+                Some(n) if n.key() < key => x = n,
+                next => return (x, next),
+            }
+        }
+    }
+
+    /// After a version was added to `node`, cuts what the watermark allows.
+    #[inline]
+    fn maybe_truncate(&self, node: Node) {
+        let w = self.watermark.load(Ordering::Relaxed);
+        if w != 0 {
+            node::truncate_below(node.versions(), w);
+        }
+    }
+}
+
+impl KeyIndex for JellyFishMemtable {
+    fn first_node(&self) -> Option<Node> {
+        self.head.next(0)
+    }
+
+    fn node_at_or_after(&self, key: &[u8]) -> Option<Node> {
+        let mut x = self.head;
+        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
+        let mut last_bigger: Option<Node> = None;
+        loop {
+            let next = x.next(level);
+            if let Some(n) = next.filter(|&n| Some(n) != last_bigger) {
+                match n.key().cmp(key) {
+                    CmpOrdering::Less => {
+                        x = n;
+                        continue;
+                    }
+                    CmpOrdering::Equal => return next,
+                    CmpOrdering::Greater => {}
+                }
+            }
+            if level == 0 {
+                return next;
+            }
+            last_bigger = next;
+            level -= 1;
+        }
+    }
+
+    fn node_before(&self, key: &[u8]) -> Option<Node> {
+        let mut x = self.head;
+        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
+        loop {
+            match x.next(level) {
+                Some(n) if n.key() < key => x = n,
+                _ if level == 0 => return (x != self.head).then_some(x),
+                _ => level -= 1,
+            }
+        }
+    }
+
+    fn last_node(&self) -> Option<Node> {
+        let mut x = self.head;
+        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
+        loop {
+            match x.next(level) {
+                Some(n) => x = n,
+                None if level == 0 => return (x != self.head).then_some(x),
+                None => level -= 1,
+            }
+        }
+    }
+}
+
+impl Memtable for JellyFishMemtable {
+    fn kind(&self) -> MemtableKind {
+        MemtableKind::JellyFish
+    }
+
+    fn insert(&self, user_key: &[u8], seq: SequenceNumber, kind: ValueKind, value: &[u8]) {
+        self.len.fetch_add(1, Ordering::Relaxed);
+        let top = self.max_height.load(Ordering::Relaxed);
+        let mut prev = [self.head; MAX_HEIGHT];
+        let mut next: [Option<Node>; MAX_HEIGHT] = [None; MAX_HEIGHT];
+        let mut x = self.head;
+        for level in (0..top).rev() {
+            let (p, n) = Self::splice(user_key, x, level);
+            if let Some(n) = n.filter(|n| n.key() == user_key) {
+                // Known key: one CAS into its version list.
+                insert_version(n.versions(), alloc_version(&self.arena, seq, kind, value));
+                self.maybe_truncate(n);
+                return;
+            }
+            prev[level] = p;
+            next[level] = n;
+            x = p;
+        }
+
+        // New key: a node with its first version in one allocation.
+        let height = random_height();
+        let (node, first) = alloc_node(&self.arena, height, user_key, Some((seq, kind, value)));
+        let mut cur = top;
+        while height > cur {
+            match self.max_height.compare_exchange_weak(
+                cur,
+                height,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => cur = height,
+                Err(actual) => cur = actual,
+            }
+        }
+        // Levels at or above `top` keep (head, None); a failed CAS there
+        // recomputes the splice like any other.
+        loop {
+            node.set_next_unpublished(0, next[0]);
+            if prev[0].cas_next(0, next[0], node) {
+                break;
+            }
+            let (p, n) = Self::splice(user_key, prev[0], 0);
+            if let Some(winner) = n.filter(|n| n.key() == user_key) {
+                // Another writer published this key first: abandon our node,
+                // keep our version.
+                if let Some(v) = first {
+                    insert_version(winner.versions(), v);
+                }
+                self.maybe_truncate(winner);
+                return;
+            }
+            prev[0] = p;
+            next[0] = n;
+        }
+        self.keys.fetch_add(1, Ordering::Relaxed);
+        for level in 1..height {
+            loop {
+                node.set_next_unpublished(level, next[level]);
+                if prev[level].cas_next(level, next[level], node) {
+                    break;
+                }
+                // Only one node per key is ever published, and ours is not
+                // yet at this level: the recomputed `next` is a larger key.
+                let (p, n) = Self::splice(user_key, prev[level], level);
+                prev[level] = p;
+                next[level] = n;
+            }
+        }
+    }
+
+    fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<Found<'_>> {
+        let v = self.find(user_key)?.version_at(snapshot)?;
+        Some(Found {
+            seq: v.seq(),
+            kind: v.kind(),
+            value: v.value(),
+        })
+    }
+
+    fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
+        Box::new(Cursor::new(self))
+    }
+
+    fn approximate_memory(&self) -> usize {
+        self.arena.memory_usage()
+    }
+
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    fn set_read_watermark(&self, seq: SequenceNumber) {
+        self.watermark.fetch_max(seq, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests;

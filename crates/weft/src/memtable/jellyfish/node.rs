@@ -1,0 +1,448 @@
+//! Key nodes and version records, shared by the `jellyfish` and `esl` kinds.
+//!
+//! # Layout
+//!
+//! A *key node* is one arena allocation, 8-byte aligned, addressed by a
+//! pointer to its level-0 link; higher links sit before that address (as in
+//! the `skiplist` kind), so a node of height `h` carries exactly `h` links:
+//!
+//! ```text
+//!   [link h-1] .. [link 0] [versions] [key_len u32] [pad u32] [key]
+//!                          ^ node pointer
+//! ```
+//!
+//! `versions` is the head of the key's *version list*: version records,
+//! newest (highest sequence) first. A version record has no tower:
+//!
+//! ```text
+//!   [next] [trailer u64] [value_len u32] [value]
+//! ```
+//!
+//! so a version costs 20 bytes plus its value, against `16 + 8 * h` bytes
+//! plus key *and* value for a `skiplist` node.
+//!
+//! # Version list protocol
+//!
+//! * **Insert** ([`insert_version`]): walk from the head to the first link
+//!   whose target has a sequence below the new one, point the new record at
+//!   that target, and CAS the link from the target to the new record. On
+//!   failure another version was linked at that very link: continue the walk
+//!   from the same link (its owner is still in place, see below). A version
+//!   that arrives out of order therefore lands at its place; none is
+//!   dropped (JellyFish's Algorithm 1 drops it, which loses a version a
+//!   snapshot may need).
+//! * **Truncation** ([`truncate_below`]) under a read watermark `w`: store
+//!   null into the `next` of `v*`, the newest version with sequence `<= w`.
+//!   Every version after `v*` is older than every reader's snapshot's
+//!   choice (`v*` or newer), so nobody needs it. It is a single store: the
+//!   unlinked records keep their own `next` pointers, so a cursor standing
+//!   inside the cut tail walks on to its end and then to the next key, and
+//!   their memory stays in the arena until the memtable drops.
+//! * **Why inserts and truncation do not race**: the engine promises (see
+//!   `Memtable::set_read_watermark`) that no version with sequence `<= w`
+//!   is inserted after `w` is set. A new version `s > w` is linked at a link
+//!   owned by the head or by a version with sequence `> s > w`, never at
+//!   `v*.next` or inside the tail; and truncation writes only `v*.next`.
+//!   A link owner with sequence `> w` is never unlinked, so an insert that
+//!   retries from its link is always still in the list.
+//!
+//! Memory orderings: records are fully written before the CAS (AcqRel) that
+//! publishes them; readers load links with Acquire.
+
+use std::cell::Cell;
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::mem;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use crate::key::{pack_trailer, SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
+use crate::memtable::arena::Arena;
+
+/// Tallest tower (as the `skiplist` kind: branching 4, 4^12 = 16 M keys).
+pub(crate) const MAX_HEIGHT: usize = 12;
+
+const LINK_SIZE: usize = mem::size_of::<AtomicPtr<u8>>();
+/// Offsets from the node pointer (the address of link 0).
+const VERSIONS_OFFSET: usize = LINK_SIZE;
+const KEY_LEN_OFFSET: usize = VERSIONS_OFFSET + LINK_SIZE;
+const KEY_OFFSET: usize = KEY_LEN_OFFSET + 8;
+/// Offsets inside a version record.
+const V_TRAILER_OFFSET: usize = LINK_SIZE;
+const V_VALUE_LEN_OFFSET: usize = V_TRAILER_OFFSET + 8;
+const V_VALUE_OFFSET: usize = V_VALUE_LEN_OFFSET + 4;
+const ALIGN: usize = 8;
+
+/// A handle to a published key node (or a head node) of a live memtable.
+///
+/// Invariant (crate-private): a `Node` is created only by [`alloc_node`]
+/// (head or a node about to be published) or from a link or shortcut read
+/// with Acquire; it is used only while the memtable that owns its arena is
+/// alive (under `&memtable`, or in a cursor holding the memtable's `Arc`).
+/// Link `i` is accessed only below the node's height.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Node(NonNull<u8>);
+
+// SAFETY: after publication a node's key is immutable and its links and
+// version head are atomics; its memory lives as long as the arena, and the
+// handle is only used while the memtable is alive (invariant above).
+unsafe impl Send for Node {}
+// SAFETY: as for `Send`: shared access reads immutable bytes or atomics.
+unsafe impl Sync for Node {}
+
+impl Node {
+    /// Wraps a pointer read from a link; `None` for null.
+    #[inline]
+    pub(crate) fn from_ptr(p: *mut u8) -> Option<Node> {
+        NonNull::new(p).map(Node)
+    }
+
+    #[inline]
+    pub(crate) fn as_ptr(self) -> *mut u8 {
+        self.0.as_ptr()
+    }
+
+    #[inline]
+    pub(crate) fn link(self, level: usize) -> &'static AtomicPtr<u8> {
+        debug_assert!(level < MAX_HEIGHT);
+        // SAFETY: links below the node's height sit at `node - 8 * level`,
+        // inside the allocation, 8-aligned, initialised before publication.
+        // The 'static lifetime stays inside the memtable modules, whose
+        // callers keep the arena alive (see the `Node` invariant).
+        unsafe {
+            &*self
+                .0
+                .as_ptr()
+                .sub(level * LINK_SIZE)
+                .cast::<AtomicPtr<u8>>()
+        }
+    }
+
+    /// The successor at `level` (Acquire: its contents are visible).
+    #[inline]
+    pub(crate) fn next(self, level: usize) -> Option<Node> {
+        Node::from_ptr(self.link(level).load(Ordering::Acquire))
+    }
+
+    /// Sets a link of a node not yet published at `level`.
+    #[inline]
+    pub(crate) fn set_next_unpublished(self, level: usize, next: Option<Node>) {
+        self.link(level).store(opt_ptr(next), Ordering::Relaxed);
+    }
+
+    /// Links `new` after `self` at `level` if the successor is still
+    /// `expected`. AcqRel: Release publishes `new`'s contents.
+    #[inline]
+    pub(crate) fn cas_next(self, level: usize, expected: Option<Node>, new: Node) -> bool {
+        self.link(level)
+            .compare_exchange(
+                opt_ptr(expected),
+                new.as_ptr(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// The head of the version list.
+    #[inline]
+    pub(crate) fn versions(self) -> &'static AtomicPtr<u8> {
+        // SAFETY: the version head is an 8-aligned word after link 0, inside
+        // the allocation, initialised before publication (lifetime: as
+        // `link`).
+        unsafe { &*self.0.as_ptr().add(VERSIONS_OFFSET).cast::<AtomicPtr<u8>>() }
+    }
+
+    /// The newest version (every published key node has at least one).
+    #[inline]
+    pub(crate) fn first_version(self) -> Option<Version> {
+        Version::from_ptr(self.versions().load(Ordering::Acquire))
+    }
+
+    /// The user key. The caller bounds the lifetime by the memtable's.
+    #[inline]
+    pub(crate) fn key<'a>(self) -> &'a [u8] {
+        // SAFETY: the length word and `len` key bytes follow the version
+        // head inside the allocation, written before publication and never
+        // modified; the arena outlives `'a` (`Node` invariant).
+        unsafe {
+            let p = self.0.as_ptr();
+            let len = p.add(KEY_LEN_OFFSET).cast::<u32>().read() as usize;
+            std::slice::from_raw_parts(p.add(KEY_OFFSET), len)
+        }
+    }
+
+    /// The version visible at `snapshot`: the newest with sequence `<=` it.
+    #[inline]
+    pub(crate) fn version_at(self, snapshot: SequenceNumber) -> Option<Version> {
+        let mut v = self.first_version();
+        while let Some(x) = v {
+            if x.seq() <= snapshot {
+                return Some(x);
+            }
+            v = x.next();
+        }
+        None
+    }
+
+    /// The oldest version still linked.
+    pub(crate) fn last_version(self) -> Option<Version> {
+        let mut v = self.first_version()?;
+        while let Some(n) = v.next() {
+            v = n;
+        }
+        Some(v)
+    }
+
+    /// The oldest linked version with a sequence above `seq`: the entry
+    /// just before `(key, seq)` within this key. Position-based (not by
+    /// identity), so it works even if the version at `seq` was unlinked.
+    pub(crate) fn version_before(self, seq: SequenceNumber) -> Option<Version> {
+        let mut best = None;
+        let mut v = self.first_version();
+        while let Some(x) = v {
+            if x.seq() <= seq {
+                break;
+            }
+            best = Some(x);
+            v = x.next();
+        }
+        best
+    }
+}
+
+/// A handle to a published version record; same invariant as [`Node`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Version(NonNull<u8>);
+
+// SAFETY: as for `Node`: immutable after publication except the atomic
+// `next`; used only while the arena lives.
+unsafe impl Send for Version {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Version {}
+
+impl Version {
+    #[inline]
+    pub(crate) fn from_ptr(p: *mut u8) -> Option<Version> {
+        NonNull::new(p).map(Version)
+    }
+
+    #[inline]
+    fn as_ptr(self) -> *mut u8 {
+        self.0.as_ptr()
+    }
+
+    #[inline]
+    fn next_link(self) -> &'static AtomicPtr<u8> {
+        // SAFETY: `next` is the record's first, 8-aligned word, initialised
+        // before publication (lifetime: as `Node::link`).
+        unsafe { &*self.0.as_ptr().cast::<AtomicPtr<u8>>() }
+    }
+
+    /// The next older version still linked (Acquire).
+    #[inline]
+    pub(crate) fn next(self) -> Option<Version> {
+        Version::from_ptr(self.next_link().load(Ordering::Acquire))
+    }
+
+    #[inline]
+    fn trailer(self) -> u64 {
+        // SAFETY: 8-aligned word inside the record, written before
+        // publication, never modified.
+        unsafe { self.0.as_ptr().add(V_TRAILER_OFFSET).cast::<u64>().read() }
+    }
+
+    #[inline]
+    pub(crate) fn seq(self) -> SequenceNumber {
+        self.trailer() >> 8
+    }
+
+    #[inline]
+    pub(crate) fn kind(self) -> ValueKind {
+        // Only `alloc_version` writes tags, from a `ValueKind`.
+        match self.trailer() & 0xff {
+            0 => ValueKind::Delete,
+            _ => ValueKind::Put,
+        }
+    }
+
+    /// The value. The caller bounds the lifetime by the memtable's.
+    #[inline]
+    pub(crate) fn value<'a>(self) -> &'a [u8] {
+        // SAFETY: the length word and `len` value bytes follow the trailer
+        // inside the record, written before publication, never modified;
+        // the arena outlives `'a`.
+        unsafe {
+            let p = self.0.as_ptr();
+            let len = p.add(V_VALUE_LEN_OFFSET).cast::<u32>().read() as usize;
+            std::slice::from_raw_parts(p.add(V_VALUE_OFFSET), len)
+        }
+    }
+}
+
+#[inline]
+fn opt_ptr(n: Option<Node>) -> *mut u8 {
+    n.map_or(ptr::null_mut(), Node::as_ptr)
+}
+
+fn check_sizes(key: &[u8], value: &[u8]) {
+    // The engine enforces these with `Error::InvalidArgument`; they also
+    // make the lengths fit their u32 fields.
+    assert!(
+        key.len() <= MAX_KEY_SIZE && value.len() <= MAX_VALUE_SIZE,
+        "memtable entry exceeds key/value size limits"
+    );
+}
+
+/// Bytes of a version record holding `value_len` value bytes.
+#[inline]
+fn version_size(value_len: usize) -> usize {
+    V_VALUE_OFFSET + value_len
+}
+
+/// Writes a version record at `p` (8-aligned, `version_size` bytes).
+///
+/// # Safety
+///
+/// `p` must be an exclusively owned, 8-aligned range of at least
+/// `version_size(value.len())` bytes that outlives every use of the result.
+unsafe fn write_version(p: *mut u8, seq: SequenceNumber, kind: ValueKind, value: &[u8]) -> Version {
+    p.cast::<AtomicPtr<u8>>()
+        .write(AtomicPtr::new(ptr::null_mut()));
+    p.add(V_TRAILER_OFFSET)
+        .cast::<u64>()
+        .write(pack_trailer(seq, kind));
+    p.add(V_VALUE_LEN_OFFSET)
+        .cast::<u32>()
+        .write(value.len() as u32);
+    ptr::copy_nonoverlapping(value.as_ptr(), p.add(V_VALUE_OFFSET), value.len());
+    Version(NonNull::new_unchecked(p))
+}
+
+/// Allocates and writes an unpublished version record.
+pub(crate) fn alloc_version(
+    arena: &Arena,
+    seq: SequenceNumber,
+    kind: ValueKind,
+    value: &[u8],
+) -> Version {
+    check_sizes(b"", value);
+    let p = arena.allocate(version_size(value.len()), ALIGN);
+    // SAFETY: a fresh, exclusively owned, 8-aligned arena range of the
+    // right size; the arena outlives every handle (`Node` invariant).
+    unsafe { write_version(p.as_ptr(), seq, kind, value) }
+}
+
+/// Allocates a key node of `height` (links null) and, in the same
+/// allocation, its first version, already set as the node's version head.
+/// With `first == None` (head nodes) the version head is null.
+pub(crate) fn alloc_node(
+    arena: &Arena,
+    height: usize,
+    key: &[u8],
+    first: Option<(SequenceNumber, ValueKind, &[u8])>,
+) -> (Node, Option<Version>) {
+    debug_assert!((1..=MAX_HEIGHT).contains(&height));
+    let value_len = first.map_or(0, |f| f.2.len());
+    check_sizes(key, first.map_or(&[][..], |f| f.2));
+    let tower = (height - 1) * LINK_SIZE;
+    let node_size = (tower + KEY_OFFSET + key.len() + ALIGN - 1) & !(ALIGN - 1);
+    let size = node_size + first.map_or(0, |_| version_size(value_len));
+    let base = arena.allocate(size, ALIGN);
+    // SAFETY: `base` is a fresh, exclusively owned, 8-aligned allocation of
+    // `size` bytes: `height` links, the version head, the key length and
+    // the key fit in `node_size`, the version record after it. Nothing can
+    // observe the node before it is linked.
+    unsafe {
+        let base = base.as_ptr();
+        for i in 0..height {
+            base.add(i * LINK_SIZE)
+                .cast::<AtomicPtr<u8>>()
+                .write(AtomicPtr::new(ptr::null_mut()));
+        }
+        let node = base.add(tower);
+        let version =
+            first.map(|(seq, kind, value)| write_version(base.add(node_size), seq, kind, value));
+        node.add(VERSIONS_OFFSET)
+            .cast::<AtomicPtr<u8>>()
+            .write(AtomicPtr::new(
+                version.map_or(ptr::null_mut(), Version::as_ptr),
+            ));
+        node.add(KEY_LEN_OFFSET)
+            .cast::<u32>()
+            .write(key.len() as u32);
+        ptr::copy_nonoverlapping(key.as_ptr(), node.add(KEY_OFFSET), key.len());
+        (Node(NonNull::new_unchecked(node)), version)
+    }
+}
+
+/// Links `v` (unpublished, or allocated with an abandoned node) into the
+/// version list headed by `head`, at its place by sequence (newest first).
+/// Lock-free: one CAS when uncontended. See the module docs.
+pub(crate) fn insert_version(head: &AtomicPtr<u8>, v: Version) {
+    let seq = v.seq();
+    let mut link = head;
+    let mut cur = link.load(Ordering::Acquire);
+    loop {
+        while let Some(c) = Version::from_ptr(cur) {
+            if c.seq() <= seq {
+                debug_assert_ne!(c.seq(), seq, "version inserted twice");
+                break;
+            }
+            link = c.next_link();
+            cur = link.load(Ordering::Acquire);
+        }
+        v.next_link().store(cur, Ordering::Relaxed);
+        match link.compare_exchange(cur, v.as_ptr(), Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return,
+            // A version was linked here meanwhile; the link's owner is newer
+            // than `v` and never unlinked: resume the walk from it.
+            Err(actual) => cur = actual,
+        }
+    }
+}
+
+/// Unlinks every version older than the newest one with sequence
+/// `<= watermark` (see the module docs for why this is safe). Returns true
+/// when it cut something.
+pub(crate) fn truncate_below(head: &AtomicPtr<u8>, watermark: SequenceNumber) -> bool {
+    let mut v = Version::from_ptr(head.load(Ordering::Acquire));
+    while let Some(x) = v {
+        if x.seq() <= watermark {
+            let link = x.next_link();
+            if link.load(Ordering::Relaxed).is_null() {
+                return false;
+            }
+            link.store(ptr::null_mut(), Ordering::Release);
+            return true;
+        }
+        v = x.next();
+    }
+    false
+}
+
+/// A tower height: 1 + number of leading "1 in 4" successes, from a
+/// per-thread xorshift64* generator (no shared state between writers).
+pub(crate) fn random_height() -> usize {
+    thread_local! {
+        static RNG: Cell<u64> = Cell::new({
+            let mut h = RandomState::new().build_hasher();
+            h.write_usize(0);
+            h.finish() | 1
+        });
+    }
+    RNG.with(|rng| {
+        let mut x = rng.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        rng.set(x);
+        let mut bits = x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32;
+        let mut height = 1;
+        while height < MAX_HEIGHT && bits & 3 == 0 {
+            height += 1;
+            bits >>= 2;
+        }
+        height
+    })
+}
