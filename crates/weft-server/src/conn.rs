@@ -1,0 +1,117 @@
+//! One client connection: read, run every complete request, write replies.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+
+use crate::cmd::{self, Ctx, Session};
+use crate::resp::{Limits, Out, Parser};
+use crate::Shared;
+
+/// Bytes read per `read` call when no large bulk string is pending.
+const READ_CHUNK: usize = 16 << 10;
+/// Reply bytes that trigger a write even in the middle of a pipeline.
+const OUT_HIGH_WATER: usize = 64 << 10;
+/// Most bytes read ahead in one call while a large bulk string arrives.
+const MAX_READ_CHUNK: usize = 4 << 20;
+
+/// Serves `stream` until the client leaves, sends a malformed frame, idles
+/// out, or the server shuts the read side down.
+pub fn serve(shared: &Shared, mut stream: TcpStream, id: u64) {
+    let limits = Limits {
+        max_bulk: shared.config.max_bulk,
+        ..Limits::default()
+    };
+    let max_held = shared
+        .config
+        .max_query_buffer
+        .max(shared.config.max_bulk.saturating_add(64 << 10));
+    let mut parser = Parser::new(limits);
+    // buf[pos..end] holds unparsed bytes; buf[end..] is free space.
+    let mut buf = vec![0u8; READ_CHUNK];
+    let (mut pos, mut end) = (0usize, 0usize);
+    let mut out = Out::default();
+    let mut session = Session {
+        id,
+        ..Session::default()
+    };
+    loop {
+        let mut done = 0u64;
+        let mut close = false;
+        loop {
+            match parser.next(&buf[..end], &mut pos) {
+                Ok(Some(args)) => {
+                    let mut ctx = Ctx {
+                        shared,
+                        session: &mut session,
+                        out: &mut out,
+                    };
+                    cmd::dispatch(&mut ctx, &args);
+                    done += 1;
+                    if session.quit {
+                        close = true;
+                        break;
+                    }
+                    if out.buf.len() >= OUT_HIGH_WATER {
+                        if stream.write_all(&out.buf).is_err() {
+                            return;
+                        }
+                        out.buf.clear();
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    out.error(&e.to_string());
+                    close = true;
+                    break;
+                }
+            }
+        }
+        if done > 0 {
+            shared.counters.commands.fetch_add(done, Ordering::Relaxed);
+        }
+        if !out.buf.is_empty() {
+            if stream.write_all(&out.buf).is_err() {
+                return;
+            }
+            if out.buf.capacity() > 4 * OUT_HIGH_WATER {
+                out.buf = Vec::new();
+            } else {
+                out.buf.clear();
+            }
+        }
+        if close {
+            let _ = stream.flush();
+            return;
+        }
+        let unparsed = end - pos;
+        if parser.held().saturating_add(unparsed) > max_held {
+            out.error("ERR Protocol error: query buffer limit exceeded");
+            let _ = stream.write_all(&out.buf);
+            return;
+        }
+        // Make room: move unparsed bytes to the front, size the buffer for
+        // a pending bulk string (bounded by the parser's limits), shrink it
+        // back after a large request.
+        if pos > 0 {
+            buf.copy_within(pos..end, 0);
+            end -= pos;
+            pos = 0;
+        }
+        let want = parser.pending_bulk().map_or(READ_CHUNK, |n| {
+            n.saturating_sub(end).clamp(READ_CHUNK, MAX_READ_CHUNK)
+        });
+        if buf.len() - end < want {
+            buf.resize(end + want, 0);
+        } else if end == 0 && buf.len() > 4 * MAX_READ_CHUNK {
+            buf = vec![0u8; READ_CHUNK];
+        }
+        match stream.read(&mut buf[end..]) {
+            Ok(0) => return,
+            Ok(n) => end += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // Idle timeout (WouldBlock/TimedOut) or a broken connection.
+            Err(_) => return,
+        }
+    }
+}
