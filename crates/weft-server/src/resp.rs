@@ -90,8 +90,18 @@ pub struct Parser {
     held: usize,
 }
 
-fn find_crlf(buf: &[u8]) -> Option<usize> {
-    memchr_nl(buf).and_then(|i| (i > 0 && buf[i - 1] == b'\r').then(|| i - 1))
+/// A header line (`*N` / `$N`) at the front of `rest`: `Ok(Some(i))` with
+/// `rest[i..i + 2] == "\r\n"`, `Ok(None)` if incomplete. Only the first
+/// `max + 2` bytes are examined, so the answer never depends on how the
+/// bytes were split between reads.
+fn header_line(rest: &[u8], max: usize) -> Result<Option<usize>, bool> {
+    let window = &rest[..rest.len().min(max + 2)];
+    match memchr_nl(window) {
+        Some(i) if i > 0 && window[i - 1] == b'\r' => Ok(Some(i - 1)),
+        Some(_) => Err(false),                        // bare LF: malformed
+        None if window.len() == max + 2 => Err(true), // too long
+        None => Ok(None),
+    }
 }
 
 fn memchr_nl(buf: &[u8]) -> Option<usize> {
@@ -149,14 +159,11 @@ impl Parser {
                         return Ok(None);
                     };
                     if first == b'*' {
-                        let Some(end) = find_crlf(rest) else {
-                            if rest.len() > self.limits.max_inline {
-                                return Err(ProtocolError::TooBigMultibulkCount);
-                            }
-                            if memchr_nl(rest).is_some() {
-                                return Err(ProtocolError::InvalidMultibulkLength);
-                            }
-                            return Ok(None);
+                        let end = match header_line(rest, self.limits.max_inline) {
+                            Ok(Some(end)) => end,
+                            Ok(None) => return Ok(None),
+                            Err(true) => return Err(ProtocolError::TooBigMultibulkCount),
+                            Err(false) => return Err(ProtocolError::InvalidMultibulkLength),
                         };
                         let n = parse_len(&rest[1..end])
                             .filter(|&n| n <= self.limits.max_args as i64)
@@ -170,15 +177,13 @@ impl Parser {
                         self.held = 0;
                         continue;
                     }
-                    let Some(nl) = memchr_nl(rest) else {
-                        if rest.len() > self.limits.max_inline {
+                    let window = &rest[..rest.len().min(self.limits.max_inline + 1)];
+                    let Some(nl) = memchr_nl(window) else {
+                        if window.len() > self.limits.max_inline {
                             return Err(ProtocolError::TooBigInline);
                         }
                         return Ok(None);
                     };
-                    if nl > self.limits.max_inline {
-                        return Err(ProtocolError::TooBigInline);
-                    }
                     let mut line = &rest[..nl];
                     if let Some(l) = line.strip_suffix(b"\r") {
                         line = l;
@@ -205,14 +210,11 @@ impl Parser {
                     if first != b'$' {
                         return Err(ProtocolError::ExpectedDollar(first));
                     }
-                    let Some(end) = find_crlf(rest) else {
-                        if rest.len() > self.limits.max_inline {
-                            return Err(ProtocolError::TooBigBulkCount);
-                        }
-                        if memchr_nl(rest).is_some() {
-                            return Err(ProtocolError::InvalidBulkLength);
-                        }
-                        return Ok(None);
+                    let end = match header_line(rest, self.limits.max_inline) {
+                        Ok(Some(end)) => end,
+                        Ok(None) => return Ok(None),
+                        Err(true) => return Err(ProtocolError::TooBigBulkCount),
+                        Err(false) => return Err(ProtocolError::InvalidBulkLength),
                     };
                     let n = parse_len(&rest[1..end])
                         .filter(|&n| n >= 0 && n <= self.limits.max_bulk as i64)
