@@ -81,13 +81,14 @@ pub fn serve(shared: &Shared, mut stream: TcpStream, id: u64) {
             }
         }
         if close {
-            let _ = stream.flush();
+            linger_close(stream);
             return;
         }
         let unparsed = end - pos;
         if parser.held().saturating_add(unparsed) > max_held {
             out.error("ERR Protocol error: query buffer limit exceeded");
             let _ = stream.write_all(&out.buf);
+            linger_close(stream);
             return;
         }
         // Make room: move unparsed bytes to the front, size the buffer for
@@ -112,6 +113,24 @@ pub fn serve(shared: &Shared, mut stream: TcpStream, id: u64) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // Idle timeout (WouldBlock/TimedOut) or a broken connection.
             Err(_) => return,
+        }
+    }
+}
+
+/// Closes after a final reply so that the client can read it: shuts our
+/// side down, then discards what the client is still sending (bounded in
+/// bytes and time). Closing with unread input would make the kernel send a
+/// reset, which may destroy the reply before the client reads it.
+fn linger_close(mut stream: TcpStream) {
+    let _ = stream.flush();
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_millis(200)));
+    let mut sink = [0u8; 16 << 10];
+    let mut left: usize = 4 << 20;
+    while left > 0 {
+        match stream.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => left = left.saturating_sub(n),
         }
     }
 }

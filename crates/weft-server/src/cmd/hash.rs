@@ -66,7 +66,7 @@ fn set_fields(
 }
 
 fn check_pairs(a: &[Vec<u8>], name: &str) -> CmdResult {
-    if (a.len() - 2) % 2 != 0 {
+    if !(a.len() - 2).is_multiple_of(2) {
         return Err(CmdError(
             format!("ERR wrong number of arguments for '{name}' command").into(),
         ));
@@ -126,8 +126,11 @@ pub fn hmget(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     Ok(())
 }
 
+/// A field (or key) and its value.
+type Pair = (Vec<u8>, Vec<u8>);
+
 /// All `(field, value)` pairs of a hash, in field order, from one snapshot.
-fn all_fields(ks: &Keyspace, key: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, CmdError> {
+fn all_fields(ks: &Keyspace, key: &[u8]) -> Result<Vec<Pair>, CmdError> {
     let snap = ks.db.snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
     if hash_entry(ks, key, &opts)?.is_none() {
@@ -279,7 +282,7 @@ pub fn hscan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let ks = &ctx.shared.ks;
     let snap = ks.db.snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
-    let mut found: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut found: Vec<Pair> = Vec::new();
     let mut next = None;
     if hash_entry(ks, key, &opts)?.is_some() {
         let prefix = encoding::hash_prefix(key);
@@ -313,7 +316,7 @@ pub fn hscan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             }
             visited += 1;
             let f = &it.key()[prefix.len()..];
-            if o.pattern.as_ref().map_or(true, |p| glob::matches(p, f)) {
+            if o.pattern.as_ref().is_none_or(|p| glob::matches(p, f)) {
                 found.push((f.to_vec(), it.value().to_vec()));
             }
             it.next()?;

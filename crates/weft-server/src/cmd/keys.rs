@@ -167,7 +167,7 @@ fn expire_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], unit: u64, cmd: &str) -> Cmd
     } else if gt {
         cur.is_some_and(|c| at > c as i64)
     } else if lt {
-        cur.map_or(true, |c| at < c as i64)
+        cur.is_none_or(|c| at < c as i64)
     } else {
         true
     };

@@ -191,7 +191,7 @@ pub fn mget(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn mset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    if a.len() % 2 == 0 {
+    if a.len().is_multiple_of(2) {
         return Err(CmdError(
             "ERR wrong number of arguments for 'mset' command".into(),
         ));
