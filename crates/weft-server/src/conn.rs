@@ -5,7 +5,7 @@ use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 
 use crate::cmd::{self, Ctx, Session};
-use crate::resp::{Limits, Out, Parser};
+use crate::resp::{Args, Limits, Out, Parser};
 use crate::Shared;
 
 /// Bytes read per `read` call when no large bulk string is pending.
@@ -14,6 +14,29 @@ const READ_CHUNK: usize = 16 << 10;
 const OUT_HIGH_WATER: usize = 64 << 10;
 /// Most bytes read ahead in one call while a large bulk string arrives.
 const MAX_READ_CHUNK: usize = 4 << 20;
+
+/// Most keys written by one coalesced group of SET/MSET requests.
+const MAX_GROUP_KEYS: usize = 512;
+
+fn flush_sets(
+    shared: &Shared,
+    session: &mut Session,
+    out: &mut Out,
+    sets: &mut Vec<Args>,
+    keys: &mut usize,
+) {
+    if sets.is_empty() {
+        return;
+    }
+    let mut ctx = Ctx {
+        shared,
+        session,
+        out,
+    };
+    cmd::set_group(&mut ctx, sets);
+    sets.clear();
+    *keys = 0;
+}
 
 /// Serves `stream` until the client leaves, sends a malformed frame, idles
 /// out, or the server shuts the read side down.
@@ -35,17 +58,39 @@ pub fn serve(shared: &Shared, mut stream: TcpStream, id: u64) {
         id,
         ..Session::default()
     };
+    // Plain SET/MSET requests waiting to be committed as one batch.
+    let mut sets: Vec<Args> = Vec::new();
+    let mut set_keys = 0usize;
     loop {
         let mut done = 0u64;
         let mut close = false;
         loop {
             match parser.next(&buf[..end], &mut pos) {
                 Ok(Some(args)) => {
+                    if cmd::is_plain_set(shared.config.max_bulk, &args) && set_keys < MAX_GROUP_KEYS
+                    {
+                        set_keys += args.len() / 2;
+                        sets.push(args);
+                        done += 1;
+                        continue;
+                    }
                     let mut ctx = Ctx {
                         shared,
                         session: &mut session,
                         out: &mut out,
                     };
+                    if !sets.is_empty() {
+                        cmd::set_group(&mut ctx, &sets);
+                        sets.clear();
+                        set_keys = 0;
+                    }
+                    if cmd::is_plain_set(shared.config.max_bulk, &args) {
+                        // The group was full: this one starts the next.
+                        set_keys = args.len() / 2;
+                        sets.push(args);
+                        done += 1;
+                        continue;
+                    }
                     cmd::dispatch(&mut ctx, &args);
                     done += 1;
                     if session.quit {
@@ -61,12 +106,14 @@ pub fn serve(shared: &Shared, mut stream: TcpStream, id: u64) {
                 }
                 Ok(None) => break,
                 Err(e) => {
+                    flush_sets(shared, &mut session, &mut out, &mut sets, &mut set_keys);
                     out.error(&e.to_string());
                     close = true;
                     break;
                 }
             }
         }
+        flush_sets(shared, &mut session, &mut out, &mut sets, &mut set_keys);
         if done > 0 {
             shared.counters.commands.fetch_add(done, Ordering::Relaxed);
         }

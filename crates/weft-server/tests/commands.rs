@@ -593,6 +593,83 @@ fn pipelining() {
     }
 }
 
+/// Pipelined plain SET/MSET runs are committed as one batch: replies stay
+/// in order and later requests in the same pipeline see the writes.
+#[test]
+fn coalesced_sets_keep_order_and_read_your_writes() {
+    let s = TestServer::start();
+    let mut r = s.raw();
+    assert_eq!(r.cmd(&["HSET", "hash", "f", "v", "g", "w"]), V::Int(2));
+    assert_eq!(
+        r.cmd(&["SET", "ttl", "x", "EX", "100"]),
+        V::Simple("OK".into())
+    );
+    let reqs: &[&[&str]] = &[
+        &["SET", "k", "1"],
+        &["SET", "k", "2"],
+        &["GET", "k"],
+        &["MSET", "k", "3", "j", "4"],
+        &["SET", "k", "5"],
+        &["SET", "hash", "now a string"],
+        &["SET", "ttl", "y"],
+        &["GET", "k"],
+        &["GET", "j"],
+        &["INCR", "k"],
+        &["SET", "k", "7"],
+        &["MSET", "odd"],
+        &["TYPE", "hash"],
+        &["HGET", "hash", "f"],
+        &["TTL", "ttl"],
+        &["GET", "k"],
+    ];
+    let mut blob = Vec::new();
+    for q in reqs {
+        let a: Vec<&[u8]> = q.iter().map(|x| x.as_bytes()).collect();
+        blob.extend(Raw::encode(&a));
+    }
+    r.send_bytes(&blob);
+    let ok = || V::Simple("OK".into());
+    let want = vec![
+        ok(),
+        ok(),
+        V::bulk("2"),
+        ok(),
+        ok(),
+        ok(),
+        ok(),
+        V::bulk("5"),
+        V::bulk("4"),
+        V::Int(6),
+        ok(),
+        V::Err("ERR wrong number of arguments for 'mset' command".into()),
+        V::Simple("string".into()),
+        V::Err("WRONGTYPE Operation against a key holding the wrong kind of value".into()),
+        V::Int(-1),
+        V::bulk("7"),
+    ];
+    let got: Vec<V> = (0..want.len()).map(|_| r.read()).collect();
+    assert_eq!(got, want);
+    // The old hash's fields are gone with it.
+    assert_eq!(r.cmd(&["DEL", "hash"]), V::Int(1));
+    assert_eq!(r.cmd(&["HSET", "hash", "z", "1"]), V::Int(1));
+    assert_eq!(r.cmd(&["HLEN", "hash"]), V::Int(1));
+    // Many SETs in one write (more than one group).
+    let mut blob = Vec::new();
+    for i in 0..2000 {
+        blob.extend(Raw::encode(&[
+            b"SET",
+            format!("g{i}").as_bytes(),
+            format!("{i}").as_bytes(),
+        ]));
+    }
+    blob.extend(Raw::encode(&[b"DBSIZE"]));
+    r.send_bytes(&blob);
+    for _ in 0..2000 {
+        assert_eq!(r.read(), ok());
+    }
+    assert_eq!(r.read(), V::Int(2000 + 4)); // k, j, hash, ttl
+}
+
 #[test]
 fn weft_range() {
     let s = TestServer::start();

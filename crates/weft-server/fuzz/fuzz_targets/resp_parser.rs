@@ -16,7 +16,8 @@ fn run(chunks: &[&[u8]], limits: Limits) -> (Vec<Vec<Vec<u8>>>, Option<String>) 
         loop {
             match p.next(&buf, &mut pos) {
                 Ok(Some(args)) => {
-                    assert!(!args.is_empty() && args.len() <= limits.max_args);
+                    // Arrays are bounded by max_args, inline requests by their size.
+                    assert!(!args.is_empty() && args.len() <= limits.max_args.max(limits.max_inline));
                     got.push(args);
                 }
                 Ok(None) => break,

@@ -177,6 +177,8 @@ fn unknown_command(args: &[Vec<u8>]) -> String {
     format!("ERR unknown command '{name}', with args beginning with: {rest}")
 }
 
+pub use string::{is_plain_set, set_group};
+
 /// Runs one request, appending exactly one reply to `ctx.out`.
 pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) {
     let Some(name) = args.first() else {

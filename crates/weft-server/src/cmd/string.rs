@@ -223,6 +223,58 @@ pub fn mset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     Ok(())
 }
 
+/// True for `SET key value` without options and for a well-formed `MSET`
+/// whose values are within bounds: blind string writes that a connection
+/// may coalesce with its neighbours in a pipeline ([`set_group`]).
+pub fn is_plain_set(max_bulk: usize, a: &[Vec<u8>]) -> bool {
+    let name = &a[0];
+    let shape = if name.len() == 3 && name.eq_ignore_ascii_case(b"set") {
+        a.len() == 3
+    } else if name.len() == 4 && name.eq_ignore_ascii_case(b"mset") {
+        a.len() >= 3 && a.len() % 2 == 1
+    } else {
+        false
+    };
+    let max = max_bulk.min(weft::key::MAX_VALUE_SIZE - 9);
+    shape && a[1..].chunks(2).all(|p| p[1].len() <= max)
+}
+
+/// Runs a pipelined run of plain SET/MSET commands (see [`is_plain_set`])
+/// as one atomic batch: all their keys' stripes locked in order, one engine
+/// write, then one `+OK` per command (or the same error for each: nothing
+/// was applied). Equivalent to running them one after the other, since they
+/// come from one client in that order and nothing observes them between.
+pub fn set_group(ctx: &mut Ctx<'_>, group: &[Vec<Vec<u8>>]) {
+    let r = (|| -> CmdResult {
+        let ks = &ctx.shared.ks;
+        let pairs = || group.iter().flat_map(|a| a[1..].chunks(2));
+        let _g = ks.locks.lock_many(pairs().map(|p| p[0].as_slice()));
+        let mut batch = WriteBatch::new();
+        for p in pairs() {
+            let (k, v) = (&p[0], &p[1]);
+            let old = ks.load_for_write(k, &mut batch)?;
+            if let Some(o) = old.as_ref().filter(|o| o.meta.kind == Kind::Hash) {
+                ks.delete_into(&mut batch, k, &o.meta)?;
+            }
+            ks.put_meta(
+                &mut batch,
+                k,
+                old.as_ref().map(|e| &e.meta),
+                &encoding::encode_string(v, None),
+                None,
+            );
+        }
+        ks.write(batch)?;
+        Ok(())
+    })();
+    for _ in group {
+        match &r {
+            Ok(()) => ctx.out.ok(),
+            Err(CmdError(m)) => ctx.out.error(m),
+        }
+    }
+}
+
 /// Read-modify-write of a string under its key's lock, keeping its TTL.
 fn update<T>(
     ctx: &mut Ctx<'_>,
