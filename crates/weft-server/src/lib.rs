@@ -1,5 +1,27 @@
 //! `weft serve`: a Redis-protocol (RESP2/RESP3) server over the Weft engine.
 //!
+//! # Commands
+//!
+//! Connection/server: `PING ECHO HELLO [2|3 [AUTH u p] [SETNAME n]] QUIT
+//! SELECT 0 COMMAND [COUNT|DOCS|INFO] INFO [section...] DBSIZE FLUSHDB
+//! FLUSHALL TYPE CONFIG GET CLIENT ID|SETNAME|GETNAME|SETINFO TIME`.
+//! Strings: `GET SET [EX|PX|EXAT|PXAT|KEEPTTL] [NX|XX] [GET] SETNX GETSET
+//! MGET MSET DEL UNLINK EXISTS INCR INCRBY DECR DECRBY APPEND STRLEN
+//! GETRANGE`. Keys: `KEYS SCAN [MATCH] [COUNT] [TYPE] EXPIRE PEXPIRE
+//! [NX|XX|GT|LT] TTL PTTL PERSIST`. Hashes: `HSET HSETNX HGET HMGET HMSET
+//! HGETALL HDEL HEXISTS HLEN HKEYS HVALS HINCRBY HSCAN [MATCH] [COUNT]
+//! [NOVALUES]`. Weft: `WEFT.RANGE start end [LIMIT n] [REV]` returns the
+//! string keys in `[start, end)` (empty `end` = no upper bound) with their
+//! values, in key order or reversed, from one engine snapshot (a map under
+//! RESP3, a flat array under RESP2); hashes in the range are skipped.
+//!
+//! `SCAN`/`HSCAN` cursors are numbers that name a server-side resume key
+//! (the last 16 Ki cursors are remembered; an unknown one is `ERR invalid
+//! cursor`), so keys come back in key order, each live key exactly once.
+//! `DBSIZE` and `INFO keyspace` count by scanning the metadata namespace
+//! (O(keys), unlike Redis's O(1)). User keys are limited to 64 KiB − 9
+//! bytes and a hash's key + field to 64 KiB − 5 (engine key limit).
+//!
 //! # Threading
 //!
 //! One OS thread per connection (small stacks), blocking sockets, and an
@@ -10,7 +32,10 @@
 //! an async runtime with 2 workers would cap at 2 unless every engine call
 //! went through a blocking pool. Each connection reads as many bytes as are
 //! available, runs every complete request in them (pipelining) and answers
-//! with one write.
+//! with one write. A pipelined run of plain `SET k v` / `MSET` requests is
+//! committed as one atomic batch (one engine write) before their `+OK`s go
+//! out; any other request ends the run first, so replies keep their order
+//! and later requests see the writes.
 //!
 //! # Key encoding
 //!
