@@ -69,6 +69,47 @@ pub enum Command {
     },
     /// Runs db_bench-compatible benchmarks (no flags: a quick built-in run).
     Bench(BenchArgs),
+    /// Serves the database over the Redis protocol (RESP2/RESP3); prints
+    /// `listening on ADDR:PORT` once bound; stops on SIGINT/SIGTERM.
+    Serve(ServeArgs),
+}
+
+/// `weft serve` options.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: String,
+    /// TCP port; 0 picks a free one.
+    #[arg(long, default_value_t = 6379)]
+    pub port: u16,
+    /// Data directory [default: --db, or ./weft-data]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// When acknowledged writes reach the disk: always (fsync before each
+    /// reply), everysec (background fsync every second), no.
+    #[arg(long, default_value = "everysec", value_parser = parse_sync)]
+    pub sync: weft_server::SyncMode,
+    /// Most simultaneous clients.
+    #[arg(long, default_value_t = 10_000)]
+    pub maxclients: usize,
+    /// Close clients idle for this many seconds (0 = never).
+    #[arg(long, default_value_t = 0)]
+    pub timeout: u64,
+    /// Longest bulk string accepted, in bytes (Redis's proto-max-bulk-len).
+    #[arg(long = "max-bulk-len", default_value_t = 512 << 20)]
+    pub max_bulk_len: usize,
+    /// Most bytes one incomplete request may hold (Redis's
+    /// client-query-buffer-limit).
+    #[arg(long = "max-query-buffer", default_value_t = 1 << 30)]
+    pub max_query_buffer: usize,
+    /// Memtable implementation [default: the engine's]
+    #[arg(long, value_parser = parse_memtable)]
+    pub memtable: Option<MemtableKind>,
+}
+
+fn parse_sync(s: &str) -> Result<weft_server::SyncMode, String> {
+    s.parse()
 }
 
 /// `weft scan` options.
@@ -325,6 +366,8 @@ mod tests {
             &["weft", "bench", "--nosuchflag"],
             &["weft", "get"],
             &["weft", "frobnicate"],
+            &["weft", "serve", "--sync=sometimes"],
+            &["weft", "serve", "--port=70000"],
         ] {
             assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
         }
@@ -349,6 +392,41 @@ mod tests {
         let cli = Cli::try_parse_from(["weft", "stats", "--json"]).unwrap();
         assert!(cli.db.is_none());
         assert!(matches!(cli.command, Command::Stats { json: true }));
+    }
+
+    #[test]
+    fn serve_flags() {
+        let cli = Cli::try_parse_from(["weft", "serve"]).unwrap();
+        match cli.command {
+            Command::Serve(s) => {
+                assert_eq!(s.bind, "127.0.0.1");
+                assert_eq!(s.port, 6379);
+                assert_eq!(s.sync, weft_server::SyncMode::EverySec);
+                assert!(s.dir.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = Cli::try_parse_from([
+            "weft",
+            "serve",
+            "--port",
+            "0",
+            "--dir",
+            "/d",
+            "--sync",
+            "always",
+            "--maxclients=5",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Serve(s) => {
+                assert_eq!(s.port, 0);
+                assert_eq!(s.dir, Some(PathBuf::from("/d")));
+                assert_eq!(s.sync, weft_server::SyncMode::Always);
+                assert_eq!(s.maxclients, 5);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     trait WithDb {

@@ -1,4 +1,4 @@
-//! The `weft` command: put/get/delete/scan/check/stats/bench.
+//! The `weft` command: put/get/delete/scan/check/stats/bench/serve.
 //!
 //! Exit codes are part of the contract scripts rely on:
 //! - 0: success;
@@ -27,6 +27,7 @@ use args::{Cli, Command, ScanArgs, DEFAULT_DB};
 enum CliError {
     Db(weft::Error),
     Bench(weft_bench::Error),
+    Server(weft_server::Error),
     Io(io::Error),
 }
 
@@ -35,6 +36,7 @@ impl std::fmt::Display for CliError {
         match self {
             CliError::Db(e) => write!(f, "{e}"),
             CliError::Bench(e) => write!(f, "{e}"),
+            CliError::Server(e) => write!(f, "{e}"),
             CliError::Io(e) => write!(f, "writing output: {e}"),
         }
     }
@@ -51,6 +53,15 @@ impl From<weft_bench::Error> for CliError {
         match e {
             weft_bench::Error::Db(e) => CliError::Db(e),
             other => CliError::Bench(other),
+        }
+    }
+}
+
+impl From<weft_server::Error> for CliError {
+    fn from(e: weft_server::Error) -> Self {
+        match e {
+            weft_server::Error::Db(e) => CliError::Db(e),
+            other => CliError::Server(other),
         }
     }
 }
@@ -140,7 +151,50 @@ fn run(cli: Cli) -> CliResult {
             weft_bench::run(&config, &mut out)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Serve(args) => serve(args, dir()),
     }
+}
+
+/// `weft serve`: binds, prints `listening on ADDR:PORT`, serves until
+/// SIGINT/SIGTERM, then shuts down gracefully (a second signal exits at
+/// once).
+fn serve(args: args::ServeArgs, default_dir: PathBuf) -> CliResult {
+    // Before any thread exists, so that every thread inherits the mask and
+    // only the waiter below ever sees the signals.
+    let signals = weft_server::signal::block_termination()?;
+    let mut config = weft_server::Config::default();
+    config.bind = args.bind;
+    config.port = args.port;
+    config.dir = args.dir.unwrap_or(default_dir);
+    config.sync = args.sync;
+    config.maxclients = args.maxclients;
+    config.timeout = (args.timeout > 0).then(|| std::time::Duration::from_secs(args.timeout));
+    config.max_bulk = args.max_bulk_len;
+    config.max_query_buffer = args.max_query_buffer;
+    if let Some(m) = args.memtable {
+        config.db_options = config.db_options.memtable(m);
+    }
+    let server = weft_server::Server::bind(config)?;
+    let handle = server.shutdown_handle();
+    {
+        let mut out = io::stdout().lock();
+        writeln!(out, "listening on {}", server.local_addr())?;
+        out.flush()?;
+    }
+    std::thread::Builder::new()
+        .name("weft-signals".into())
+        .spawn(move || {
+            if let Ok(sig) = signals.wait() {
+                eprintln!("weft serve: signal {sig}, shutting down");
+                handle.shutdown();
+                if signals.wait().is_ok() {
+                    eprintln!("weft serve: second signal, exiting now");
+                    std::process::exit(130);
+                }
+            }
+        })?;
+    server.run()?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Opens the database. Read-only commands do not create one: a mistyped

@@ -1,1 +1,230 @@
-//! RESP server over Weft. Not built yet: see the `weft serve` issue.
+//! `weft serve`: a Redis-protocol (RESP2/RESP3) server over the Weft engine.
+//!
+//! # Commands
+//!
+//! Connection/server: `PING ECHO HELLO [2|3 [AUTH u p] [SETNAME n]] QUIT
+//! SELECT 0 COMMAND [COUNT|DOCS|INFO] INFO [section...] DBSIZE FLUSHDB
+//! FLUSHALL TYPE CONFIG GET CLIENT ID|SETNAME|GETNAME|SETINFO TIME`.
+//! Strings: `GET SET [EX|PX|EXAT|PXAT|KEEPTTL] [NX|XX] [GET] SETNX GETSET
+//! MGET MSET DEL UNLINK EXISTS INCR INCRBY DECR DECRBY APPEND STRLEN
+//! GETRANGE`. Keys: `KEYS SCAN [MATCH] [COUNT] [TYPE] EXPIRE PEXPIRE
+//! [NX|XX|GT|LT] TTL PTTL PERSIST`. Hashes: `HSET HSETNX HGET HMGET HMSET
+//! HGETALL HDEL HEXISTS HLEN HKEYS HVALS HINCRBY HSCAN [MATCH] [COUNT]
+//! [NOVALUES]`. Weft: `WEFT.RANGE start end [LIMIT n] [REV]` returns the
+//! string keys in `[start, end)` (empty `end` = no upper bound) with their
+//! values, in key order or reversed, from one engine snapshot (a map under
+//! RESP3, a flat array under RESP2); hashes in the range are skipped.
+//!
+//! `SCAN`/`HSCAN` cursors are numbers that name a server-side resume key
+//! (the last 16 Ki cursors are remembered; an unknown one is `ERR invalid
+//! cursor`), so keys come back in key order, each live key exactly once.
+//! `DBSIZE` and `INFO keyspace` count by scanning the metadata namespace
+//! (O(keys), unlike Redis's O(1)). User keys are limited to 64 KiB − 9
+//! bytes and a hash's key + field to 64 KiB − 5 (engine key limit).
+//!
+//! # Threading
+//!
+//! One OS thread per connection (small stacks), blocking sockets, and an
+//! accept loop that polls the listener so it can stop. Engine calls block
+//! (a `--sync always` write waits for its fsync), and the engine's group
+//! commit shares one WAL record and one fsync among *concurrent* writers:
+//! with a thread per connection, 50 clients give groups of up to 50, which
+//! an async runtime with 2 workers would cap at 2 unless every engine call
+//! went through a blocking pool. Each connection reads as many bytes as are
+//! available, runs every complete request in them (pipelining) and answers
+//! with one write. A pipelined run of plain `SET k v` / `MSET` requests is
+//! committed as one atomic batch (one engine write) before their `+OK`s go
+//! out; any other request ends the run first, so replies keep their order
+//! and later requests see the writes.
+//!
+//! # Key encoding
+//!
+//! Types and expiry are encoded on the ordered engine as Kvrocks does: one
+//! metadata record per user key (strings inline), one record per hash field,
+//! and an expiry index ordered by deadline. See [`encoding`] for the layout;
+//! `KEYS`/`SCAN`/`WEFT.RANGE` read only the metadata namespace, so they list
+//! user keys in bytewise order and never show internal records.
+//!
+//! # Atomicity
+//!
+//! Every command's writes are one `WriteBatch`. Commands that read before
+//! they write hold their keys' stripe locks across the read and the batch
+//! ([`locks`]); multi-record reads (`MGET`, `HGETALL`, `WEFT.RANGE`, ...) use
+//! one engine snapshot.
+//!
+//! # Expiry
+//!
+//! Lazy: every read checks the deadline in the metadata record and treats an
+//! expired key as absent; a writer that finds one deletes it in its batch.
+//! Background: every 100 ms a thread deletes keys from the front of the
+//! expiry index whose deadline has passed.
+//!
+//! # Durability (`--sync`, as Redis's `appendfsync`)
+//!
+//! - `always`: every write batch is written with `WriteOptions::sync(true)`:
+//!   the reply is sent after the WAL's fdatasync (group commit shares it).
+//! - `everysec` (default): writes use `sync(false)`; a background thread,
+//!   once a second and only if something was written, does a synced put of
+//!   the internal record `s` `sync` (a counter). That fsyncs the WAL, which
+//!   holds every earlier write, so at most about a second is lost on a
+//!   machine crash (nothing on a process crash).
+//! - `no`: `sync(false)` only; the OS decides when the WAL reaches the disk.
+//!
+//! # Bad input
+//!
+//! A malformed frame gets a Redis-worded `-ERR Protocol error: ...` and the
+//! connection is closed. Bulk strings are bounded by `max_bulk` (512 MiB by
+//! default, as Redis's `proto-max-bulk-len`), arrays by 1 Mi elements, the
+//! bytes of one incomplete request by `max_query_buffer`; replies are written
+//! out whenever 64 KiB accumulate, so a client that does not read blocks its
+//! own thread, not the server's memory.
+
+pub mod cmd;
+mod conn;
+pub mod encoding;
+pub mod glob;
+pub mod keyspace;
+pub mod locks;
+pub mod resp;
+mod server;
+#[cfg(unix)]
+pub mod signal;
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+pub use server::{Server, ShutdownHandle};
+
+/// Errors starting or stopping the server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A socket or thread operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What the server was doing.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The engine failed.
+    #[error("{0}")]
+    Db(#[from] weft::Error),
+    /// An invalid configuration value.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// Durability of acknowledged writes (Redis's `appendfsync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncMode {
+    /// fsync before every reply.
+    Always,
+    /// fsync once a second in the background.
+    #[default]
+    EverySec,
+    /// Never fsync explicitly.
+    No,
+}
+
+impl SyncMode {
+    /// The name as `--sync` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncMode::Always => "always",
+            SyncMode::EverySec => "everysec",
+            SyncMode::No => "no",
+        }
+    }
+}
+
+impl std::str::FromStr for SyncMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Ok(SyncMode::Always),
+            "everysec" => Ok(SyncMode::EverySec),
+            "no" => Ok(SyncMode::No),
+            _ => Err(format!("expected always, everysec or no, got {s:?}")),
+        }
+    }
+}
+
+/// Server configuration. `Config::default()` is `weft serve` without flags.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// Address to listen on. Default `127.0.0.1`.
+    pub bind: String,
+    /// Port; 0 picks a free one. Default 6379.
+    pub port: u16,
+    /// Database directory. Default `./weft-data`.
+    pub dir: PathBuf,
+    /// Durability. Default `everysec`.
+    pub sync: SyncMode,
+    /// Most simultaneous clients; more are refused with an error. Default 10000.
+    pub maxclients: usize,
+    /// Close a client idle this long; `None` never. Default `None` (as Redis).
+    pub timeout: Option<Duration>,
+    /// Longest bulk string accepted. Default 512 MiB.
+    pub max_bulk: usize,
+    /// Most bytes one incomplete request may hold. Default 1 GiB (Redis's
+    /// `client-query-buffer-limit`), and never less than `max_bulk` + 64 KiB.
+    pub max_query_buffer: usize,
+    /// Engine options.
+    pub db_options: weft::Options,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind: "127.0.0.1".into(),
+            port: 6379,
+            dir: PathBuf::from("./weft-data"),
+            sync: SyncMode::EverySec,
+            maxclients: 10_000,
+            timeout: None,
+            max_bulk: 512 << 20,
+            max_query_buffer: 1 << 30,
+            db_options: weft::Options::default(),
+        }
+    }
+}
+
+/// Server-wide counters (INFO stats).
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Connections accepted.
+    pub connections: AtomicU64,
+    /// Connections refused (maxclients).
+    pub rejected: AtomicU64,
+    /// Commands run.
+    pub commands: AtomicU64,
+    /// Open connections.
+    pub connected: AtomicU64,
+}
+
+/// State shared by every connection.
+pub struct Shared {
+    /// The key space over the engine.
+    pub ks: keyspace::Keyspace,
+    /// The configuration.
+    pub config: Config,
+    /// The port actually bound.
+    pub port: u16,
+    /// Counters.
+    pub counters: Counters,
+    /// Start time.
+    pub started: Instant,
+}

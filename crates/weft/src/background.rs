@@ -299,10 +299,11 @@ enum Rewrite {
 }
 
 fn merge_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
-    {
-        core.state.lock().manual_merges.remove(&pid);
-    }
-    rewrite_partition(core, pid, Rewrite::Merge)
+    rewrite_partition(core, pid, Rewrite::Merge)?;
+    // Done only now: `compact()` returns once no requested merge is pending
+    // *or running*. (The run loop notifies waiters after every job.)
+    core.state.lock().manual_merges.remove(&pid);
+    Ok(())
 }
 
 /// A partition whose value logs hold enough garbage to collect, and the

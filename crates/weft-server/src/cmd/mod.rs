@@ -1,0 +1,342 @@
+//! Command dispatch: the command table (name, arity, handler), argument
+//! helpers and the error replies in Redis's words.
+
+mod hash;
+mod keys;
+mod server;
+mod string;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::keyspace::StoreError;
+use crate::resp::Out;
+use crate::Shared;
+
+/// A command's error reply (without the leading `-`).
+#[derive(Debug)]
+pub struct CmdError(pub Cow<'static, str>);
+
+impl From<StoreError> for CmdError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Engine(weft::Error::InvalidArgument(m)) => {
+                CmdError(format!("ERR {m}").into())
+            }
+            StoreError::Engine(e) => CmdError(format!("ERR weft: {e}").into()),
+            StoreError::BadMeta(k) => CmdError(
+                format!("ERR weft: malformed metadata of key '{}'", k.escape_ascii()).into(),
+            ),
+        }
+    }
+}
+
+impl From<weft::Error> for CmdError {
+    fn from(e: weft::Error) -> Self {
+        StoreError::Engine(e).into()
+    }
+}
+
+/// Result of a command handler.
+pub type CmdResult = Result<(), CmdError>;
+
+pub(crate) const WRONGTYPE: &str =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub(crate) const NOT_INT: &str = "ERR value is not an integer or out of range";
+pub(crate) const SYNTAX: &str = "ERR syntax error";
+pub(crate) const OVERFLOW: &str = "ERR increment or decrement would overflow";
+
+pub(crate) fn err<T>(msg: &'static str) -> Result<T, CmdError> {
+    Err(CmdError(Cow::Borrowed(msg)))
+}
+
+/// Per-connection state commands can change.
+#[derive(Debug, Default)]
+pub struct Session {
+    /// Client id (`CLIENT ID`, `HELLO`).
+    pub id: u64,
+    /// `CLIENT SETNAME`.
+    pub name: Vec<u8>,
+    /// Close after replying (`QUIT`).
+    pub quit: bool,
+}
+
+/// What a handler gets.
+pub struct Ctx<'a> {
+    /// Server-wide state.
+    pub shared: &'a Shared,
+    /// This connection.
+    pub session: &'a mut Session,
+    /// Reply buffer.
+    pub out: &'a mut Out,
+}
+
+type Handler = fn(&mut Ctx<'_>, &[Vec<u8>]) -> CmdResult;
+
+/// One command: name (lowercase), arity as Redis counts it (positive =
+/// exact, negative = at least), handler.
+pub struct Command {
+    pub name: &'static str,
+    pub arity: i32,
+    handler: Handler,
+}
+
+macro_rules! commands {
+    ($($name:literal $arity:literal $h:path),* $(,)?) => {
+        &[$(Command { name: $name, arity: $arity, handler: $h }),*]
+    };
+}
+
+/// Every command the server knows.
+pub static COMMANDS: &[Command] = commands![
+    "ping" -1 server::ping,
+    "echo" 2 server::echo,
+    "hello" -1 server::hello,
+    "quit" -1 server::quit,
+    "select" 2 server::select,
+    "command" -1 server::command,
+    "info" -1 server::info,
+    "dbsize" 1 server::dbsize,
+    "flushdb" -1 server::flushdb,
+    "flushall" -1 server::flushdb,
+    "type" 2 server::type_,
+    "config" -2 server::config,
+    "client" -2 server::client,
+    "time" 1 server::time,
+    "get" 2 string::get,
+    "set" -3 string::set,
+    "setnx" 3 string::setnx,
+    "getset" 3 string::getset,
+    "mget" -2 string::mget,
+    "mset" -3 string::mset,
+    "del" -2 keys::del,
+    "unlink" -2 keys::del,
+    "exists" -2 keys::exists,
+    "incr" 2 string::incr,
+    "incrby" 3 string::incrby,
+    "decr" 2 string::decr,
+    "decrby" 3 string::decrby,
+    "append" 3 string::append,
+    "strlen" 2 string::strlen,
+    "getrange" 4 string::getrange,
+    "keys" 2 keys::keys,
+    "scan" -2 keys::scan,
+    "expire" -3 keys::expire,
+    "pexpire" -3 keys::pexpire,
+    "ttl" 2 keys::ttl,
+    "pttl" 2 keys::pttl,
+    "persist" 2 keys::persist,
+    "hset" -4 hash::hset,
+    "hsetnx" 4 hash::hsetnx,
+    "hget" 3 hash::hget,
+    "hmget" -3 hash::hmget,
+    "hmset" -4 hash::hmset,
+    "hgetall" 2 hash::hgetall,
+    "hdel" -3 hash::hdel,
+    "hexists" 3 hash::hexists,
+    "hlen" 2 hash::hlen,
+    "hkeys" 2 hash::hkeys,
+    "hvals" 2 hash::hvals,
+    "hincrby" 4 hash::hincrby,
+    "hscan" -3 hash::hscan,
+    "weft.range" -3 keys::weft_range,
+];
+
+fn table() -> &'static HashMap<&'static str, &'static Command> {
+    static T: OnceLock<HashMap<&'static str, &'static Command>> = OnceLock::new();
+    T.get_or_init(|| COMMANDS.iter().map(|c| (c.name, c)).collect())
+}
+
+/// Looks a command up by name, case-insensitively.
+pub fn lookup(name: &[u8]) -> Option<&'static Command> {
+    if name.len() > 32 {
+        return None;
+    }
+    let mut lower = [0u8; 32];
+    let lower = &mut lower[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    let s = std::str::from_utf8(lower).ok()?;
+    table().get(s).copied()
+}
+
+fn unknown_command(args: &[Vec<u8>]) -> String {
+    let name = String::from_utf8_lossy(&args[0]);
+    let name: String = name.chars().take(128).collect();
+    let mut rest = String::new();
+    for a in &args[1..] {
+        let room = 128usize.saturating_sub(rest.len());
+        if room == 0 {
+            break;
+        }
+        let a = String::from_utf8_lossy(a);
+        let a: String = a.chars().take(room).collect();
+        rest.push_str(&format!("'{a}' "));
+    }
+    format!("ERR unknown command '{name}', with args beginning with: {rest}")
+}
+
+pub use string::{is_plain_set, set_group};
+
+/// Runs one request, appending exactly one reply to `ctx.out`.
+pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) {
+    let Some(name) = args.first() else {
+        return;
+    };
+    let Some(cmd) = lookup(name) else {
+        ctx.out.error(&unknown_command(args));
+        return;
+    };
+    let n = args.len() as i32;
+    if (cmd.arity > 0 && n != cmd.arity) || (cmd.arity < 0 && n < -cmd.arity) {
+        ctx.out.error(&format!(
+            "ERR wrong number of arguments for '{}' command",
+            cmd.name
+        ));
+        return;
+    }
+    let mark = ctx.out.buf.len();
+    if let Err(CmdError(msg)) = (cmd.handler)(ctx, args) {
+        ctx.out.buf.truncate(mark);
+        ctx.out.error(&msg);
+    }
+}
+
+/// Parses an integer as Redis's `string2ll` does: optional `-`, digits, no
+/// leading zeros or `+`, no spaces, within `i64`.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || digits[0] == b'0' {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        let d = i64::from(d - b'0');
+        v = v.checked_mul(10)?;
+        v = if neg {
+            v.checked_sub(d)?
+        } else {
+            v.checked_add(d)?
+        };
+    }
+    Some(v)
+}
+
+/// [`parse_i64`] with Redis's error.
+pub fn int_arg(s: &[u8]) -> Result<i64, CmdError> {
+    parse_i64(s).ok_or(CmdError(Cow::Borrowed(NOT_INT)))
+}
+
+/// Case-insensitive comparison of an argument with an option name.
+pub fn is(arg: &[u8], name: &str) -> bool {
+    arg.eq_ignore_ascii_case(name.as_bytes())
+}
+
+/// Options shared by `SCAN` and `HSCAN`.
+pub struct ScanOpts {
+    pub pattern: Option<Vec<u8>>,
+    pub count: usize,
+    pub kind: Option<Vec<u8>>,
+    pub novalues: bool,
+}
+
+/// Parses `[MATCH p] [COUNT n] [TYPE t] [NOVALUES]` (TYPE for SCAN only,
+/// NOVALUES for HSCAN only).
+pub fn scan_opts(args: &[Vec<u8>], allow_type: bool) -> Result<ScanOpts, CmdError> {
+    let mut o = ScanOpts {
+        pattern: None,
+        count: 10,
+        kind: None,
+        novalues: false,
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        let val = args.get(i + 1);
+        if is(a, "match") && val.is_some() {
+            o.pattern = val.cloned();
+            i += 2;
+        } else if is(a, "count") && val.is_some() {
+            let n = int_arg(val.map_or(&[][..], |v| v))?;
+            if n < 1 {
+                return err(SYNTAX);
+            }
+            o.count = n.min(1 << 20) as usize;
+            i += 2;
+        } else if allow_type && is(a, "type") && val.is_some() {
+            o.kind = val.map(|v| v.to_ascii_lowercase());
+            i += 2;
+        } else if !allow_type && is(a, "novalues") {
+            o.novalues = true;
+            i += 1;
+        } else {
+            return err(SYNTAX);
+        }
+    }
+    Ok(o)
+}
+
+/// Parses a SCAN cursor.
+pub fn cursor_arg(s: &[u8]) -> Result<u64, CmdError> {
+    std::str::from_utf8(s)
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or(CmdError(Cow::Borrowed("ERR invalid cursor")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string2ll_rules() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-12"), Some(-12));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [
+            &b""[..],
+            b"-",
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"01",
+            b"-0",
+            b"9223372036854775808",
+            b"1.5",
+            b"abc",
+        ] {
+            assert_eq!(parse_i64(bad), None, "{:?}", bad.escape_ascii().to_string());
+        }
+    }
+
+    #[test]
+    fn lookup_is_case_insensitive() {
+        assert_eq!(lookup(b"GeT").map(|c| c.name), Some("get"));
+        assert_eq!(lookup(b"WEFT.RANGE").map(|c| c.name), Some("weft.range"));
+        assert!(lookup(b"nosuch").is_none());
+        assert!(lookup(&[0xff; 40]).is_none());
+    }
+
+    #[test]
+    fn unknown_command_wording() {
+        let args: Vec<Vec<u8>> = vec![b"foo".to_vec(), b"a".to_vec(), b"b".to_vec()];
+        assert_eq!(
+            unknown_command(&args),
+            "ERR unknown command 'foo', with args beginning with: 'a' 'b' "
+        );
+    }
+}

@@ -1,0 +1,328 @@
+//! Typed keys over the engine: metadata lookup with lazy expiry, deletion of
+//! a key and everything it owns, the background expirer, the durability
+//! mapping and the table of `SCAN` cursors. See [`crate::encoding`] for the
+//! layout of the records.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use weft::options::prefix_successor;
+use weft::{Db, ReadOptions, WriteBatch, WriteOptions};
+
+use crate::encoding::{self, Kind, Meta};
+use crate::locks::Locks;
+use crate::SyncMode;
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A live key's metadata record, decoded.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The decoded header.
+    pub meta: Meta,
+    raw: Vec<u8>,
+    payload_at: usize,
+}
+
+impl Entry {
+    /// A string's value (empty for a hash).
+    pub fn payload(&self) -> &[u8] {
+        &self.raw[self.payload_at..]
+    }
+
+    /// The raw record.
+    pub fn raw(&self) -> &[u8] {
+        &self.raw
+    }
+
+    /// Takes a string's value out of the record.
+    pub fn into_payload(mut self) -> Vec<u8> {
+        self.raw.drain(..self.payload_at);
+        self.raw
+    }
+}
+
+/// Engine error, or a metadata record that does not decode.
+#[derive(Debug)]
+pub enum StoreError {
+    /// The engine failed.
+    Engine(weft::Error),
+    /// A metadata record is malformed (the key's bytes).
+    BadMeta(Vec<u8>),
+}
+
+impl From<weft::Error> for StoreError {
+    fn from(e: weft::Error) -> Self {
+        StoreError::Engine(e)
+    }
+}
+
+/// Result of keyspace operations.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Decodes a raw metadata record of `key`.
+pub fn decode_entry(key: &[u8], raw: Vec<u8>) -> StoreResult<Entry> {
+    let (meta, payload) =
+        encoding::decode(&raw).ok_or_else(|| StoreError::BadMeta(key.to_vec()))?;
+    let payload_at = raw.len() - payload.len();
+    Ok(Entry {
+        meta,
+        raw,
+        payload_at,
+    })
+}
+
+const MAX_CURSORS: usize = 16 * 1024;
+
+/// Server-side `SCAN`/`HSCAN` cursors: numeric ids mapped to the engine key
+/// to resume from (the ordered engine resumes by key, Redis clients expect a
+/// number). The oldest cursors are forgotten first; an unknown cursor is an
+/// error.
+#[derive(Default)]
+struct Cursors {
+    next: u64,
+    map: HashMap<u64, Vec<u8>>,
+    order: VecDeque<u64>,
+}
+
+/// The typed key space shared by all connections.
+pub struct Keyspace {
+    /// The engine.
+    pub db: Db,
+    /// Stripe locks for read-modify-write commands.
+    pub locks: Locks,
+    sync: SyncMode,
+    dirty: AtomicBool,
+    syncs: AtomicU64,
+    cursors: Mutex<Cursors>,
+    /// Keys deleted by the expirer.
+    pub expired_keys: AtomicU64,
+}
+
+impl Keyspace {
+    /// Wraps an open database.
+    pub fn new(db: Db, sync: SyncMode) -> Self {
+        Keyspace {
+            db,
+            locks: Locks::new(4096),
+            sync,
+            dirty: AtomicBool::new(false),
+            syncs: AtomicU64::new(0),
+            cursors: Mutex::new(Cursors {
+                next: 1,
+                ..Cursors::default()
+            }),
+            expired_keys: AtomicU64::new(0),
+        }
+    }
+
+    /// Applies a batch with the durability of the `--sync` mode.
+    pub fn write(&self, batch: WriteBatch) -> StoreResult<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let always = self.sync == SyncMode::Always;
+        self.db.write(batch, &WriteOptions::new().sync(always))?;
+        if !always {
+            self.dirty.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// `everysec`: if anything was written since the last call, makes it
+    /// durable by a tiny synced write of an internal record (the engine
+    /// fsyncs the WAL, which holds every earlier write). Returns whether it
+    /// synced.
+    pub fn sync_if_dirty(&self) -> StoreResult<bool> {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(false);
+        }
+        let n = self.syncs.fetch_add(1, Ordering::Relaxed) + 1;
+        self.db.put_opt(
+            encoding::system_key(b"sync"),
+            n.to_be_bytes(),
+            &WriteOptions::new().sync(true),
+        )?;
+        Ok(true)
+    }
+
+    /// The live entry of `key` (expired keys are absent).
+    pub fn get(&self, key: &[u8], opts: &ReadOptions) -> StoreResult<Option<Entry>> {
+        let Some(raw) = self.db.get_opt(encoding::meta_key(key), opts)? else {
+            return Ok(None);
+        };
+        let e = decode_entry(key, raw)?;
+        Ok((!e.meta.expired(now_ms())).then_some(e))
+    }
+
+    /// For writers holding `key`'s lock: the live entry of `key`; an expired
+    /// one is deleted into `batch` (with everything it owns) and reported
+    /// absent.
+    pub fn load_for_write(&self, key: &[u8], batch: &mut WriteBatch) -> StoreResult<Option<Entry>> {
+        let Some(raw) = self.db.get(encoding::meta_key(key))? else {
+            return Ok(None);
+        };
+        let e = decode_entry(key, raw)?;
+        if e.meta.expired(now_ms()) {
+            self.delete_into(batch, key, &e.meta)?;
+            return Ok(None);
+        }
+        Ok(Some(e))
+    }
+
+    /// Adds the deletion of `key` (metadata, expiry-index record, hash
+    /// fields) to `batch`.
+    pub fn delete_into(&self, batch: &mut WriteBatch, key: &[u8], meta: &Meta) -> StoreResult<()> {
+        batch.delete(encoding::meta_key(key));
+        if let Some(t) = meta.expire_at {
+            batch.delete(encoding::expiry_key(t, key));
+        }
+        if meta.kind == Kind::Hash {
+            for kv in self.db.prefix(encoding::hash_prefix(key))? {
+                let (k, _) = kv?;
+                batch.delete(k);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `key`'s metadata record `raw` with deadline `expire_at` into
+    /// `batch`, replacing `old` (whose expiry-index record is dropped if the
+    /// deadline changes).
+    pub fn put_meta(
+        &self,
+        batch: &mut WriteBatch,
+        key: &[u8],
+        old: Option<&Meta>,
+        raw: &[u8],
+        expire_at: Option<u64>,
+    ) {
+        if let Some(t) = old.and_then(|m| m.expire_at) {
+            if Some(t) != expire_at {
+                batch.delete(encoding::expiry_key(t, key));
+            }
+        }
+        batch.put(encoding::meta_key(key), raw);
+        if let Some(t) = expire_at {
+            if old.and_then(|m| m.expire_at) != Some(t) {
+                batch.put(encoding::expiry_key(t, key), b"");
+            }
+        }
+    }
+
+    /// Deletes up to `limit` keys whose deadline has passed (the background
+    /// half of expiry; reads already hide them). Returns how many it deleted.
+    pub fn expire_cycle(&self, limit: usize) -> StoreResult<usize> {
+        let now = now_ms();
+        let lower = vec![encoding::EXPIRY];
+        let upper = encoding::expiry_key(now.saturating_add(1), b"");
+        let mut due = Vec::new();
+        for kv in self.db.range(lower..upper)? {
+            let (k, _) = kv?;
+            due.push(k);
+            if due.len() >= limit {
+                break;
+            }
+        }
+        let mut deleted = 0;
+        for ik in due {
+            let Some((at, key)) = encoding::parse_expiry_key(&ik) else {
+                continue;
+            };
+            let _g = self.locks.lock(key);
+            let mut batch = WriteBatch::new();
+            match self.db.get(encoding::meta_key(key))? {
+                Some(raw) => {
+                    let e = decode_entry(key, raw)?;
+                    if e.meta.expire_at == Some(at) && e.meta.expired(now) {
+                        self.delete_into(&mut batch, key, &e.meta)?;
+                        deleted += 1;
+                    } else if e.meta.expire_at != Some(at) {
+                        batch.delete(&ik); // stale index record
+                    }
+                }
+                None => {
+                    batch.delete(&ik);
+                }
+            }
+            self.write(batch)?;
+        }
+        self.expired_keys
+            .fetch_add(deleted as u64, Ordering::Relaxed);
+        Ok(deleted)
+    }
+
+    /// Deletes every user key (all stripes locked: no command interleaves).
+    pub fn flush_all(&self) -> StoreResult<()> {
+        let _all = self.locks.lock_all();
+        for ns in [encoding::META, encoding::HASH, encoding::EXPIRY] {
+            loop {
+                let mut batch = WriteBatch::new();
+                for kv in self.db.range(vec![ns]..vec![ns + 1])? {
+                    let (k, _) = kv?;
+                    batch.delete(k);
+                    if batch.len() >= 10_000 {
+                        break;
+                    }
+                }
+                if batch.is_empty() {
+                    break;
+                }
+                self.write(batch)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `(keys, keys with a deadline)`, counted from one snapshot.
+    pub fn count_keys(&self) -> StoreResult<(u64, u64)> {
+        let now = now_ms();
+        let (mut keys, mut expires) = (0, 0);
+        for kv in self.db.prefix([encoding::META])? {
+            let (k, v) = kv?;
+            let (m, _) =
+                encoding::decode(&v).ok_or_else(|| StoreError::BadMeta(k[1..].to_vec()))?;
+            if !m.expired(now) {
+                keys += 1;
+                expires += u64::from(m.expire_at.is_some());
+            }
+        }
+        Ok((keys, expires))
+    }
+
+    /// Registers a cursor resuming at engine key `at`; returns its id.
+    pub fn new_cursor(&self, at: Vec<u8>) -> u64 {
+        let mut c = self.cursors.lock();
+        let id = c.next;
+        c.next = c.next.wrapping_add(1).max(1);
+        c.map.insert(id, at);
+        c.order.push_back(id);
+        while c.order.len() > MAX_CURSORS {
+            if let Some(old) = c.order.pop_front() {
+                c.map.remove(&old);
+            }
+        }
+        id
+    }
+
+    /// The engine key cursor `id` resumes at.
+    pub fn cursor(&self, id: u64) -> Option<Vec<u8>> {
+        self.cursors.lock().map.get(&id).cloned()
+    }
+}
+
+/// The `[lower, upper)` engine range of metadata keys whose user key starts
+/// with `prefix`.
+pub fn meta_range(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let lower = encoding::meta_key(prefix);
+    let upper = prefix_successor(&lower).unwrap_or_else(|| vec![encoding::META + 1]);
+    (lower, upper)
+}
