@@ -138,19 +138,14 @@ impl Keyspace {
     }
 
     /// `everysec`: if anything was written since the last call, makes it
-    /// durable by a tiny synced write of an internal record (the engine
-    /// fsyncs the WAL, which holds every earlier write). Returns whether it
-    /// synced.
+    /// durable with [`weft::Db::sync_wal`], which fsyncs the WAL on a second
+    /// handle without holding up writers. Returns whether it synced.
     pub fn sync_if_dirty(&self) -> StoreResult<bool> {
         if !self.dirty.swap(false, Ordering::AcqRel) {
             return Ok(false);
         }
-        let n = self.syncs.fetch_add(1, Ordering::Relaxed) + 1;
-        self.db.put_opt(
-            encoding::system_key(b"sync"),
-            n.to_be_bytes(),
-            &WriteOptions::new().sync(true),
-        )?;
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.db.sync_wal()?;
         Ok(true)
     }
 

@@ -352,6 +352,23 @@ impl Db {
         Ok(())
     }
 
+    /// Makes every write acknowledged before this call durable (fdatasync of
+    /// the WAL), as if each had been written with `sync = true`, without
+    /// holding up writers: the sync runs on a second handle of the file while
+    /// the write queue keeps appending. Redis's `appendfsync everysec` maps
+    /// onto calling this once a second. A failure poisons the database.
+    pub fn sync_wal(&self) -> Result<()> {
+        let core = self.core();
+        core.check_writable()?;
+        // Earlier WALs were synced when they were rotated out.
+        let handle = core.wal.lock().writer.sync_handle()?;
+        handle.sync_data().map_err(|e| {
+            let e = Error::io("syncing the write-ahead log", e);
+            core.poison(&e);
+            e
+        })
+    }
+
     /// Flushes, then merges every partition's UnsortedStore into its
     /// SortedStore, and waits.
     pub fn compact(&self) -> Result<()> {

@@ -183,6 +183,15 @@ impl LogWriter {
         Ok(())
     }
 
+    /// A second handle on the log file, to fdatasync it without holding the
+    /// writer: a sync through any handle covers every byte written so far.
+    pub fn sync_handle(&self) -> Result<File> {
+        self.check_usable()?;
+        self.file
+            .try_clone()
+            .map_err(|e| Error::io(format!("duplicating the handle of log {}", self.name), e))
+    }
+
     /// Bytes in the file.
     pub fn size(&self) -> u64 {
         self.size
