@@ -253,6 +253,72 @@ fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     let _ = std::fs::remove_file(crate::filename::wal_path(&core.dir, wal_number));
     Counters::add(&core.counters.flush_bytes, stats.bytes_written);
     Counters::add(&core.counters.flushes, 1);
+
+    // UniKV §III-G: checkpoint a partition's index every half
+    // `unsorted_limit` of flushed bytes, so open replays few tables.
+    let due: Vec<u64> = {
+        let mut st = core.state.lock();
+        for (pid, f) in &files {
+            *st.flushed_since_checkpoint.entry(*pid).or_default() += f.size;
+        }
+        let half = (core.options.unsorted_limit / 2).max(1);
+        st.flushed_since_checkpoint
+            .iter()
+            .filter(|(_, b)| **b >= half)
+            .map(|(p, _)| *p)
+            .collect()
+    };
+    for pid in due {
+        checkpoint_index(core, pid)?;
+    }
+    Ok(())
+}
+
+/// Writes partition `pid`'s hash index to a new checkpoint file and records
+/// it in the manifest; the previous checkpoint is then deleted. Failing to
+/// write the file only loses an optimisation (open rebuilds from the
+/// tables); failing to record it poisons, as any manifest failure does.
+fn checkpoint_index(core: &Arc<Core>, pid: u64) -> Result<()> {
+    let index = {
+        let st = core.state.lock();
+        match st.version.partitions.iter().find(|p| p.id == pid) {
+            Some(p) => Arc::clone(&p.index),
+            None => return Ok(()),
+        }
+    };
+    // Only this thread changes the index, so the image stays current.
+    let image = index.read().encode();
+    let number = core.state.lock().new_file_number();
+    let path = crate::filename::index_checkpoint_path(&core.dir, number);
+    let written = std::fs::File::create(&path).and_then(|mut f| {
+        use std::io::Write;
+        f.write_all(&image)?;
+        f.sync_all()
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&path);
+        return Ok(());
+    }
+    let mut st = core.state.lock();
+    let edit = VersionEdit {
+        next_file_number: Some(st.next_file_number),
+        index_checkpoints: vec![(pid, number)],
+        ..Default::default()
+    };
+    match st.manifest.append(&edit) {
+        Ok(n) => Counters::add(&core.counters.manifest_bytes, n),
+        Err(e) => {
+            drop(st);
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+    }
+    let old = st.index_checkpoints.insert(pid, number);
+    st.flushed_since_checkpoint.insert(pid, 0);
+    drop(st);
+    if let Some(old) = old {
+        let _ = std::fs::remove_file(crate::filename::index_checkpoint_path(&core.dir, old));
+    }
     Ok(())
 }
 
@@ -779,6 +845,12 @@ fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
         }
     }
     st.next_partition_id += 2;
+    // The split partition's index checkpoint went with it (the manifest
+    // forgets checkpoints of removed partitions).
+    st.flushed_since_checkpoint.remove(&pid);
+    if let Some(old) = st.index_checkpoints.remove(&pid) {
+        let _ = std::fs::remove_file(crate::filename::index_checkpoint_path(&core.dir, old));
+    }
     let mut v = (*st.version).clone();
     let at = v
         .partitions

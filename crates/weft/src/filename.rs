@@ -7,6 +7,7 @@
 //! NNNNNN.log           write-ahead log, one per memtable
 //! NNNNNN.sst           table (UnsortedStore or SortedStore)
 //! NNNNNN.vlog          value log (values separated from SortedStore keys)
+//! NNNNNN.hix           checkpoint of a partition's hash index
 //! NNNNNN.tmp           a file being written; removed at open
 //! ```
 //! All numbers come from one counter persisted in the manifest.
@@ -28,6 +29,8 @@ pub enum FileKind {
     Table(u64),
     /// A value log.
     ValueLog(u64),
+    /// A hash-index checkpoint.
+    IndexCheckpoint(u64),
     /// A temporary file.
     Temp(u64),
 }
@@ -60,6 +63,10 @@ pub fn table_path(dir: &Path, n: u64) -> PathBuf {
 pub fn value_log_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.vlog"))
 }
+/// Path of hash-index checkpoint `n`.
+pub fn index_checkpoint_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.hix"))
+}
 /// Path of temporary file `n`.
 pub fn temp_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.tmp"))
@@ -81,6 +88,7 @@ pub fn parse_file_name(name: &str) -> Option<FileKind> {
         "log" => Some(FileKind::Wal(n)),
         "sst" => Some(FileKind::Table(n)),
         "vlog" => Some(FileKind::ValueLog(n)),
+        "hix" => Some(FileKind::IndexCheckpoint(n)),
         "tmp" => Some(FileKind::Temp(n)),
         _ => None,
     }
@@ -99,6 +107,7 @@ mod tests {
             (manifest_path(d, 3), FileKind::Manifest(3)),
             (temp_path(d, 9), FileKind::Temp(9)),
             (value_log_path(d, 11), FileKind::ValueLog(11)),
+            (index_checkpoint_path(d, 12), FileKind::IndexCheckpoint(12)),
         ] {
             let name = p.file_name().unwrap().to_str().unwrap();
             assert_eq!(parse_file_name(name), Some(k));

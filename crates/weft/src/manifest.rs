@@ -20,6 +20,7 @@
 //! 8 add value log: partition, number, size     (a partition's reference to a log)
 //! 9 drop value-log reference: partition, number (the log dies with its last reference)
 //! 10 value-log garbage: number, bytes           (added to the log's dead bytes)
+//! 11 index checkpoint: partition, number        (replaces the partition's previous one)
 //! ```
 
 use std::collections::BTreeMap;
@@ -54,6 +55,8 @@ pub struct VersionEdit {
     pub dropped_value_logs: Vec<(u64, u64)>,
     /// Dead bytes found in value logs (number, bytes).
     pub value_log_garbage: Vec<(u64, u64)>,
+    /// Hash-index checkpoints written (partition, file number).
+    pub index_checkpoints: Vec<(u64, u64)>,
 }
 
 fn put_varint(dst: &mut Vec<u8>, mut v: u64) {
@@ -174,6 +177,11 @@ impl VersionEdit {
             put_varint(&mut b, *n);
             put_varint(&mut b, *bytes);
         }
+        for (p, n) in &self.index_checkpoints {
+            b.push(11);
+            put_varint(&mut b, *p);
+            put_varint(&mut b, *n);
+        }
         b
     }
 
@@ -224,6 +232,7 @@ impl VersionEdit {
                     .push((d.varint()?, d.varint()?, d.varint()?)),
                 9 => e.dropped_value_logs.push((d.varint()?, d.varint()?)),
                 10 => e.value_log_garbage.push((d.varint()?, d.varint()?)),
+                11 => e.index_checkpoints.push((d.varint()?, d.varint()?)),
                 t => return Err(format!("unknown edit tag {t}")),
             }
         }
@@ -268,6 +277,8 @@ pub struct ManifestState {
     pub partitions: BTreeMap<u64, PartitionMeta>,
     /// Live value logs by number.
     pub value_logs: BTreeMap<u64, ValueLogMeta>,
+    /// Latest hash-index checkpoint file of each partition.
+    pub index_checkpoints: BTreeMap<u64, u64>,
 }
 
 impl ManifestState {
@@ -338,8 +349,16 @@ impl ManifestState {
                 self.value_logs.remove(n);
             }
         }
+        for (p, n) in &e.index_checkpoints {
+            if !self.partitions.contains_key(p) {
+                return Err(format!("index checkpoint {n} for unknown partition {p}"));
+            }
+            self.index_checkpoints.insert(*p, *n);
+            self.next_file_number = self.next_file_number.max(n + 1);
+        }
         for id in &e.removed_partitions {
             self.partitions.remove(id);
+            self.index_checkpoints.remove(id);
         }
         Ok(())
     }
@@ -369,6 +388,9 @@ impl ManifestState {
             if log.garbage > 0 {
                 e.value_log_garbage.push((*n, log.garbage));
             }
+        }
+        for (p, n) in &self.index_checkpoints {
+            e.index_checkpoints.push((*p, *n));
         }
         e
     }
@@ -511,6 +533,7 @@ mod tests {
             added_value_logs: vec![(0, 12, 4096), (1, 12, 4096)],
             dropped_value_logs: vec![(1, 10)],
             value_log_garbage: vec![(12, 100)],
+            index_checkpoints: vec![(1, 13)],
         };
         assert_eq!(VersionEdit::decode(&e.encode()).unwrap(), e);
     }

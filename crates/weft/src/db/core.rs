@@ -59,6 +59,10 @@ pub(crate) struct EngineState {
     pub manual_merges: BTreeSet<u64>,
     /// Id for the next partition a split creates.
     pub next_partition_id: u64,
+    /// Latest hash-index checkpoint file of each partition.
+    pub index_checkpoints: std::collections::BTreeMap<u64, u64>,
+    /// Bytes flushed into each partition since its last checkpoint.
+    pub flushed_since_checkpoint: std::collections::BTreeMap<u64, u64>,
     pub shutting_down: bool,
 }
 

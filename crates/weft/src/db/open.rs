@@ -28,8 +28,11 @@ use crate::manifest::{self, ManifestState, ManifestWriter, PartitionMeta, Versio
 use crate::memtable::{new_memtable, Memtable};
 use crate::options::Options;
 use crate::store::compaction::JobStats;
+use crate::store::hash_index::HashIndex;
 use crate::store::value_log::ValueLogFile;
-use crate::store::{build_index, LiveValueLog, Partition, Placement, TableFile, Version};
+use crate::store::{
+    build_index, table_user_keys, LiveValueLog, Partition, Placement, TableFile, Version,
+};
 use crate::wal::{LogRead, LogReader, LogWriter};
 
 /// The LOCK file, held with `flock` for as long as the database is open.
@@ -130,7 +133,8 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
             FileKind::Table(n)
             | FileKind::Manifest(n)
             | FileKind::Temp(n)
-            | FileKind::ValueLog(n) => max_number = max_number.max(n),
+            | FileKind::ValueLog(n)
+            | FileKind::IndexCheckpoint(n) => max_number = max_number.max(n),
             FileKind::Lock | FileKind::Current => {}
         }
     }
@@ -165,8 +169,10 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         }
         p.sorted
             .sort_by(|a, b| a.meta.smallest_user_key().cmp(b.meta.smallest_user_key()));
-        // The hash index lives in memory only: rebuild it from the tables.
-        *p.index.write() = build_index(&p.unsorted)?;
+        // The hash index: its checkpoint plus the tables flushed after it,
+        // or, without a usable checkpoint, rebuilt from all the tables.
+        let checkpoint = state.index_checkpoints.get(id).copied();
+        *p.index.write() = restore_index(&dir, checkpoint, &p.unsorted)?;
         partitions.push(Arc::new(p));
     }
     partitions.sort_by(|a, b| a.lower.cmp(&b.lower));
@@ -198,6 +204,8 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         imm_flushed: 0,
         manual_merges: Default::default(),
         next_partition_id: state.partitions.keys().max().map_or(0, |m| m + 1),
+        index_checkpoints: state.index_checkpoints.clone(),
+        flushed_since_checkpoint: Default::default(),
         shutting_down: false,
     };
     let wal = ActiveWal { writer: wal_writer };
@@ -205,6 +213,44 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         dir, options, cache, engine, wal, last_seq, counters,
     ));
     Ok(Opened { core, lock })
+}
+
+/// A partition's hash index from its checkpoint (UniKV §III-G): tables
+/// merged since the checkpoint are forgotten, tables flushed after it are
+/// added in flush order. A checkpoint that is missing or fails its checksum
+/// is only an optimisation lost: the index is rebuilt from the tables.
+fn restore_index(
+    dir: &Path,
+    checkpoint: Option<u64>,
+    unsorted: &[Arc<TableFile>],
+) -> Result<HashIndex> {
+    let restored = checkpoint.and_then(|n| {
+        let bytes = std::fs::read(filename::index_checkpoint_path(dir, n)).ok()?;
+        HashIndex::decode(&bytes).ok()
+    });
+    let Some(mut index) = restored else {
+        return build_index(unsorted);
+    };
+    let live: std::collections::HashSet<u64> = unsorted.iter().map(|t| t.meta.number).collect();
+    let stale: Vec<u64> = index
+        .tables()
+        .into_iter()
+        .filter(|t| !live.contains(t))
+        .collect();
+    if !stale.is_empty() {
+        index.remove_tables(&stale);
+    }
+    for t in unsorted {
+        if !index.contains_table(t.meta.number) {
+            let keys = table_user_keys(t)?;
+            // A table the index cannot take is probed directly by readers.
+            let _ = index.add_table(t.meta.number, keys.iter());
+        }
+    }
+    if index.needs_resize() {
+        return build_index(unsorted);
+    }
+    Ok(index)
 }
 
 /// Partitions must tile the key space: first unbounded below, each upper
@@ -350,6 +396,9 @@ fn remove_obsolete_files(dir: &Path, state: &ManifestState, manifest_number: u64
             Some(FileKind::Wal(n)) => n != wal_number,
             Some(FileKind::Table(n)) => !live.contains(&n),
             Some(FileKind::ValueLog(n)) => !state.value_logs.contains_key(&n),
+            Some(FileKind::IndexCheckpoint(n)) => {
+                !state.index_checkpoints.values().any(|c| *c == n)
+            }
             Some(FileKind::Temp(_)) => true,
             _ => name == "CURRENT.tmp",
         };

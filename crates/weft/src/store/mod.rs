@@ -5,9 +5,10 @@
 //!   memtables, in flush order, with overlapping key ranges. A lookup asks
 //!   the partition's in-memory [`hash_index`] (2-byte key tags, ~10 B per
 //!   key) which tables may hold the key and reads only those, newest first —
-//!   one block read for a recent key. The index lives in memory only and is
-//!   rebuilt from the tables on open. (Checkpointing it, UniKV §III-G, is not
-//!   done yet: see the crate's open issues.)
+//!   one block read for a recent key. The index is checkpointed to a
+//!   `.hix` file every half `unsorted_limit` of flushed bytes (UniKV
+//!   §III-G); open restores it from the checkpoint plus the tables flushed
+//!   after it, or rebuilds it from the tables if the checkpoint is unusable.
 //! * The **SortedStore** is one sorted run of non-overlapping tables; no
 //!   user key straddles two tables, so a lookup binary-searches the fence
 //!   keys and reads one table. When a partition's UnsortedStore passes
