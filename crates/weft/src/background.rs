@@ -27,7 +27,9 @@ use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPoli
 use crate::store::gc::ResolvingIter;
 use crate::store::sorted_run::SortedRunIter;
 use crate::store::value_log::ValueLogFile;
-use crate::store::{build_index, FileMeta, LiveValueLog, Partition, Placement, TableFile, Version};
+use crate::store::{
+    index_add_table, FileMeta, LiveValueLog, Partition, Placement, TableFile, Version,
+};
 
 enum Job {
     Flush,
@@ -332,19 +334,10 @@ fn index_new_tables(version: &Version, files: &[(u64, FileMeta)], stats: &JobSta
         let Some((_, keys)) = stats.table_keys.iter().find(|(n, _)| *n == f.number) else {
             continue;
         };
-        let needs_resize = {
-            let mut index = part.index.write();
-            // A table the index cannot take is probed directly by readers.
-            let _ = index.add_table(f.number, keys.iter());
-            index.needs_resize()
-        };
-        if needs_resize {
-            // Built off to the side from the tables (readers keep using the
-            // old index meanwhile), then swapped in with the new table added.
-            let mut bigger = build_index(&part.unsorted)?;
-            let _ = bigger.add_table(f.number, keys.iter());
-            *part.index.write() = bigger;
-        }
+        // Built from the older tables while holding the write lock only if
+        // the index must grow (rare: its load doubled since the last time).
+        let mut index = part.index.write();
+        index_add_table(&mut index, &part.unsorted, f.number, keys)?;
     }
     Ok(())
 }

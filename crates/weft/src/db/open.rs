@@ -31,7 +31,8 @@ use crate::store::compaction::JobStats;
 use crate::store::hash_index::HashIndex;
 use crate::store::value_log::ValueLogFile;
 use crate::store::{
-    build_index, table_user_keys, LiveValueLog, Partition, Placement, TableFile, Version,
+    build_index, index_add_table, table_user_keys, LiveValueLog, Partition, Placement, TableFile,
+    Version,
 };
 use crate::wal::{LogRead, LogReader, LogWriter};
 
@@ -240,15 +241,11 @@ fn restore_index(
     if !stale.is_empty() {
         index.remove_tables(&stale);
     }
-    for t in unsorted {
+    for (i, t) in unsorted.iter().enumerate() {
         if !index.contains_table(t.meta.number) {
             let keys = table_user_keys(t)?;
-            // A table the index cannot take is probed directly by readers.
-            let _ = index.add_table(t.meta.number, keys.iter());
+            index_add_table(&mut index, &unsorted[..i], t.meta.number, &keys)?;
         }
-    }
-    if index.needs_resize() {
-        return build_index(unsorted);
     }
     Ok(index)
 }

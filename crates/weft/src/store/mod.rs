@@ -244,6 +244,27 @@ pub fn build_index(tables: &[Arc<TableFile>]) -> Result<hash_index::HashIndex> {
     Ok(index)
 }
 
+/// Adds table `number` (the newest) to `index`; when that leaves the index
+/// too loaded, rebuilds it bigger from `older` (the UnsortedStore's tables
+/// before this one) and adds the table again. Flush and open both grow the
+/// index through this one step, so an index restored on open is laid out
+/// exactly as the one it replaces.
+pub fn index_add_table(
+    index: &mut hash_index::HashIndex,
+    older: &[Arc<TableFile>],
+    number: u64,
+    keys: &KeyList,
+) -> Result<()> {
+    // A table the index cannot take is probed directly by readers.
+    let _ = index.add_table(number, keys.iter());
+    if index.needs_resize() {
+        let mut bigger = build_index(older)?;
+        let _ = bigger.add_table(number, keys.iter());
+        *index = bigger;
+    }
+    Ok(())
+}
+
 /// One range partition `[lower, upper)`.
 #[derive(Clone)]
 pub struct Partition {
