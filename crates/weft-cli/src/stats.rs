@@ -64,6 +64,7 @@ pub fn to_json(s: &Stats) -> Value {
         "write_stalls": s.write_stalls,
         "wal_tail_truncated_bytes": s.wal_tail_truncated_bytes,
         "splits": s.splits,
+        "consolidations": s.consolidations,
         "reads": {
             "memtable_hits": s.reads.memtable_hits,
             "unsorted_hits": s.reads.unsorted_hits,

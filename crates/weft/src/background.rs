@@ -33,6 +33,7 @@ use crate::store::{
 
 enum Job {
     Flush,
+    Consolidate(u64),
     Merge(u64),
     Collect(u64, BTreeSet<u64>),
     Split(u64),
@@ -54,6 +55,9 @@ pub(crate) fn run(core: Arc<Core>) {
                     if let Some(p) = pick_merge(&core, &mut st) {
                         break Job::Merge(p);
                     }
+                    if let Some(p) = pick_consolidation(&core, &st) {
+                        break Job::Consolidate(p);
+                    }
                     if let Some((p, victims)) = pick_gc(&core, &st) {
                         break Job::Collect(p, victims);
                     }
@@ -67,6 +71,7 @@ pub(crate) fn run(core: Arc<Core>) {
         let result = match job {
             Job::Flush => flush_oldest(&core),
             Job::Merge(p) => merge_partition(&core, p),
+            Job::Consolidate(p) => consolidate_unsorted(&core, p),
             Job::Collect(p, victims) => collect_garbage(&core, p, victims),
             Job::Split(p) => split_partition(&core, p),
         };
@@ -867,5 +872,128 @@ fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
         t.mark_obsolete();
     }
     Counters::add(&core.counters.splits, 1);
+    Ok(())
+}
+
+/// A partition whose UnsortedStore has more than `scan_merge_limit` tables
+/// while scans are running (UniKV §III-F).
+fn pick_consolidation(core: &Core, st: &EngineState) -> Option<u64> {
+    if core
+        .counters
+        .scans_since_consolidation
+        .load(std::sync::atomic::Ordering::Relaxed)
+        == 0
+    {
+        return None;
+    }
+    st.version
+        .partitions
+        .iter()
+        .filter(|p| p.unsorted.len() > core.options.scan_merge_limit)
+        .max_by_key(|p| p.unsorted.len())
+        .map(|p| p.id)
+}
+
+/// Rewrites partition `pid`'s UnsortedStore tables into one sorted table
+/// that stays in the UnsortedStore (values inline, tombstones kept: older
+/// data may sit in the SortedStore), so scans merge one cursor there
+/// instead of many. The new table is indexed before it becomes visible; the
+/// inputs leave the index after.
+fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
+    core.counters
+        .scans_since_consolidation
+        .store(0, std::sync::atomic::Ordering::Relaxed);
+    let part = {
+        let st = core.state.lock();
+        match st.version.partitions.iter().find(|p| p.id == pid) {
+            Some(p) => Arc::clone(p),
+            None => return Ok(()),
+        }
+    };
+    if part.unsorted.len() < 2 {
+        return Ok(());
+    }
+    let inputs = part.unsorted.clone();
+    let children = inputs
+        .iter()
+        .map(|t| Box::new(t.table.iter_with_fill_cache(false)) as Box<dyn InternalIterator>)
+        .collect();
+    let mut input = MergedEntries::new(children);
+    input.seek_to_first()?;
+    let policy = RetentionPolicy {
+        snapshots: core.snapshots.sequences(),
+        bottommost: false,
+    };
+    let spec = OutputSpec {
+        dir: &core.dir,
+        table: core.table_options,
+        target_size: u64::MAX,
+        upper: None,
+        min_blob_size: None,
+        collect_keys: true,
+    };
+    let mut stats = JobStats::default();
+    let mut new_file = || core.state.lock().new_file_number();
+    let outputs = write_tables(&mut input, &policy, &spec, &mut new_file, &mut stats)?;
+    let opened: Vec<Arc<TableFile>> = match outputs
+        .iter()
+        .map(|f| TableFile::open(&core.dir, f.clone(), &core.cache))
+        .collect::<Result<_>>()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            remove_files(core, &outputs);
+            return Err(e);
+        }
+    };
+    for t in &opened {
+        if let Some((_, keys)) = stats.table_keys.iter().find(|(n, _)| *n == t.meta.number) {
+            let mut index = part.index.write();
+            index_add_table(&mut index, &part.unsorted, t.meta.number, keys)?;
+        }
+    }
+    let mut st = core.state.lock();
+    let mut edit = VersionEdit {
+        next_file_number: Some(st.next_file_number),
+        added_files: outputs
+            .iter()
+            .map(|f| (pid, Placement::Unsorted, f.clone()))
+            .collect(),
+        ..Default::default()
+    };
+    for t in &inputs {
+        edit.removed_files.push((pid, t.meta.number));
+    }
+    match st.manifest.append(&edit) {
+        Ok(n) => Counters::add(&core.counters.manifest_bytes, n),
+        Err(e) => {
+            drop(st);
+            drop(opened);
+            remove_files(core, &outputs);
+            return Err(e);
+        }
+    }
+    let Some(current) = st.version.partitions.iter().find(|p| p.id == pid).cloned() else {
+        return Ok(());
+    };
+    let mut p: Partition = (*current).clone();
+    p.unsorted
+        .retain(|t| !inputs.iter().any(|i| i.meta.number == t.meta.number));
+    // The consolidated table holds data older than any table flushed since
+    // (none, on this thread) and newer than the SortedStore: it goes first.
+    let mut unsorted = opened;
+    unsorted.append(&mut p.unsorted);
+    p.unsorted = unsorted;
+    st.version = Arc::new(st.version.with_partition(p));
+    core.install_super_version(&st);
+    core.state_cv.notify_all();
+    drop(st);
+    let numbers: Vec<u64> = inputs.iter().map(|t| t.meta.number).collect();
+    part.index.write().remove_tables(&numbers);
+    for t in &inputs {
+        t.mark_obsolete();
+    }
+    Counters::add(&core.counters.merge_bytes, stats.bytes_written);
+    Counters::add(&core.counters.consolidations, 1);
     Ok(())
 }

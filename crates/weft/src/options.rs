@@ -43,6 +43,11 @@ pub struct Options {
     /// (UniKV's partial key-value separation); smaller values stay inline.
     /// `usize::MAX` disables separation. Default 256.
     pub min_blob_size: usize,
+    /// While scans run, a partition whose UnsortedStore holds more than this
+    /// many tables has them consolidated into one sorted UnsortedStore table
+    /// in the background, so a scan opens one cursor there instead of many
+    /// (UniKV's `scanMergeLimit`). `usize::MAX` disables it. Default 8.
+    pub scan_merge_limit: usize,
     /// A partition whose SortedStore and live separated values pass this
     /// many bytes is split in two at its median key (UniKV's dynamic range
     /// partitioning). Default 1 GiB.
@@ -72,6 +77,7 @@ impl Default for Options {
             unsorted_stop_tables: 48,
             min_blob_size: 256,
             partition_size: 1 << 30,
+            scan_merge_limit: 8,
             gc_garbage_ratio: 0.5,
             gc_min_garbage_bytes: 64 << 20,
         }
@@ -119,6 +125,8 @@ impl Options {
         min_blob_size: usize,
         /// Sets [`Options::partition_size`].
         partition_size: u64,
+        /// Sets [`Options::scan_merge_limit`].
+        scan_merge_limit: usize,
         /// Sets [`Options::gc_garbage_ratio`].
         gc_garbage_ratio: f64,
         /// Sets [`Options::gc_min_garbage_bytes`].

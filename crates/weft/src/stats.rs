@@ -42,6 +42,8 @@ pub struct Stats {
     pub gcs: u64,
     /// Partition splits completed.
     pub splits: u64,
+    /// UnsortedStores consolidated into one table for scans.
+    pub consolidations: u64,
     /// Writes delayed because flush or merge was falling behind.
     pub write_slowdowns: u64,
     /// Writes that had to wait for flush or merge to make room.

@@ -77,6 +77,7 @@ struct Harness {
     flushes: u64,
     merges: u64,
     gcs: u64,
+    consolidations: u64,
     max_value_logs: usize,
     max_partitions: usize,
     reopens: u64,
@@ -538,6 +539,7 @@ impl Harness {
         self.flushes += st.flushes;
         self.merges += st.merges;
         self.gcs += st.gcs;
+        self.consolidations += st.consolidations;
         if close {
             db.close().expect("close");
         } else {
@@ -579,6 +581,7 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
         flushes: 0,
         merges: 0,
         gcs: 0,
+        consolidations: 0,
         max_value_logs: 0,
         max_partitions: 0,
         reopens: 0,
@@ -600,8 +603,9 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
     let flushes = h.flushes + st.flushes;
     let merges = h.merges + st.merges;
     let gcs = h.gcs + st.gcs;
+    let consolidations = h.consolidations + st.consolidations;
     eprintln!(
-        "model seed={seed} kind={} steps={steps}: flushes={flushes} merges={merges} gcs={gcs} \
+        "model seed={seed} kind={} steps={steps}: flushes={flushes} merges={merges} gcs={gcs} consolidations={consolidations} \
          max value logs={} max partitions={} reopens={} \
          max sorted tables/partition={} partitions={} keys={}",
         h.kind,
@@ -622,6 +626,10 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
         "no value log was ever live: the run did not test key-value separation"
     );
     assert!(gcs > 0, "value-log GC never ran: the run did not test it");
+    assert!(
+        consolidations > 0,
+        "UnsortedStores were never consolidated for scans: the run did not test it"
+    );
     assert!(
         h.max_partitions > 1,
         "no partition ever split: the run did not test range partitioning"

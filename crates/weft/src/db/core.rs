@@ -92,6 +92,9 @@ pub(crate) struct Counters {
     pub merges: AtomicU64,
     pub gc_bytes: AtomicU64,
     pub gcs: AtomicU64,
+    pub consolidations: AtomicU64,
+    /// Iterators created since the last consolidation (scans in progress).
+    pub scans_since_consolidation: AtomicU64,
     pub splits: AtomicU64,
     pub slowdowns: AtomicU64,
     pub stalls: AtomicU64,

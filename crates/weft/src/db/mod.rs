@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
-use self::core::Core;
+use self::core::{Core, Counters};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::iter::visible::VisibleIter;
@@ -238,6 +238,7 @@ impl Db {
     /// ```
     pub fn iter(&self, opts: &ReadOptions) -> Result<DbIterator> {
         self.core().check_open()?;
+        Counters::add(&self.core().counters.scans_since_consolidation, 1);
         let sv = self.core().super_version();
         let seq = self.read_sequence(opts);
         Ok(self.iter_at(opts, sv, seq))
@@ -268,6 +269,7 @@ impl Db {
 
     fn range_from(&self, opts: &ReadOptions) -> Result<Range> {
         self.core().check_open()?;
+        Counters::add(&self.core().counters.scans_since_consolidation, 1);
         let sv = self.core().super_version();
         let seq = self.read_sequence(opts);
         let front = self.iter_at(opts, Arc::clone(&sv), seq);
@@ -515,6 +517,7 @@ impl Db {
             gc_bytes_written: load(&c.gc_bytes),
             gcs: load(&c.gcs),
             splits: load(&c.splits),
+            consolidations: load(&c.consolidations),
             write_slowdowns: load(&c.slowdowns),
             write_stalls: load(&c.stalls),
             wal_tail_truncated_bytes: load(&c.wal_truncated),

@@ -68,6 +68,8 @@ pub fn tiny_options(kind: MemtableKind) -> Options {
         .gc_garbage_ratio(0.3)
         // Split partitions early and often (UniKV's dynamic range partitioning).
         .partition_size(8 << 10)
+        // Consolidate UnsortedStores for scans early (UniKV's scanMergeLimit).
+        .scan_merge_limit(2)
 }
 
 /// Renders a byte string readably (ASCII kept, the rest as `\xNN`).
