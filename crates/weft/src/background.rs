@@ -200,6 +200,7 @@ fn flush_oldest(core: &Arc<Core>) -> Result<()> {
         &mut new_file,
         &mut stats,
     )?;
+    crate::fault::crash_point("flush.tables_written");
     // Index the new tables before any version lists them, so a reader that
     // sees a table always finds it through the index (UniKV §III-B).
     index_new_tables(&version, &files, &stats)?;
@@ -240,6 +241,7 @@ fn flush_oldest(core: &Arc<Core>) -> Result<()> {
             return Err(e);
         }
     }
+    crate::fault::crash_point("flush.manifest_written");
     let mut version = (*st.version).clone();
     for (pid, tf) in opened {
         if let Some(slot) = version.partitions.iter_mut().find(|p| p.id == pid) {
@@ -306,6 +308,7 @@ fn checkpoint_index(core: &Arc<Core>, pid: u64) -> Result<()> {
         let _ = std::fs::remove_file(&path);
         return Ok(());
     }
+    crate::fault::crash_point("checkpoint.file_written");
     let mut st = core.state.lock();
     let edit = VersionEdit {
         next_file_number: Some(st.next_file_number),
@@ -522,6 +525,10 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
         None => None,
     };
 
+    crate::fault::crash_point(match job {
+        Rewrite::Merge => "merge.tables_written",
+        Rewrite::Collect(_) => "gc.tables_written",
+    });
     let mut st = core.state.lock();
     let victims: BTreeSet<u64> = match &job {
         Rewrite::Collect(v) => v.clone(),
@@ -560,6 +567,10 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
             return Err(e);
         }
     }
+    crate::fault::crash_point(match job {
+        Rewrite::Merge => "merge.manifest_written",
+        Rewrite::Collect(_) => "gc.manifest_written",
+    });
     let Some(current) = st.version.partitions.iter().find(|p| p.id == pid).cloned() else {
         return Ok(());
     };
@@ -842,6 +853,7 @@ fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
             return Err(e);
         }
     }
+    crate::fault::crash_point("split.manifest_written");
     st.next_partition_id += 2;
     // The split partition's index checkpoint went with it (the manifest
     // forgets checkpoints of removed partitions).
@@ -946,6 +958,7 @@ fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
             return Err(e);
         }
     };
+    crate::fault::crash_point("consolidate.tables_written");
     for t in &opened {
         if let Some((_, keys)) = stats.table_keys.iter().find(|(n, _)| *n == t.meta.number) {
             let mut index = part.index.write();
@@ -973,6 +986,7 @@ fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
             return Err(e);
         }
     }
+    crate::fault::crash_point("consolidate.manifest_written");
     let Some(current) = st.version.partitions.iter().find(|p| p.id == pid).cloned() else {
         return Ok(());
     };

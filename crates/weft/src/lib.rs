@@ -21,6 +21,7 @@ pub mod batch;
 pub mod cache;
 mod db;
 pub mod error;
+pub mod fault;
 pub mod filename;
 pub mod iter;
 pub mod key;

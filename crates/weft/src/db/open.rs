@@ -145,6 +145,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     let counters = Counters::default();
     let last_seq = replay_wals(&dir, &options, &mut state, &wals, &counters)?;
     state.last_sequence = last_seq;
+    crate::fault::crash_point("open.recovered_tables_written");
 
     // A fresh WAL and a fresh manifest naming it.
     let wal_number = state.next_file_number;
@@ -156,6 +157,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     let (manifest, manifest_bytes) = ManifestWriter::create(&dir, manifest_number, &state)?;
     Counters::add(&counters.manifest_bytes, manifest_bytes);
 
+    crate::fault::crash_point("open.manifest_written");
     remove_obsolete_files(&dir, &state, manifest_number, wal_number);
 
     // Open every live table.

@@ -363,6 +363,7 @@ impl Core {
                 return Err(e);
             }
         };
+        crate::fault::crash_point("rotate.new_wal_created");
         {
             let mut wal = self.wal.lock();
             // The old WAL must be durable before any write lands in the new
