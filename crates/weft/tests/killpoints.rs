@@ -27,7 +27,7 @@ fn batch(i: u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         v.resize(60 + (i % 5) as usize * 30, b'a' + (i % 26) as u8);
         ops.push((k, Some(v)));
     }
-    if i % 4 == 0 {
+    if i.is_multiple_of(4) {
         ops.push((format!("k{:02}", (i * 13) % KEYS).into_bytes(), None));
     }
     ops.push((b"__last".to_vec(), Some(i.to_string().into_bytes())));
@@ -64,11 +64,11 @@ fn child_killpoint_writer() {
                 None => b.delete(k),
             };
         }
-        db.write(b, &WriteOptions::new().sync(i % 9 == 0))
+        db.write(b, &WriteOptions::new().sync(i.is_multiple_of(9)))
             .expect("child: write");
         writeln!(out, "ack {i}").unwrap();
         out.flush().unwrap();
-        if i % 25 == 0 {
+        if i.is_multiple_of(25) {
             let n = db.range::<&[u8], _>(..).unwrap().count();
             assert!(n > 0);
         }
