@@ -14,6 +14,35 @@
 //! assert_eq!(pairs, vec![(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"2".to_vec())]);
 //! ```
 
+//!
+//! # Where the code departs from DESIGN.md, and why
+//!
+//! * The default memtable is `skiplist`: DESIGN names `teks`, which is not
+//!   built yet (it becomes the default only once benchmarks show it wins).
+//! * UnsortedStore tables keep their Bloom filters; lookups consult the hash
+//!   index *and* the filter (the filter is in memory and free to ask), and
+//!   tables the index does not know are probed directly — that is what keeps
+//!   readers of older versions correct after a merge shrinks the shared
+//!   index (`store::Partition::get`).
+//! * The hash index derives a key's 4 candidate buckets from its home bucket
+//!   and tag (cuckoo-filter style) instead of 4 independent hashes, so
+//!   entries can be relocated and removed without the keys
+//!   (`store::hash_index`).
+//! * A merge is triggered by table count (`unsorted_slowdown_tables`) as well
+//!   as by bytes (`unsorted_limit`), and the stop trigger stalls every write:
+//!   many short sessions would otherwise accumulate tables forever.
+//! * GC chooses victim logs by their *own* dead share, not the partition's,
+//!   so a freshly written, fully live log cannot shield dead ones.
+//! * A split between two SortedStore tables moves tables without rewriting
+//!   them (merges never let a user key straddle two tables); only a
+//!   one-table run is rewritten at its median.
+//! * Recovery flushes the replayed WAL into UnsortedStore tables (as LevelDB
+//!   does) rather than keeping old WALs alive.
+//! * A bad WAL record followed by valid ones is `Error::Corruption`, not a
+//!   silent truncation: only a torn *tail* of the last WAL is dropped.
+//! * [`fault`] holds crash points (`WEFT_CRASH_AT`) compiled into every
+//!   build, so crash tests exercise the same binary users run.
+
 #![deny(missing_docs)]
 
 mod background;
