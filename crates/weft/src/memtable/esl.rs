@@ -70,7 +70,7 @@
 //!   CAS; here it is the JellyFish data level (a version list per key),
 //!   which keeps every version snapshots need; truncation under the read
 //!   watermark is the same as in `jellyfish`.
-//! * The operation log is a lock-free stack, not a ring (see [`pdl`]).
+//! * The operation log is a lock-free stack, not a ring (see `pdl`).
 //! * One worker thread per memtable, not a pool.
 //!
 //! # Lifetime

@@ -12,15 +12,15 @@
 //!
 //! * a put on a known key is a search that stops at the first level where
 //!   the key is found, then one CAS into the node's version list
-//!   ([`node::insert_version`]); no tower, no level-0 descent;
+//!   (`node::insert_version`); no tower, no level-0 descent;
 //! * a get stops at the first node whose key matches (any level) and walks
 //!   the version list to the newest version `<= snapshot`;
 //! * a cursor moves key to key with one link load and never steps over old
-//!   versions ([`cursor::Cursor`], `next_key`).
+//!   versions (`cursor::Cursor`, `next_key`).
 //!
 //! # Layout and concurrency
 //!
-//! Nodes and version records are described in [`node`]. A new key is
+//! Nodes and version records are described in `node`. A new key is
 //! inserted as in the `skiplist` kind (splice top-down, CAS bottom-up),
 //! with one difference: if the level-0 CAS fails and the recomputed splice
 //! shows that another writer has just linked a node for the *same* key,
@@ -51,7 +51,7 @@
 //!   is handled alike and the out-of-order rule is uniform.
 //! * Selective in-place update: [`Memtable::set_read_watermark`] lets an
 //!   insert on a known key cut the versions no reader can see
-//!   ([`node::truncate_below`]).
+//!   (`node::truncate_below`).
 
 mod cursor;
 pub(crate) mod node;
