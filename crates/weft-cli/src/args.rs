@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use weft::MemtableKind;
+use weft_bench::dist::DistributionKind;
 use weft_bench::BenchConfig;
 
 /// Default database directory of every command but `bench`.
@@ -133,8 +134,12 @@ pub struct ScanArgs {
 }
 
 /// `weft bench` flags, named as db_bench names them.
-#[derive(Debug, Default, Args)]
+#[derive(Debug, Default, Clone, PartialEq, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    /// `weft bench plot`: charts from JSON results.
+    #[command(subcommand)]
+    pub action: Option<BenchAction>,
     /// Comma-separated benchmarks, run in order
     /// [default: fillseq,fillrandom,overwrite,readrandom,readseq,seekrandom]
     #[arg(long, value_delimiter = ',')]
@@ -178,6 +183,86 @@ pub struct BenchArgs {
     /// Base random seed; 0 = from the clock [default: 0]
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Block cache bytes (every engine's read cache) [default: 8388608]
+    #[arg(long = "cache_size")]
+    pub cache_size: Option<usize>,
+    /// Bloom filter bits per key; negative = the engine's default [default: -1]
+    #[arg(long = "bloom_bits", allow_negative_numbers = true)]
+    pub bloom_bits: Option<i64>,
+    /// Accepted for db_bench compatibility; Weft keeps its WAL and warns
+    #[arg(long = "disable_wal", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub disable_wal: Option<bool>,
+    /// Print a latency histogram per benchmark [default: false]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub histogram: Option<bool>,
+    /// Engine under test: weft, or rocksdb/fjall/redb when built with that
+    /// cargo feature [default: weft]
+    #[arg(long)]
+    pub engine: Option<String>,
+    /// Weft: split a partition past this many bytes
+    #[arg(long = "partition_size")]
+    pub partition_size: Option<u64>,
+    /// Weft: merge a partition's UnsortedStore past this many bytes
+    #[arg(long = "unsorted_limit")]
+    pub unsorted_limit: Option<u64>,
+    /// Weft: values of at least this many bytes go to value logs
+    #[arg(long = "min_blob_size")]
+    pub min_blob_size: Option<usize>,
+    /// Weft: collect a value log once this share of it is dead
+    #[arg(long = "gc_garbage_ratio")]
+    pub gc_garbage_ratio: Option<f64>,
+    /// Weft: ...and its partition holds this many dead bytes
+    #[arg(long = "gc_min_garbage_bytes")]
+    pub gc_min_garbage_bytes: Option<u64>,
+    /// YCSB records loaded by ycsb_load, in total [default: num]
+    #[arg(long = "record_count")]
+    pub record_count: Option<u64>,
+    /// YCSB operations per workload, in total [default: reads]
+    #[arg(long = "operation_count")]
+    pub operation_count: Option<u64>,
+    /// YCSB fields per record [default: 10]
+    #[arg(long = "field_count")]
+    pub field_count: Option<usize>,
+    /// YCSB bytes per field [default: 100]
+    #[arg(long = "field_length")]
+    pub field_length: Option<usize>,
+    /// YCSB request distribution: uniform, zipfian, latest, zipf-composite,
+    /// sequential [default: each workload's own]
+    #[arg(long, value_parser = parse_distribution)]
+    pub distribution: Option<DistributionKind>,
+    /// Zipfian constant θ [default: 0.99]
+    #[arg(long = "zipf_theta")]
+    pub zipf_theta: Option<f64>,
+    /// YCSB E scans 1..=N entries [default: 100]
+    #[arg(long = "max_scan_length")]
+    pub max_scan_length: Option<u64>,
+    /// Also write results as JSON (schema weft-bench/1) to FILE
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Run the list N times and report each benchmark's median [default: 1]
+    #[arg(long)]
+    pub runs: Option<usize>,
+    /// Progress bar on stderr when it is a terminal [default: true]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub progress: Option<bool>,
+}
+
+/// `weft bench` subcommands.
+#[derive(Debug, Clone, PartialEq, Subcommand)]
+pub enum BenchAction {
+    /// Draws PNG charts (throughput, latency percentiles) from `--json` files.
+    Plot {
+        /// JSON result files (one series each).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Directory the PNGs are written to.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+}
+
+fn parse_distribution(s: &str) -> Result<DistributionKind, String> {
+    s.parse()
 }
 
 /// gflags-style booleans.
@@ -199,32 +284,7 @@ fn parse_memtable(s: &str) -> Result<MemtableKind, String> {
 impl BenchArgs {
     /// True when no bench flag was given (`--db` aside): run the quick workload.
     pub fn is_empty(&self) -> bool {
-        let BenchArgs {
-            benchmarks,
-            num,
-            reads,
-            key_size,
-            value_size,
-            threads,
-            write_buffer_size,
-            seek_nexts,
-            sync,
-            use_existing_db,
-            memtable,
-            seed,
-        } = self;
-        benchmarks.is_none()
-            && num.is_none()
-            && reads.is_none()
-            && key_size.is_none()
-            && value_size.is_none()
-            && threads.is_none()
-            && write_buffer_size.is_none()
-            && seek_nexts.is_none()
-            && sync.is_none()
-            && use_existing_db.is_none()
-            && memtable.is_none()
-            && seed.is_none()
+        *self == BenchArgs::default()
     }
 
     /// The configuration these flags describe.
@@ -248,6 +308,12 @@ impl BenchArgs {
         if let Some(r) = self.reads {
             c.reads = u64::try_from(r).ok();
         }
+        if let Some(b) = self.bloom_bits {
+            c.bloom_bits = usize::try_from(b).ok();
+        }
+        if let Some(e) = &self.engine {
+            c.engine = e.clone();
+        }
         macro_rules! take {
             ($($f:ident),*) => { $( if let Some(v) = self.$f { c.$f = v; } )* };
         }
@@ -260,8 +326,32 @@ impl BenchArgs {
             sync,
             use_existing_db,
             memtable,
-            seed
+            seed,
+            cache_size,
+            disable_wal,
+            histogram,
+            field_count,
+            field_length,
+            zipf_theta,
+            max_scan_length,
+            runs,
+            progress
         );
+        macro_rules! opt {
+            ($($f:ident),*) => { $( if self.$f.is_some() { c.$f = self.$f; } )* };
+        }
+        opt!(record_count, operation_count, distribution);
+        macro_rules! store {
+            ($($f:ident),*) => { $( if self.$f.is_some() { c.store.$f = self.$f; } )* };
+        }
+        store!(
+            partition_size,
+            unsorted_limit,
+            min_blob_size,
+            gc_garbage_ratio,
+            gc_min_garbage_bytes
+        );
+        c.json = self.json.clone();
         c
     }
 }
