@@ -437,6 +437,71 @@ mod tests {
     }
 
     #[test]
+    fn new_db_bench_store_and_ycsb_flags() {
+        let (b, db) = bench(&[
+            "bench",
+            "--cache_size=1048576",
+            "--bloom_bits=12",
+            "--disable_wal",
+            "--histogram=1",
+            "--engine=weft",
+            "--partition_size=1000000",
+            "--unsorted_limit=2000000",
+            "--min_blob_size=512",
+            "--gc_garbage_ratio=0.3",
+            "--gc_min_garbage_bytes=77",
+            "--record_count=1000",
+            "--operation_count=500",
+            "--field_count=4",
+            "--field_length=8",
+            "--distribution=zipf-composite",
+            "--zipf_theta=0.9",
+            "--max_scan_length=5",
+            "--json=/tmp/r.json",
+            "--runs=3",
+            "--progress=false",
+            "--memtable=esl",
+        ]);
+        let c = b.to_config(db);
+        assert_eq!(c.cache_size, 1 << 20);
+        assert_eq!(c.bloom_bits, Some(12));
+        assert!(c.disable_wal && c.histogram && !c.progress);
+        assert_eq!(c.engine, "weft");
+        assert_eq!(c.store.partition_size, Some(1_000_000));
+        assert_eq!(c.store.unsorted_limit, Some(2_000_000));
+        assert_eq!(c.store.min_blob_size, Some(512));
+        assert_eq!(c.store.gc_garbage_ratio, Some(0.3));
+        assert_eq!(c.store.gc_min_garbage_bytes, Some(77));
+        assert_eq!(c.record_count(), 1000);
+        assert_eq!(c.operation_count(), 500);
+        assert_eq!(c.record_size(), 32);
+        assert_eq!(c.distribution, Some(DistributionKind::ZipfComposite));
+        assert_eq!(c.zipf_theta, 0.9);
+        assert_eq!(c.max_scan_length, 5);
+        assert_eq!(c.json, Some(PathBuf::from("/tmp/r.json")));
+        assert_eq!(c.runs, 3);
+        assert_eq!(c.memtable, MemtableKind::Esl);
+        // db_bench's -1 keeps the engine default.
+        let (b, db) = bench(&["bench", "--bloom_bits=-1"]);
+        assert_eq!(b.to_config(db).bloom_bits, None);
+        assert!(Cli::try_parse_from(["weft", "bench", "--distribution=pareto"]).is_err());
+    }
+
+    #[test]
+    fn bench_plot_subcommand() {
+        let (b, _) = bench(&["bench", "plot", "a.json", "b.json", "--out", "charts"]);
+        assert_eq!(
+            b.action,
+            Some(BenchAction::Plot {
+                files: vec!["a.json".into(), "b.json".into()],
+                out: "charts".into()
+            })
+        );
+        assert!(Cli::try_parse_from(["weft", "bench", "plot", "a.json"]).is_err());
+        assert!(Cli::try_parse_from(["weft", "bench", "plot", "--out", "d"]).is_err());
+    }
+
+    #[test]
     fn db_bench_booleans_and_negative_reads() {
         let (b, db) = bench(&["bench", "--sync=0", "--use_existing_db=1", "--reads=-1"]);
         let c = b.to_config(db);
