@@ -80,27 +80,28 @@ pub fn spec(name: &str) -> Option<(Mix, DistributionKind)> {
     })
 }
 
+type MakeFn = fn(&BenchConfig) -> Box<dyn Workload>;
+
 /// The registry entry of a YCSB benchmark.
 pub const fn info(name: &'static str) -> BenchmarkInfo {
-    let (description, load, make): (&str, bool, fn(&BenchConfig) -> Box<dyn Workload>) =
-        match name.as_bytes() {
-            b"ycsb_load" => (
-                "YCSB load: insert record_count records (fresh database)",
-                true,
-                |_| Box::new(Load),
-            ),
-            b"ycsb_a" => ("YCSB A: 50% read, 50% update", false, make_run::<0>),
-            b"ycsb_b" => ("YCSB B: 95% read, 5% update", false, make_run::<1>),
-            b"ycsb_c" => ("YCSB C: 100% read", false, make_run::<2>),
-            b"ycsb_d" => ("YCSB D: 95% read latest, 5% insert", false, make_run::<3>),
-            b"ycsb_e" => ("YCSB E: 95% scan, 5% insert", false, make_run::<4>),
-            b"ycsb_f" => (
-                "YCSB F: 50% read, 50% read-modify-write",
-                false,
-                make_run::<5>,
-            ),
-            _ => ("EvenDB P: 100% put", false, make_run::<6>),
-        };
+    let (description, load, make): (&str, bool, MakeFn) = match name.as_bytes() {
+        b"ycsb_load" => (
+            "YCSB load: insert record_count records (fresh database)",
+            true,
+            |_| Box::new(Load),
+        ),
+        b"ycsb_a" => ("YCSB A: 50% read, 50% update", false, make_run::<0>),
+        b"ycsb_b" => ("YCSB B: 95% read, 5% update", false, make_run::<1>),
+        b"ycsb_c" => ("YCSB C: 100% read", false, make_run::<2>),
+        b"ycsb_d" => ("YCSB D: 95% read latest, 5% insert", false, make_run::<3>),
+        b"ycsb_e" => ("YCSB E: 95% scan, 5% insert", false, make_run::<4>),
+        b"ycsb_f" => (
+            "YCSB F: 50% read, 50% read-modify-write",
+            false,
+            make_run::<5>,
+        ),
+        _ => ("EvenDB P: 100% put", false, make_run::<6>),
+    };
     BenchmarkInfo {
         name,
         description,

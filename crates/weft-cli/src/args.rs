@@ -69,7 +69,7 @@ pub enum Command {
         json: bool,
     },
     /// Runs db_bench-compatible benchmarks (no flags: a quick built-in run).
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Serves the database over the Redis protocol (RESP2/RESP3); prints
     /// `listening on ADDR:PORT` once bound; stops on SIGINT/SIGTERM.
     Serve(ServeArgs),
@@ -366,7 +366,7 @@ mod tests {
         v.extend_from_slice(args);
         let cli = Cli::try_parse_from(v).unwrap();
         match cli.command {
-            Command::Bench(b) => (b, cli.db),
+            Command::Bench(b) => (*b, cli.db),
             other => panic!("{other:?}"),
         }
     }
