@@ -431,7 +431,14 @@ mod peers {
     /// no WAL: each write is its own transaction, committed with
     /// `Durability::None` unless `--sync` (then `Immediate`, an fsync per
     /// write). That is weaker than a WAL for non-sync runs — redb cannot
-    /// offer "survives a process crash without fsync"; the report says so.
+    /// offer "survives a process crash without fsync". Every
+    /// [`DURABLE_EVERY`]th write commits with `Immediate`: redb reuses the
+    /// pages freed by non-durable commits only after a durable one, and
+    /// without it the file grew 100× the data in a 20 000-key run.
+    #[cfg(feature = "redb")]
+    pub const DURABLE_EVERY: u64 = 1024;
+
+    /// redb 2; see [`DURABLE_EVERY`] for its durability.
     #[cfg(feature = "redb")]
     pub mod redb {
         use super::*;
@@ -442,6 +449,7 @@ mod peers {
         pub struct RedbEngine {
             db: Database,
             durability: Durability,
+            writes: std::sync::atomic::AtomicU64,
         }
 
         impl RedbEngine {
@@ -461,14 +469,26 @@ mod peers {
                     } else {
                         Durability::None
                     },
+                    writes: std::sync::atomic::AtomicU64::new(0),
                 })
+            }
+
+            fn durability(&self) -> Durability {
+                let n = self
+                    .writes
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if (n + 1) % super::DURABLE_EVERY == 0 {
+                    Durability::Immediate
+                } else {
+                    self.durability
+                }
             }
         }
 
         impl Engine for RedbEngine {
             fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
                 let mut tx = self.db.begin_write().map_err(err)?;
-                tx.set_durability(self.durability);
+                tx.set_durability(self.durability());
                 tx.open_table(TABLE)
                     .map_err(err)?
                     .insert(key, value)

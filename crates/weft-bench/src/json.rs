@@ -27,8 +27,10 @@
 //! }
 //! ```
 //!
-//! Every field above is required (nullable ones are written as `null`), so a
-//! reader can rely on them; new optional fields may be added without a bump.
+//! Every field above is always written (nullable ones as `null`), and a
+//! reader rejects a file missing any non-nullable one. Unknown fields are
+//! ignored, so new fields can be added without a version bump; removing or
+//! changing the meaning of one bumps the version.
 //! `weft bench plot` reads this format and refuses other schema versions.
 
 use std::collections::BTreeMap;
@@ -44,7 +46,6 @@ pub const SCHEMA: &str = "weft-bench/1";
 
 /// One `weft bench` invocation's results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Report {
     /// Always [`SCHEMA`].
     pub schema: String,
@@ -68,7 +69,6 @@ pub struct Report {
 
 /// One benchmark's (median) result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct BenchEntry {
     /// Benchmark name.
     pub name: String,
@@ -98,7 +98,6 @@ pub struct BenchEntry {
 
 /// Statistics collected after the last benchmark.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct EndStats {
     /// Bytes the engine wrote / user bytes, as the engine counts them.
     pub write_amplification: Option<f64>,
@@ -214,8 +213,7 @@ pub(crate) mod tests {
             let mut w = v.clone();
             w.as_object_mut().unwrap().remove(field);
             let err = parse(&w.to_string());
-            // Option fields may be absent in serde by default; we require
-            // them to be present except where serde treats absent as null.
+            // Nullable fields may be absent (read as null).
             if !matches!(field, "memtable" | "end") {
                 assert!(err.is_err(), "missing {field} accepted");
             }
@@ -235,6 +233,10 @@ pub(crate) mod tests {
         w["schema"] = "weft-bench/0".into();
         assert!(parse(&w.to_string()).unwrap_err().contains("schema"));
         assert!(parse("{}").is_err());
+        // Fields added by a later minor revision are ignored.
+        let mut w = v.clone();
+        w["added_later"] = 1.into();
+        assert_eq!(parse(&w.to_string()).unwrap(), r);
         assert!(parse("nope").is_err());
         let mut names: Vec<_> = v["benchmarks"][0]["latency_us"]["read"]
             .as_object()

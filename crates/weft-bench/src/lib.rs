@@ -148,8 +148,9 @@ pub fn run(config: &BenchConfig, out: &mut dyn Write) -> Result<Vec<BenchResult>
     };
     if config.disable_wal {
         let warning = format!(
-            "warning: --disable_wal ignored: {} keeps its write-ahead log (Weft has no \
-             WAL-off mode); results include the WAL's cost",
+            "warning: --disable_wal ignored: the harness keeps every engine's \
+             write-ahead log (Weft has no WAL-off mode; engine {} runs with its \
+             normal durability); results include the WAL's cost",
             config.engine
         );
         emit(out, &warning)?;
