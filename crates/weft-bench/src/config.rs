@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 use weft::MemtableKind;
 
+use crate::dist::DistributionKind;
+
 /// The benchmarks run when `--benchmarks` is not given, in order.
 pub const DEFAULT_BENCHMARKS: &[&str] = &[
     "fillseq",
@@ -55,6 +57,66 @@ pub struct BenchConfig {
     /// `--seed`: base of the per-thread random seeds; 0 = derive one from the
     /// clock and print it (as db_bench does).
     pub seed: u64,
+    /// `--cache_size`: block cache bytes (every engine's read cache).
+    /// Default 8 MiB, RocksDB 7.8 db_bench's default.
+    pub cache_size: usize,
+    /// `--bloom_bits`: bloom filter bits per key; `None` (db_bench's `-1`)
+    /// keeps each engine's default.
+    pub bloom_bits: Option<usize>,
+    /// `--disable_wal`: accepted for command-line compatibility; Weft always
+    /// keeps its WAL, and the run prints a warning saying so.
+    pub disable_wal: bool,
+    /// `--histogram`: time every operation and print db_bench's latency
+    /// block per benchmark (YCSB benchmarks always time operations).
+    pub histogram: bool,
+    /// Weft's store knobs (`--partition_size` …); `None` keeps the engine's
+    /// default.
+    pub store: StoreKnobs,
+    /// `--engine`: the store under test. Default `weft`.
+    pub engine: String,
+    /// `--record_count`: YCSB records loaded by `ycsb_load` (in total, over
+    /// all threads, as YCSB); `None` = `num`.
+    pub record_count: Option<u64>,
+    /// `--operation_count`: YCSB operations per workload (in total); `None`
+    /// = `reads`.
+    pub operation_count: Option<u64>,
+    /// `--field_count`: YCSB fields per record. Default 10.
+    pub field_count: usize,
+    /// `--field_length`: bytes per YCSB field. Default 100.
+    pub field_length: usize,
+    /// `--distribution`: request distribution of every YCSB workload; `None`
+    /// = each workload's YCSB default (latest for D, zipfian otherwise).
+    pub distribution: Option<DistributionKind>,
+    /// `--zipf_theta`: the Zipfian constant θ. Default 0.99 (YCSB's).
+    pub zipf_theta: f64,
+    /// `--max_scan_length`: YCSB E scans 1..=this many entries. Default 100.
+    pub max_scan_length: u64,
+    /// `--json`: also write the results to this file.
+    pub json: Option<PathBuf>,
+    /// `--runs`: repeat the benchmark list this many times and report each
+    /// benchmark's median run. Default 1.
+    pub runs: usize,
+    /// `--progress`: a progress bar on stderr, shown only when stderr is a
+    /// terminal. Default true.
+    pub progress: bool,
+    /// The command line, printed with the results and stored in the JSON.
+    pub command: Vec<String>,
+}
+
+/// Weft's store knobs as bench flags of the same names (see
+/// [`weft::Options`]); `None` keeps the engine default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StoreKnobs {
+    /// `--partition_size`.
+    pub partition_size: Option<u64>,
+    /// `--unsorted_limit`.
+    pub unsorted_limit: Option<u64>,
+    /// `--min_blob_size`.
+    pub min_blob_size: Option<usize>,
+    /// `--gc_garbage_ratio`.
+    pub gc_garbage_ratio: Option<f64>,
+    /// `--gc_min_garbage_bytes`.
+    pub gc_min_garbage_bytes: Option<u64>,
 }
 
 impl Default for BenchConfig {
@@ -73,6 +135,23 @@ impl Default for BenchConfig {
             use_existing_db: false,
             memtable: MemtableKind::default(),
             seed: 0,
+            cache_size: 8 << 20,
+            bloom_bits: None,
+            disable_wal: false,
+            histogram: false,
+            store: StoreKnobs::default(),
+            engine: "weft".to_string(),
+            record_count: None,
+            operation_count: None,
+            field_count: 10,
+            field_length: 100,
+            distribution: None,
+            zipf_theta: crate::dist::ZIPFIAN_CONSTANT,
+            max_scan_length: 100,
+            json: None,
+            runs: 1,
+            progress: true,
+            command: Vec::new(),
         }
     }
 }
@@ -92,6 +171,21 @@ impl BenchConfig {
         self.reads.unwrap_or(self.num)
     }
 
+    /// YCSB records (`--record_count`, or `--num`).
+    pub fn record_count(&self) -> u64 {
+        self.record_count.unwrap_or(self.num)
+    }
+
+    /// YCSB operations per workload (`--operation_count`, or `--reads`).
+    pub fn operation_count(&self) -> u64 {
+        self.operation_count.unwrap_or_else(|| self.reads())
+    }
+
+    /// Bytes of one YCSB record.
+    pub fn record_size(&self) -> usize {
+        self.field_count * self.field_length
+    }
+
     /// Checks values the engine would not catch itself.
     pub fn validate(&self) -> Result<(), String> {
         if self.key_size == 0 {
@@ -102,6 +196,15 @@ impl BenchConfig {
         }
         if self.benchmarks.is_empty() {
             return Err("--benchmarks is empty".into());
+        }
+        if self.runs == 0 {
+            return Err("--runs must be at least 1".into());
+        }
+        if !(self.zipf_theta > 0.0 && self.zipf_theta < 1.0) {
+            return Err("--zipf_theta must be in (0, 1)".into());
+        }
+        if self.max_scan_length == 0 {
+            return Err("--max_scan_length must be at least 1".into());
         }
         Ok(())
     }

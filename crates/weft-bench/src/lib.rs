@@ -1,39 +1,52 @@
 //! Benchmark workloads for Weft, driven by `weft bench`.
 //!
-//! This first version speaks RocksDB `db_bench`: the same flag names and
-//! defaults ([`BenchConfig`]), the same key encoding ([`keygen`]), the same
-//! benchmark semantics ([`workload`]) and the same result line ([`report`]),
-//! so scripts written for db_bench can drive and parse Weft unchanged.
+//! `weft bench` speaks RocksDB `db_bench`: the same flag names and defaults
+//! ([`BenchConfig`]), the same key encoding ([`keygen`]), the same benchmark
+//! semantics ([`workload`]) and the same result line ([`report`]), so scripts
+//! written for db_bench can drive and parse Weft unchanged. YCSB A–F and
+//! EvenDB's P ([`ycsb`]) are benchmarks of the same list, with YCSB's
+//! request distributions ([`dist`]) and per-operation latency histograms
+//! ([`histogram`]). Every workload runs against an [`engine::Engine`], so
+//! peers (RocksDB, fjall, redb, behind cargo features) run the identical
+//! workload. Results can be written as JSON ([`json`]) and drawn as PNG
+//! charts ([`plot`]).
 //!
-//! The pieces are separate on purpose: YCSB A–F and the papers' workloads
-//! will add [`workload::Workload`]s to the registry and key generators
-//! (zipfian, latest) beside the uniform one, reusing the runner and reporter.
+//! As in db_bench, benchmarks marked `fresh_db` (fillseq, fillrandom,
+//! ycsb_load) start from an empty database: the runner closes, wipes and
+//! reopens it, so a `fillrandom` after `fillseq` measures inserts, not
+//! overwrites. The others run on whatever the previous benchmarks left.
 //!
-//! As in db_bench, benchmarks marked `fresh_db` (fillseq, fillrandom) start
-//! from an empty database: the runner closes, wipes and reopens it, so a
-//! `fillrandom` after `fillseq` measures inserts, not overwrites. The others
-//! run on whatever the previous benchmarks left.
+//! `--runs N` repeats the whole list N times (each from an empty database
+//! unless `--use_existing_db`) and then prints, per benchmark, the run with
+//! the median throughput: one slow or lucky run does not make the figure.
 
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod dist;
+pub mod engine;
+pub mod histogram;
+pub mod json;
 pub mod keygen;
+pub mod plot;
 pub mod report;
+pub mod sys;
 pub mod workload;
+pub mod ycsb;
 
-use std::io::Write;
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use weft::{Db, Options};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use config::BenchConfig;
 pub use report::Summary;
 
+use engine::Engine;
 use report::ThreadStats;
-use workload::{BenchmarkInfo, ThreadContext};
+use workload::{BenchmarkInfo, Shared, ThreadContext};
 
 /// Errors of a benchmark run.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +55,9 @@ pub enum Error {
     /// The engine failed.
     #[error(transparent)]
     Db(#[from] weft::Error),
+    /// A peer engine failed.
+    #[error("engine: {0}")]
+    Engine(String),
     /// A `--benchmarks` name this build does not know.
     #[error("unknown benchmark {0:?} (known: {1})")]
     UnknownBenchmark(String, String),
@@ -60,6 +76,9 @@ pub enum Error {
     /// A worker thread panicked (an engine bug); reported, not propagated.
     #[error("benchmark thread panicked: {0}")]
     ThreadPanic(String),
+    /// Drawing charts failed.
+    #[error("plot: {0}")]
+    Plot(String),
 }
 
 /// Result alias of this crate.
@@ -75,12 +94,19 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
 pub struct BenchResult {
     /// Benchmark name.
     pub name: String,
-    /// Merged counters; `None` when the benchmark was skipped.
+    /// Merged counters of the median run; `None` when skipped.
     pub summary: Option<Summary>,
+    /// ops/sec of every run.
+    pub runs_ops_per_sec: Vec<f64>,
 }
 
-/// Runs `config.benchmarks` in order, printing db_bench's header and one
-/// result line per benchmark to `out` as each finishes.
+/// The marker file the harness writes into every directory it creates, so
+/// it may later wipe a peer engine's files (whose names Weft cannot parse).
+pub const MARKER: &str = "WEFT_BENCH_DIR";
+
+/// Runs `config.benchmarks` `config.runs` times, printing db_bench's header
+/// and one result line per benchmark to `out` as each finishes, then the
+/// medians, the end-of-run statistics, and the JSON file if asked.
 pub fn run(config: &BenchConfig, out: &mut dyn Write) -> Result<Vec<BenchResult>> {
     config.validate().map_err(Error::Config)?;
     // Resolve every name before touching the disk: a typo must not wipe
@@ -95,6 +121,14 @@ pub fn run(config: &BenchConfig, out: &mut dyn Write) -> Result<Vec<BenchResult>
             })
         })
         .collect::<Result<_>>()?;
+    if !engine::available().contains(&config.engine.as_str()) {
+        return Err(Error::Config(format!(
+            "engine {:?} is not in this build (available: {}; rebuild with --features {})",
+            config.engine,
+            engine::available().join(", "),
+            config.engine
+        )));
+    }
 
     let (seed, seed_note) = if config.seed == 0 {
         let s = SystemTime::now()
@@ -112,13 +146,122 @@ pub fn run(config: &BenchConfig, out: &mut dyn Write) -> Result<Vec<BenchResult>
             .and_then(|_| out.flush())
             .map_err(io_err("writing the report"))
     };
+    if config.disable_wal {
+        let warning = format!(
+            "warning: --disable_wal ignored: the harness keeps every engine's \
+             write-ahead log (Weft has no WAL-off mode; engine {} runs with its \
+             normal durability); results include the WAL's cost",
+            config.engine
+        );
+        emit(out, &warning)?;
+    }
+    let machine = sys::Machine::detect();
+    emit(
+        out,
+        &format!("Weft:       version {}", env!("CARGO_PKG_VERSION")),
+    )?;
+    emit(out, &format!("Machine:    {}", machine.line()))?;
+    if !config.command.is_empty() {
+        emit(out, &format!("Command:    {}", config.command.join(" ")))?;
+    }
     emit(out, &report::header(config, seed_note.as_deref()))?;
 
+    let io_start = sys::ProcIo::now();
+    let mut per_bench: Vec<Vec<Option<Summary>>> = vec![Vec::new(); benches.len()];
+    let mut end = None;
+    for run_no in 0..config.runs {
+        if config.runs > 1 {
+            emit(out, &format!("-- run {} of {} --", run_no + 1, config.runs))?;
+        }
+        let last = run_no + 1 == config.runs;
+        let (sums, end_stats) = run_list(
+            config,
+            &benches,
+            seed.wrapping_add(run_no as u64 * 7919),
+            last,
+            out,
+        )?;
+        for (slot, s) in per_bench.iter_mut().zip(sums) {
+            slot.push(s);
+        }
+        if last {
+            end = end_stats;
+        }
+    }
+
+    let mut results = Vec::new();
+    for (bench, runs) in benches.iter().zip(per_bench) {
+        let runs_ops: Vec<f64> = runs.iter().flatten().map(|s| s.ops_per_sec()).collect();
+        let summary = median_run(runs);
+        results.push(BenchResult {
+            name: bench.name.to_string(),
+            summary,
+            runs_ops_per_sec: runs_ops,
+        });
+    }
+    if config.runs > 1 {
+        emit(
+            out,
+            &format!("-- medians of {} runs (by ops/sec) --", config.runs),
+        )?;
+        for (bench, r) in benches.iter().zip(&results) {
+            if let Some(s) = &r.summary {
+                if !bench.prints_stats {
+                    emit(out, &s.report_line(bench.name))?;
+                }
+            }
+        }
+    }
+    if let Some(e) = end.as_mut() {
+        let e: &mut json::EndStats = e;
+        e.io = sys::ProcIo::now().since(&io_start);
+        emit(out, &end_stats_text(e))?;
+    }
+    if let Some(path) = &config.json {
+        let report = json_report(config, machine, &results, end);
+        let text = serde_json::to_string_pretty(&report).map_err(|e| Error::Io {
+            context: "encoding JSON".into(),
+            source: std::io::Error::other(e),
+        })?;
+        std::fs::write(path, text + "\n").map_err(io_err(format!("writing {}", path.display())))?;
+    }
+    Ok(results)
+}
+
+/// The run whose throughput is the median (the lower one for an even count).
+fn median_run(runs: Vec<Option<Summary>>) -> Option<Summary> {
+    let mut done: Vec<Summary> = runs.into_iter().flatten().collect();
+    if done.is_empty() {
+        return None;
+    }
+    done.sort_by(|a, b| a.ops_per_sec().total_cmp(&b.ops_per_sec()));
+    let mid = (done.len() - 1) / 2;
+    Some(done.swap_remove(mid))
+}
+
+/// One pass over the benchmark list. Returns a summary per benchmark
+/// (`None` when skipped) and, when `collect_end`, the end statistics.
+fn run_list(
+    config: &BenchConfig,
+    benches: &[&'static BenchmarkInfo],
+    seed: u64,
+    collect_end: bool,
+    out: &mut dyn Write,
+) -> Result<(Vec<Option<Summary>>, Option<json::EndStats>)> {
+    let emit = |out: &mut dyn Write, line: &str| -> Result<()> {
+        writeln!(out, "{line}")
+            .and_then(|_| out.flush())
+            .map_err(io_err("writing the report"))
+    };
     if !config.use_existing_db {
         wipe_db_dir(&config.db)?;
     }
     let mut db = Some(open(config)?);
-    let mut results = Vec::new();
+    let mut sums = Vec::new();
+    let shared = Shared::default();
+    shared
+        .key_count
+        .store(config.record_count(), Ordering::Relaxed);
     // Seeds differ per thread *and* per benchmark (db_bench's running thread
     // count), so fillrandom and readrandom do not replay the same keys.
     let mut threads_started: u64 = 0;
@@ -130,10 +273,7 @@ pub fn run(config: &BenchConfig, out: &mut dyn Write) -> Result<Vec<BenchResult>
                     out,
                     &report::skipped_line(bench.name, "--use_existing_db is true"),
                 )?;
-                results.push(BenchResult {
-                    name: bench.name.to_string(),
-                    summary: None,
-                });
+                sums.push(None);
                 continue;
             }
             if let Some(old) = db.take() {
@@ -142,57 +282,242 @@ pub fn run(config: &BenchConfig, out: &mut dyn Write) -> Result<Vec<BenchResult>
             wipe_db_dir(&config.db)?;
             db = Some(open(config)?);
         }
-        if db.is_none() {
-            db = Some(open(config)?);
-        }
-        let first_seed = seed.wrapping_add(threads_started);
-        threads_started += config.threads as u64;
-        let summary = match &db {
-            Some(handle) => run_one(bench, config, handle, first_seed)?,
+        let handle: &dyn Engine = match &db {
+            Some(h) => h.as_ref(),
             None => continue,
         };
+        if bench.prints_stats {
+            let stats = serde_json::to_string_pretty(&handle.stats()).unwrap_or_default();
+            emit(
+                out,
+                &format!("{:<12} : {} engine statistics", bench.name, config.engine),
+            )?;
+            emit(out, &stats)?;
+            sums.push(None);
+            continue;
+        }
+        let first_seed = seed.wrapping_add(threads_started);
+        threads_started += config.threads as u64 + 1;
+        let summary = run_one(bench, config, handle, &shared, first_seed)?;
         emit(out, &summary.report_line(bench.name))?;
-        results.push(BenchResult {
-            name: bench.name.to_string(),
-            summary: Some(summary),
-        });
+        if bench.always_timed {
+            for l in summary.latency_lines() {
+                emit(out, &l)?;
+            }
+        } else if config.histogram {
+            for (k, h) in &summary.latency {
+                emit(out, &h.db_bench_text(k.name()))?;
+            }
+        }
+        if summary.background_ops > 0 {
+            emit(
+                out,
+                &format!("  (background writer: {} puts)", summary.background_ops),
+            )?;
+        }
+        sums.push(Some(summary));
     }
+    let mut end = None;
     if let Some(d) = db {
+        if collect_end {
+            end = Some(end_stats(config, d.as_ref())?);
+        }
         d.close()?;
     }
-    Ok(results)
+    Ok((sums, end))
 }
 
-fn open(config: &BenchConfig) -> Result<Db> {
+fn end_stats(config: &BenchConfig, db: &dyn Engine) -> Result<json::EndStats> {
+    // Live bytes by a full scan: engine-independent, so space amplification
+    // means the same for every engine.
+    let mut live = 0u64;
+    db.scan(None, false, u64::MAX, &mut |k, v| {
+        live += (k.len() + v.len()) as u64;
+    })?;
+    let disk = sys::dir_size(&config.db);
+    let (rss, peak) = sys::rss();
+    Ok(json::EndStats {
+        write_amplification: db.write_amplification(),
+        read_amplification: db.read_amplification(),
+        space_amplification: (live > 0).then(|| disk as f64 / live as f64),
+        disk_bytes: disk,
+        live_bytes: Some(live),
+        engine_memory_bytes: db.memory_bytes(),
+        rss_bytes: rss,
+        peak_rss_bytes: peak,
+        io: sys::ProcIo::default(),
+        engine: db.stats(),
+    })
+}
+
+fn end_stats_text(e: &json::EndStats) -> String {
+    let f = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.2}"));
+    let mib = |b: u64| b as f64 / 1_048_576.0;
+    format!(
+        "Engine stats: write-amp {} read-amp {} space-amp {} (disk {:.1} MiB, live {:.1} MiB)\n\
+         Memory:       engine {} MiB, process RSS {:.1} MiB (peak {:.1} MiB)\n\
+         Process I/O:  read {:.1} MiB written {:.1} MiB from/to disk ({:.1} / {:.1} MiB via syscalls)",
+        f(e.write_amplification),
+        f(e.read_amplification),
+        f(e.space_amplification),
+        mib(e.disk_bytes),
+        mib(e.live_bytes.unwrap_or(0)),
+        e.engine_memory_bytes
+            .map_or("n/a".to_string(), |b| format!("{:.1}", mib(b))),
+        mib(e.rss_bytes),
+        mib(e.peak_rss_bytes),
+        mib(e.io.read_bytes),
+        mib(e.io.write_bytes),
+        mib(e.io.rchar),
+        mib(e.io.wchar),
+    )
+}
+
+fn json_report(
+    c: &BenchConfig,
+    machine: sys::Machine,
+    results: &[BenchResult],
+    end: Option<json::EndStats>,
+) -> json::Report {
+    let benchmarks = results
+        .iter()
+        .map(|r| {
+            let s = r.summary.as_ref();
+            let latency_us: BTreeMap<String, histogram::LatencySummary> = s
+                .map(|s| {
+                    s.latency
+                        .iter()
+                        .map(|(k, h)| (k.name().to_string(), h.summary()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            json::BenchEntry {
+                name: r.name.clone(),
+                skipped: s.is_none(),
+                ops: s.map_or(0, |s| s.done),
+                seconds: s.map_or(0.0, |s| s.wall.as_secs_f64()),
+                micros_per_op: s.map_or(0.0, |s| s.micros_per_op()),
+                ops_per_sec: s.map_or(0.0, |s| s.ops_per_sec()),
+                mb_per_sec: s.map_or(0.0, |s| s.mb_per_sec()),
+                found: s.and_then(|s| s.found.map(|f| f.0)),
+                attempted: s.and_then(|s| s.found.map(|f| f.1)),
+                background_ops: s.map_or(0, |s| s.background_ops),
+                runs_ops_per_sec: r.runs_ops_per_sec.clone(),
+                latency_us,
+            }
+        })
+        .collect();
+    json::Report {
+        schema: json::SCHEMA.into(),
+        engine: c.engine.clone(),
+        memtable: (c.engine == "weft").then(|| c.memtable.to_string()),
+        command: c.command.clone(),
+        machine,
+        config: config_json(c),
+        runs: c.runs,
+        benchmarks,
+        end,
+    }
+}
+
+/// The effective flags, by their command-line names.
+pub fn config_json(c: &BenchConfig) -> serde_json::Value {
+    serde_json::json!({
+        "benchmarks": c.benchmarks,
+        "num": c.num,
+        "reads": c.reads(),
+        "key_size": c.key_size,
+        "value_size": c.value_size,
+        "threads": c.threads,
+        "write_buffer_size": c.write_buffer_size,
+        "cache_size": c.cache_size,
+        "bloom_bits": c.bloom_bits,
+        "seek_nexts": c.seek_nexts,
+        "sync": c.sync,
+        "disable_wal": c.disable_wal,
+        "use_existing_db": c.use_existing_db,
+        "db": c.db,
+        "seed": c.seed,
+        "engine": c.engine,
+        "memtable": c.memtable.to_string(),
+        "partition_size": c.store.partition_size,
+        "unsorted_limit": c.store.unsorted_limit,
+        "min_blob_size": c.store.min_blob_size,
+        "gc_garbage_ratio": c.store.gc_garbage_ratio,
+        "gc_min_garbage_bytes": c.store.gc_min_garbage_bytes,
+        "record_count": c.record_count(),
+        "operation_count": c.operation_count(),
+        "field_count": c.field_count,
+        "field_length": c.field_length,
+        "distribution": c.distribution.map(|d| d.to_string()),
+        "zipf_theta": c.zipf_theta,
+        "max_scan_length": c.max_scan_length,
+        "runs": c.runs,
+    })
+}
+
+fn open(config: &BenchConfig) -> Result<Box<dyn Engine>> {
     std::fs::create_dir_all(&config.db).map_err(io_err(format!(
         "creating benchmark directory {}",
         config.db.display()
     )))?;
-    let opts = Options::default()
-        .write_buffer_size(config.write_buffer_size)
-        .memtable(config.memtable);
-    Ok(Db::open(&config.db, opts)?)
+    let marker = config.db.join(MARKER);
+    if !marker.exists() {
+        std::fs::write(&marker, config.engine.as_bytes())
+            .map_err(io_err(format!("writing {}", marker.display())))?;
+    }
+    engine::open(config)
 }
 
-/// Runs one benchmark on `config.threads` threads sharing `db`.
-fn run_one(bench: &BenchmarkInfo, config: &BenchConfig, db: &Db, seed: u64) -> Result<Summary> {
+/// Runs one benchmark on `config.threads` threads sharing `db` (plus the
+/// background writer when the workload asks for one).
+fn run_one(
+    bench: &BenchmarkInfo,
+    config: &BenchConfig,
+    db: &dyn Engine,
+    shared: &Shared,
+    seed: u64,
+) -> Result<Summary> {
     let workload = (bench.make)(config);
     let workload = workload.as_ref();
+    let timing = bench.always_timed || config.histogram;
+    let extra = usize::from(workload.background_writer());
+    let total = config.threads + extra;
+    shared.progress.store(0, Ordering::Relaxed);
+    shared.readers_left.store(config.threads, Ordering::Release);
     // Threads start their clocks together, as db_bench's SharedState does,
     // so thread start-up cost is not measured.
-    let barrier = Barrier::new(config.threads);
+    let barrier = Barrier::new(total);
     let stop = AtomicBool::new(false);
+    let done = AtomicBool::new(false);
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
+    let show_progress = config.progress && std::io::stderr().is_terminal();
+    let expected = workload.total_ops(config).max(1);
     let stats: Vec<ThreadStats> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..config.threads)
+        if show_progress {
+            let (done, shared) = (&done, shared);
+            scope.spawn(move || progress_bar(bench.name, expected, shared, done));
+        }
+        let handles: Vec<_> = (0..total)
             .map(|tid| {
                 let (barrier, stop, first_error) = (&barrier, &stop, &first_error);
                 scope.spawn(move || {
                     barrier.wait();
-                    let mut ctx =
-                        ThreadContext::new(tid, seed.wrapping_add(tid as u64), db, config, stop);
+                    let mut ctx = ThreadContext::new(
+                        tid,
+                        seed.wrapping_add(tid as u64),
+                        db,
+                        config,
+                        shared,
+                        stop,
+                        timing,
+                    );
                     let res = workload.run_thread(&mut ctx);
                     ctx.stats.stop();
+                    ctx.flush_progress();
+                    if tid < config.threads {
+                        shared.readers_left.fetch_sub(1, Ordering::AcqRel);
+                    }
                     if let Err(e) = res {
                         stop.store(true, Ordering::Relaxed);
                         if let Ok(mut slot) = first_error.lock() {
@@ -203,7 +528,7 @@ fn run_one(bench: &BenchmarkInfo, config: &BenchConfig, db: &Db, seed: u64) -> R
                 })
             })
             .collect();
-        handles
+        let joined = handles
             .into_iter()
             .map(|h| {
                 h.join().map_err(|p| {
@@ -215,7 +540,9 @@ fn run_one(bench: &BenchmarkInfo, config: &BenchConfig, db: &Db, seed: u64) -> R
                     Error::ThreadPanic(msg)
                 })
             })
-            .collect::<Result<Vec<_>>>()
+            .collect::<Result<Vec<_>>>();
+        done.store(true, Ordering::Release);
+        joined
     })?;
     let err = match first_error.into_inner() {
         Ok(e) => e,
@@ -224,7 +551,35 @@ fn run_one(bench: &BenchmarkInfo, config: &BenchConfig, db: &Db, seed: u64) -> R
     if let Some(e) = err {
         return Err(e);
     }
-    Ok(Summary::merge(&stats))
+    let (fg, bg) = stats.split_at(config.threads);
+    let mut summary = Summary::merge(fg);
+    summary.background_ops = bg.iter().map(|t| t.done).sum();
+    Ok(summary)
+}
+
+/// Redraws `name [####    ] 42%` on stderr every 200 ms until `done`, then
+/// erases itself so the terminal keeps only the result lines.
+fn progress_bar(name: &str, expected: u64, shared: &Shared, done: &AtomicBool) {
+    let width = 30usize;
+    let start = std::time::Instant::now();
+    while !done.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(200));
+        let n = shared.progress.load(Ordering::Relaxed);
+        let frac = (n as f64 / expected as f64).min(1.0);
+        let filled = (frac * width as f64) as usize;
+        let rate = n as f64 / start.elapsed().as_secs_f64().max(1e-9);
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r{name:<12} [{}{}] {:3.0}% {:.0} ops/s ",
+            "#".repeat(filled),
+            " ".repeat(width - filled),
+            frac * 100.0,
+            rate
+        );
+        let _ = err.flush();
+    }
+    let _ = write!(std::io::stderr(), "\r\x1b[K");
 }
 
 /// Empties `dir` for a fresh run (db_bench's DestroyDB), refusing to delete
@@ -245,7 +600,9 @@ pub fn wipe_db_dir(dir: &Path) -> Result<()> {
     if names.is_empty() {
         return Ok(());
     }
-    let is_db = names.iter().any(|(_, n)| n == "CURRENT" || n == "LOCK");
+    let is_db = names
+        .iter()
+        .any(|(_, n)| n == "CURRENT" || n == "LOCK" || n == MARKER);
     let all_known = names
         .iter()
         .all(|(_, n)| weft::filename::parse_file_name(n).is_some());
@@ -270,6 +627,187 @@ pub fn wipe_db_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn small(dir: &Path, benchmarks: &[&str]) -> BenchConfig {
+        BenchConfig {
+            benchmarks: benchmarks.iter().map(|s| s.to_string()).collect(),
+            db: dir.join("db"),
+            num: 500,
+            seed: 9,
+            write_buffer_size: 64 << 10,
+            progress: false,
+            ..BenchConfig::default()
+        }
+    }
+
+    fn line_of<'a>(out: &'a str, name: &str) -> &'a str {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{name:<12} : ")))
+            .unwrap_or_else(|| panic!("no {name} line in\n{out}"))
+    }
+
+    #[test]
+    fn db_bench_additions_end_to_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = small(
+            dir.path(),
+            &[
+                "fillseq",
+                "readmissing",
+                "readreverse",
+                "readwhilewriting",
+                "deleterandom",
+                "readrandom",
+                "stats",
+            ],
+        );
+        cfg.threads = 2;
+        cfg.histogram = true;
+        let mut out = Vec::new();
+        let res = run(&cfg, &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        // Every key was written by each of 2 threads; none is ever missing.
+        assert!(
+            line_of(&out, "readmissing").ends_with("(0 of 1000 found)"),
+            "{out}"
+        );
+        let rev = res.iter().find(|r| r.name == "readreverse").unwrap();
+        // Each thread scans the 500 keys backwards.
+        assert_eq!(rev.summary.as_ref().unwrap().done, 1000);
+        assert!(line_of(&out, "readwhilewriting").ends_with("(1000 of 1000 found)"));
+        let rww = res.iter().find(|r| r.name == "readwhilewriting").unwrap();
+        assert_eq!(rww.summary.as_ref().unwrap().done, 1000);
+        // After deleting random keys some reads miss.
+        let rr = line_of(&out, "readrandom");
+        assert!(!rr.ends_with("(1000 of 1000 found)"), "{rr}");
+        assert!(out.contains("Microseconds per delete:"), "{out}");
+        assert!(out.contains("stats        : weft engine statistics"));
+        assert!(out.contains("Engine stats: write-amp"));
+        assert!(out.contains("Process I/O:"));
+    }
+
+    #[test]
+    fn ycsb_end_to_end_with_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = small(
+            dir.path(),
+            &[
+                "ycsb_load",
+                "ycsb_a",
+                "ycsb_b",
+                "ycsb_c",
+                "ycsb_d",
+                "ycsb_e",
+                "ycsb_f",
+                "ycsb_p",
+            ],
+        );
+        cfg.record_count = Some(400);
+        cfg.operation_count = Some(300);
+        cfg.field_count = 4;
+        cfg.field_length = 25;
+        cfg.max_scan_length = 10;
+        cfg.threads = 2;
+        cfg.runs = 3;
+        let json_path = dir.path().join("r.json");
+        cfg.json = Some(json_path.clone());
+        let mut out = Vec::new();
+        run(&cfg, &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.contains("-- medians of 3 runs (by ops/sec) --"),
+            "{out}"
+        );
+        for name in ["ycsb_a", "ycsb_b", "ycsb_c", "ycsb_d", "ycsb_f"] {
+            let l = line_of(&out, name);
+            // Every record was loaded, so every read finds its key (D reads
+            // only acknowledged keys or in-flight ones; with 2 threads a
+            // rare miss is possible, so D only checks the shape).
+            assert!(l.contains(" found)"), "{l}");
+            if name != "ycsb_d" {
+                let (f, t) = l.rsplit_once('(').unwrap().1.split_once(" of ").unwrap();
+                assert_eq!(f, t.trim_end_matches(" found)"), "{l}");
+            }
+        }
+        let report = json::parse(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+        assert_eq!(report.runs, 3);
+        assert_eq!(report.benchmarks.len(), 8);
+        let by = |n: &str| report.benchmarks.iter().find(|b| b.name == n).unwrap();
+        assert_eq!(by("ycsb_load").ops, 400);
+        assert_eq!(by("ycsb_a").ops, 300);
+        assert_eq!(by("ycsb_a").runs_ops_per_sec.len(), 3);
+        let a = &by("ycsb_a").latency_us;
+        assert!(a.contains_key("read") && a.contains_key("update"), "{a:?}");
+        assert!(by("ycsb_e").latency_us.contains_key("scan"));
+        assert!(by("ycsb_e").latency_us.contains_key("insert"));
+        assert!(by("ycsb_f").latency_us.contains_key("read_modify_write"));
+        assert!(by("ycsb_p").latency_us.contains_key("update"));
+        let r = &a["read"];
+        assert!(r.p50 <= r.p95 && r.p95 <= r.p99 && r.p99 <= r.p999 && r.p999 <= r.max);
+        let end = report.end.unwrap();
+        // 400 records of 16 + 100 bytes plus D/E inserts.
+        assert!(end.live_bytes.unwrap() >= 400 * 116, "{end:?}");
+        assert!(end.io.wchar > 0);
+        assert_eq!(report.engine, "weft");
+        assert_eq!(report.schema, json::SCHEMA);
+    }
+
+    #[test]
+    fn every_distribution_runs() {
+        for d in dist::DistributionKind::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let mut cfg = small(dir.path(), &["ycsb_load", "ycsb_c"]);
+            cfg.record_count = Some(300);
+            cfg.operation_count = Some(200);
+            cfg.distribution = Some(d);
+            let mut out = Vec::new();
+            run(&cfg, &mut out).unwrap();
+            let out = String::from_utf8(out).unwrap();
+            assert!(
+                line_of(&out, "ycsb_c").ends_with("(200 of 200 found)"),
+                "{d}: {out}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_engine_fails_before_touching_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = small(dir.path(), &["fillseq"]);
+        cfg.engine = "leveldb".into();
+        let err = run(&cfg, &mut Vec::new()).unwrap_err();
+        assert!(err.to_string().contains("not in this build"), "{err}");
+        assert!(!dir.path().join("db").exists());
+    }
+
+    #[test]
+    fn store_knobs_reach_weft_options() {
+        let mut cfg = BenchConfig {
+            cache_size: 12345,
+            bloom_bits: Some(7),
+            ..BenchConfig::default()
+        };
+        cfg.store.partition_size = Some(1 << 20);
+        cfg.store.unsorted_limit = Some(1 << 21);
+        cfg.store.min_blob_size = Some(64);
+        cfg.store.gc_garbage_ratio = Some(0.25);
+        cfg.store.gc_min_garbage_bytes = Some(99);
+        let o = engine::weft_options(&cfg);
+        assert_eq!(o.block_cache_size, 12345);
+        assert_eq!(o.bloom_bits_per_key, 7);
+        assert_eq!(o.partition_size, 1 << 20);
+        assert_eq!(o.unsorted_limit, 1 << 21);
+        assert_eq!(o.min_blob_size, 64);
+        assert_eq!(o.gc_garbage_ratio, 0.25);
+        assert_eq!(o.gc_min_garbage_bytes, 99);
+        // Unset knobs keep the engine's defaults.
+        let d = engine::weft_options(&BenchConfig::default());
+        assert_eq!(d.partition_size, weft::Options::default().partition_size);
+        assert_eq!(
+            d.bloom_bits_per_key,
+            weft::Options::default().bloom_bits_per_key
+        );
+    }
 
     #[test]
     fn unknown_benchmark_fails_before_touching_disk() {

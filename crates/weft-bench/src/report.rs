@@ -15,6 +15,56 @@
 use std::time::{Duration, Instant};
 
 use crate::config::BenchConfig;
+use crate::histogram::Histogram;
+
+/// Operation types latencies are kept apart by (YCSB's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum OpKind {
+    /// Point read.
+    Read,
+    /// YCSB update of an existing record.
+    Update,
+    /// YCSB insert of a new record.
+    Insert,
+    /// YCSB scan.
+    Scan,
+    /// YCSB F's read-modify-write (the whole pair).
+    ReadModifyWrite,
+    /// db_bench put.
+    Write,
+    /// Delete.
+    Delete,
+    /// db_bench seek (plus its nexts).
+    Seek,
+}
+
+impl OpKind {
+    /// Every kind, in report order.
+    pub const ALL: [OpKind; 8] = [
+        OpKind::Read,
+        OpKind::Update,
+        OpKind::Insert,
+        OpKind::Scan,
+        OpKind::ReadModifyWrite,
+        OpKind::Write,
+        OpKind::Delete,
+        OpKind::Seek,
+    ];
+
+    /// The lower-case name used in JSON and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Read => "read",
+            OpKind::Update => "update",
+            OpKind::Insert => "insert",
+            OpKind::Scan => "scan",
+            OpKind::ReadModifyWrite => "read_modify_write",
+            OpKind::Write => "write",
+            OpKind::Delete => "delete",
+            OpKind::Seek => "seek",
+        }
+    }
+}
 
 /// Counters of one thread running one benchmark.
 #[derive(Debug, Clone)]
@@ -27,6 +77,8 @@ pub struct ThreadStats {
     pub bytes: u64,
     /// Read benchmarks: `(found, attempted)`.
     pub found: Option<(u64, u64)>,
+    /// Latency histograms by operation kind (only when timing is on).
+    pub latency: Vec<(OpKind, Histogram)>,
 }
 
 impl ThreadStats {
@@ -39,6 +91,19 @@ impl ThreadStats {
             done: 0,
             bytes: 0,
             found: None,
+            latency: Vec::new(),
+        }
+    }
+
+    /// Records one latency sample, in nanoseconds.
+    #[inline]
+    pub fn record_latency(&mut self, kind: OpKind, nanos: u64) {
+        if let Some((_, h)) = self.latency.iter_mut().find(|(k, _)| *k == kind) {
+            h.record(nanos);
+        } else {
+            let mut h = Histogram::new();
+            h.record(nanos);
+            self.latency.push((kind, h));
         }
     }
 
@@ -64,7 +129,7 @@ impl ThreadStats {
 }
 
 /// The merged result of one benchmark over all its threads.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Summary {
     /// Operations over all threads.
     pub done: u64,
@@ -78,6 +143,11 @@ pub struct Summary {
     /// the first thread's message; summing is what a reader of a
     /// multi-threaded run actually wants, and the format is the same.
     pub found: Option<(u64, u64)>,
+    /// Merged latency histograms by operation kind, in [`OpKind::ALL`] order.
+    pub latency: Vec<(OpKind, Histogram)>,
+    /// Operations of a background thread not counted above
+    /// (`readwhilewriting`'s writer).
+    pub background_ops: u64,
 }
 
 impl Summary {
@@ -105,7 +175,46 @@ impl Summary {
                 .map(|t| t.finish.saturating_duration_since(t.start))
                 .sum(),
             found,
+            latency: merge_latency(threads),
+            background_ops: 0,
         }
+    }
+
+    /// Operations per second over the wall-clock span.
+    pub fn ops_per_sec(&self) -> f64 {
+        self.done.max(1) as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+
+    /// Per-thread microseconds per operation (db_bench's first figure).
+    pub fn micros_per_op(&self) -> f64 {
+        self.thread_time.as_secs_f64() * 1e6 / self.done.max(1) as f64
+    }
+
+    /// MB/s (2²⁰ bytes) over the wall-clock span.
+    pub fn mb_per_sec(&self) -> f64 {
+        (self.bytes as f64 / 1_048_576.0) / self.wall.as_secs_f64().max(1e-9)
+    }
+
+    /// One line per timed operation kind: count and p50/p95/p99/p99.9/max
+    /// in microseconds, indented under the result line.
+    pub fn latency_lines(&self) -> Vec<String> {
+        self.latency
+            .iter()
+            .map(|(k, h)| {
+                let s = h.summary();
+                format!(
+                    "  {:<18} count={} avg={:.2} p50={:.2} p95={:.2} p99={:.2} p99.9={:.2} max={:.2} (us)",
+                    k.name().to_uppercase(),
+                    s.count,
+                    s.mean,
+                    s.p50,
+                    s.p95,
+                    s.p99,
+                    s.p999,
+                    s.max
+                )
+            })
+            .collect()
     }
 
     /// The db_bench result line, without the trailing newline.
@@ -142,6 +251,20 @@ impl Summary {
     }
 }
 
+fn merge_latency(threads: &[ThreadStats]) -> Vec<(OpKind, Histogram)> {
+    let mut out: Vec<(OpKind, Histogram)> = Vec::new();
+    for t in threads {
+        for (k, h) in &t.latency {
+            match out.iter_mut().find(|(o, _)| o == k) {
+                Some((_, m)) => m.merge(h),
+                None => out.push((*k, h.clone())),
+            }
+        }
+    }
+    out.sort_by_key(|(k, _)| *k);
+    out
+}
+
 /// db_bench's line for a benchmark it declines to run.
 pub fn skipped_line(name: &str, why: &str) -> String {
     format!("{name:<12} : skipped ({why})")
@@ -166,6 +289,14 @@ pub fn header(config: &BenchConfig, seed_note: Option<&str>) -> String {
         "Write buffer: {} bytes, sync: {}\n",
         config.write_buffer_size, config.sync
     ));
+    s.push_str(&format!("Engine:     {}\n", config.engine));
+    s.push_str(&format!(
+        "Cache:      {} bytes, bloom bits: {}\n",
+        config.cache_size,
+        config
+            .bloom_bits
+            .map_or("engine default".to_string(), |b| b.to_string())
+    ));
     s.push_str("------------------------------------------------\n");
     s.push_str(&format!("DB path: [{}]", config.db.display()));
     s
@@ -182,6 +313,8 @@ mod tests {
             wall: Duration::from_millis(wall_ms),
             thread_time: Duration::from_millis(thread_ms),
             found: None,
+            latency: Vec::new(),
+            background_ops: 0,
         }
     }
 

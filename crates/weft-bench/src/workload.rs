@@ -4,29 +4,48 @@
 //! names to constructors. Adding YCSB or the papers' workloads later means
 //! adding an entry, not touching the runner.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use weft::{Db, ReadOptions, WriteOptions};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
 
 use crate::config::BenchConfig;
+use crate::engine::Engine;
 use crate::keygen::{generate_key_from_int, KeyGenerator, Sequential, Uniform, ValueGenerator};
-use crate::report::ThreadStats;
+use crate::report::{OpKind, ThreadStats};
 use crate::Result;
+
+/// State shared by every thread of a run, across benchmarks.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// Operations finished by all threads of the current benchmark (in
+    /// batches, for the progress bar).
+    pub progress: AtomicU64,
+    /// YCSB: keys `0..key_count` have been inserted (load, then D/E inserts).
+    pub key_count: AtomicU64,
+    /// Foreground threads of the current benchmark still running; the
+    /// background writer of `readwhilewriting` stops when it reaches 0.
+    pub readers_left: AtomicUsize,
+}
 
 /// Everything one thread of one benchmark owns.
 pub struct ThreadContext<'a> {
-    /// Thread index within this benchmark, `0..threads`.
+    /// Thread index within this benchmark, `0..threads` (the background
+    /// writer of `readwhilewriting` is `threads`).
     pub tid: usize,
     /// This thread's seed; distinct per thread and per benchmark.
     pub seed: u64,
     /// The shared database.
-    pub db: &'a Db,
+    pub db: &'a dyn Engine,
     /// The run's flags.
     pub config: &'a BenchConfig,
     /// Counters the report is built from.
     pub stats: ThreadStats,
+    /// Run-wide shared state.
+    pub shared: &'a Shared,
     /// Set when another thread failed: stop early.
     stop: &'a AtomicBool,
+    /// Time every operation (`--histogram`, or a YCSB benchmark).
+    timing: bool,
+    unreported: u64,
 }
 
 impl<'a> ThreadContext<'a> {
@@ -34,9 +53,11 @@ impl<'a> ThreadContext<'a> {
     pub fn new(
         tid: usize,
         seed: u64,
-        db: &'a Db,
+        db: &'a dyn Engine,
         config: &'a BenchConfig,
+        shared: &'a Shared,
         stop: &'a AtomicBool,
+        timing: bool,
     ) -> Self {
         ThreadContext {
             tid,
@@ -44,13 +65,54 @@ impl<'a> ThreadContext<'a> {
             db,
             config,
             stats: ThreadStats::start(),
+            shared,
             stop,
+            timing,
+            unreported: 0,
         }
     }
 
     /// True when the run is being aborted (another thread failed).
     pub fn should_stop(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Starts timing one operation (a no-op unless timing is on, so runs
+    /// without `--histogram` pay no clock reads, as in db_bench).
+    #[inline]
+    pub fn op_start(&self) -> Option<Instant> {
+        self.timing.then(Instant::now)
+    }
+
+    /// Records one operation's latency under `kind` (if timed), without
+    /// counting it: for the parts of a compound operation (F's read and
+    /// update).
+    #[inline]
+    pub fn op_time(&mut self, kind: OpKind, started: Option<Instant>) {
+        if let Some(t) = started {
+            self.stats
+                .record_latency(kind, t.elapsed().as_nanos() as u64);
+        }
+    }
+
+    /// Counts one finished operation of `kind`, timed from `started`.
+    #[inline]
+    pub fn op_done(&mut self, kind: OpKind, started: Option<Instant>) {
+        self.op_time(kind, started);
+        self.stats.finished_ops(1);
+        self.unreported += 1;
+        // Batched so the shared counter is not a contention point.
+        if self.unreported >= 512 {
+            self.flush_progress();
+        }
+    }
+
+    /// Publishes this thread's unreported operation count.
+    pub fn flush_progress(&mut self) {
+        self.shared
+            .progress
+            .fetch_add(self.unreported, Ordering::Relaxed);
+        self.unreported = 0;
     }
 }
 
@@ -59,6 +121,21 @@ impl<'a> ThreadContext<'a> {
 pub trait Workload: Send + Sync {
     /// Runs one thread's operations, counting them in `ctx.stats`.
     fn run_thread(&self, ctx: &mut ThreadContext<'_>) -> Result<()>;
+
+    /// Operations all foreground threads will do, for the progress bar.
+    fn total_ops(&self, c: &BenchConfig) -> u64 {
+        c.num * c.threads as u64
+    }
+
+    /// True when the runner must add one background writer thread
+    /// (`readwhilewriting`); its operations are not counted in the line.
+    fn background_writer(&self) -> bool {
+        false
+    }
+}
+
+fn reads_total(c: &BenchConfig) -> u64 {
+    c.reads() * c.threads as u64
 }
 
 /// A registry entry.
@@ -73,6 +150,10 @@ pub struct BenchmarkInfo {
     pub fresh_db: bool,
     /// Builds the workload.
     pub make: fn(&BenchConfig) -> Box<dyn Workload>,
+    /// Instead of a result line, print the engine's statistics (`stats`).
+    pub prints_stats: bool,
+    /// Time every operation whatever `--histogram` says (YCSB).
+    pub always_timed: bool,
 }
 
 /// Every benchmark this build knows, in db_bench's naming.
@@ -81,6 +162,8 @@ pub static REGISTRY: &[BenchmarkInfo] = &[
         name: "fillseq",
         description: "write num values in sequential key order",
         fresh_db: true,
+        prints_stats: false,
+        always_timed: false,
         make: |_| {
             Box::new(Fill {
                 order: Order::Sequential,
@@ -91,6 +174,8 @@ pub static REGISTRY: &[BenchmarkInfo] = &[
         name: "fillrandom",
         description: "write num values in random key order",
         fresh_db: true,
+        prints_stats: false,
+        always_timed: false,
         make: |_| {
             Box::new(Fill {
                 order: Order::Random,
@@ -101,6 +186,8 @@ pub static REGISTRY: &[BenchmarkInfo] = &[
         name: "overwrite",
         description: "overwrite num values in random key order",
         fresh_db: false,
+        prints_stats: false,
+        always_timed: false,
         make: |_| {
             Box::new(Fill {
                 order: Order::Random,
@@ -111,20 +198,74 @@ pub static REGISTRY: &[BenchmarkInfo] = &[
         name: "readrandom",
         description: "read reads random keys of 0..num, counting those found",
         fresh_db: false,
+        prints_stats: false,
+        always_timed: false,
         make: |_| Box::new(ReadRandom),
     },
     BenchmarkInfo {
         name: "readseq",
         description: "scan forward over up to reads entries",
         fresh_db: false,
-        make: |_| Box::new(ReadSeq),
+        prints_stats: false,
+        always_timed: false,
+        make: |_| Box::new(ReadSeq { reverse: false }),
     },
     BenchmarkInfo {
         name: "seekrandom",
         description: "reads seeks to random keys, each followed by seek_nexts nexts",
         fresh_db: false,
+        prints_stats: false,
+        always_timed: false,
         make: |_| Box::new(SeekRandom),
     },
+    BenchmarkInfo {
+        name: "readmissing",
+        description: "read reads random keys that are never present",
+        fresh_db: false,
+        prints_stats: false,
+        always_timed: false,
+        make: |_| Box::new(ReadMissing),
+    },
+    BenchmarkInfo {
+        name: "readreverse",
+        description: "scan backward over up to reads entries",
+        fresh_db: false,
+        prints_stats: false,
+        always_timed: false,
+        make: |_| Box::new(ReadSeq { reverse: true }),
+    },
+    BenchmarkInfo {
+        name: "readwhilewriting",
+        description: "threads readrandom while one extra thread overwrites random keys",
+        fresh_db: false,
+        prints_stats: false,
+        always_timed: false,
+        make: |_| Box::new(ReadWhileWriting),
+    },
+    BenchmarkInfo {
+        name: "deleterandom",
+        description: "delete num random keys per thread",
+        fresh_db: false,
+        prints_stats: false,
+        always_timed: false,
+        make: |_| Box::new(DeleteRandom),
+    },
+    BenchmarkInfo {
+        name: "stats",
+        description: "print the engine's statistics",
+        fresh_db: false,
+        prints_stats: true,
+        always_timed: false,
+        make: |_| Box::new(Nothing),
+    },
+    crate::ycsb::info("ycsb_load"),
+    crate::ycsb::info("ycsb_a"),
+    crate::ycsb::info("ycsb_b"),
+    crate::ycsb::info("ycsb_c"),
+    crate::ycsb::info("ycsb_d"),
+    crate::ycsb::info("ycsb_e"),
+    crate::ycsb::info("ycsb_f"),
+    crate::ycsb::info("ycsb_p"),
 ];
 
 /// Looks a benchmark up by name.
@@ -151,7 +292,6 @@ impl Workload for Fill {
             Order::Random => Box::new(Uniform::new(cfg.num, ctx.seed)),
         };
         let mut values = ValueGenerator::new(cfg.value_size, ctx.seed);
-        let opts = WriteOptions::new().sync(cfg.sync);
         let mut key = vec![0u8; cfg.key_size];
         let per_op = (cfg.key_size + cfg.value_size) as u64;
         for _ in 0..cfg.num {
@@ -159,10 +299,10 @@ impl Workload for Fill {
                 break;
             }
             generate_key_from_int(keys.next_key(), &mut key);
-            ctx.db
-                .put_opt(&key, values.generate(cfg.value_size), &opts)?;
+            let t = ctx.op_start();
+            ctx.db.put(&key, values.generate(cfg.value_size))?;
             ctx.stats.add_bytes(per_op);
-            ctx.stats.finished_ops(1);
+            ctx.op_done(OpKind::Write, t);
         }
         Ok(())
     }
@@ -183,34 +323,52 @@ impl Workload for ReadRandom {
             }
             generate_key_from_int(keys.next_key(), &mut key);
             read += 1;
+            let t = ctx.op_start();
             if let Some(v) = ctx.db.get(&key)? {
                 found += 1;
                 ctx.stats.add_bytes((key.len() + v.len()) as u64);
             }
-            ctx.stats.finished_ops(1);
+            ctx.op_done(OpKind::Read, t);
         }
         ctx.stats.set_found(found, read);
         Ok(())
     }
+
+    fn total_ops(&self, c: &BenchConfig) -> u64 {
+        reads_total(c)
+    }
 }
 
-/// readseq: one forward scan from the first key over up to `reads` entries.
-struct ReadSeq;
+/// readseq / readreverse: one scan from the first (last) key over up to
+/// `reads` entries per thread, each entry one operation.
+struct ReadSeq {
+    reverse: bool,
+}
 
 impl Workload for ReadSeq {
     fn run_thread(&self, ctx: &mut ThreadContext<'_>) -> Result<()> {
         let reads = ctx.config.reads();
-        let mut it = ctx.db.iter(&ReadOptions::new())?;
-        it.seek_to_first()?;
-        let mut n = 0u64;
-        while n < reads && it.valid() && !ctx.should_stop() {
-            ctx.stats
-                .add_bytes((it.key().len() + it.value().len()) as u64);
-            ctx.stats.finished_ops(1);
-            n += 1;
-            it.next()?;
+        let db = ctx.db;
+        let mut bytes = 0u64;
+        let t = ctx.op_start();
+        let n = db.scan(None, self.reverse, reads, &mut |k, v| {
+            bytes += (k.len() + v.len()) as u64;
+        })?;
+        ctx.stats.add_bytes(bytes);
+        // One timed scan; its mean per entry is what the histogram shows.
+        if let Some(t) = t {
+            let per = t.elapsed().as_nanos() as u64 / n.max(1);
+            for _ in 0..n {
+                ctx.stats.record_latency(OpKind::Read, per);
+            }
         }
+        ctx.stats.finished_ops(n);
+        ctx.shared.progress.fetch_add(n, Ordering::Relaxed);
         Ok(())
+    }
+
+    fn total_ops(&self, c: &BenchConfig) -> u64 {
+        reads_total(c)
     }
 }
 
@@ -230,24 +388,131 @@ impl Workload for SeekRandom {
             }
             generate_key_from_int(keys.next_key(), &mut key);
             // A new iterator per seek, as db_bench does without a tailing
-            // iterator: each seek sees the latest data.
-            let mut it = ctx.db.iter(&ReadOptions::new())?;
-            it.seek(&key)?;
+            // iterator: each seek sees the latest data. The entry sought is
+            // visited, then `seek_nexts` more.
             read += 1;
-            if it.valid() && it.key() == key.as_slice() {
-                found += 1;
-            }
-            let mut j = 0;
-            while j < cfg.seek_nexts && it.valid() {
-                ctx.stats
-                    .add_bytes((it.key().len() + it.value().len()) as u64);
-                it.next()?;
-                j += 1;
-            }
-            ctx.stats.finished_ops(1);
+            let (mut first, mut bytes) = (true, 0u64);
+            let t = ctx.op_start();
+            let db = ctx.db;
+            db.scan(Some(&key), false, cfg.seek_nexts as u64 + 1, &mut |k, v| {
+                if first {
+                    first = false;
+                    if k == key.as_slice() {
+                        found += 1;
+                    }
+                } else {
+                    bytes += (k.len() + v.len()) as u64;
+                }
+            })?;
+            ctx.stats.add_bytes(bytes);
+            ctx.op_done(OpKind::Seek, t);
         }
         ctx.stats.set_found(found, read);
         Ok(())
+    }
+
+    fn total_ops(&self, c: &BenchConfig) -> u64 {
+        reads_total(c)
+    }
+}
+
+/// readmissing: `reads` lookups of keys that cannot exist: the db_bench key
+/// of a random index with one `'.'` appended (LevelDB's encoding for
+/// misses), so every lookup goes through the filters and misses.
+struct ReadMissing;
+
+impl Workload for ReadMissing {
+    fn run_thread(&self, ctx: &mut ThreadContext<'_>) -> Result<()> {
+        let cfg = ctx.config;
+        let mut keys = Uniform::new(cfg.num, ctx.seed);
+        let mut key = vec![0u8; cfg.key_size + 1];
+        key[cfg.key_size] = b'.';
+        let (mut read, mut found) = (0u64, 0u64);
+        for _ in 0..cfg.reads() {
+            if ctx.should_stop() {
+                break;
+            }
+            generate_key_from_int(keys.next_key(), &mut key[..cfg.key_size]);
+            read += 1;
+            let t = ctx.op_start();
+            if ctx.db.get(&key)?.is_some() {
+                found += 1;
+            }
+            ctx.op_done(OpKind::Read, t);
+        }
+        ctx.stats.set_found(found, read);
+        Ok(())
+    }
+
+    fn total_ops(&self, c: &BenchConfig) -> u64 {
+        reads_total(c)
+    }
+}
+
+/// readwhilewriting: `threads` readers each do `readrandom`; one extra
+/// thread (db_bench's `BGWriter`, unthrottled as with db_bench's default
+/// `--benchmark_write_rate_limit=0`) overwrites random keys until the last
+/// reader finishes. Only the readers' operations make the result line, as
+/// db_bench reports the readers; the writer's count is in the JSON.
+struct ReadWhileWriting;
+
+impl Workload for ReadWhileWriting {
+    fn run_thread(&self, ctx: &mut ThreadContext<'_>) -> Result<()> {
+        if ctx.tid < ctx.config.threads {
+            return ReadRandom.run_thread(ctx);
+        }
+        let cfg = ctx.config;
+        let mut keys = Uniform::new(cfg.num, ctx.seed);
+        let mut values = ValueGenerator::new(cfg.value_size, ctx.seed);
+        let mut key = vec![0u8; cfg.key_size];
+        while ctx.shared.readers_left.load(Ordering::Acquire) > 0 && !ctx.should_stop() {
+            generate_key_from_int(keys.next_key(), &mut key);
+            ctx.db.put(&key, values.generate(cfg.value_size))?;
+            ctx.stats.add_bytes((cfg.key_size + cfg.value_size) as u64);
+            ctx.stats.finished_ops(1);
+        }
+        Ok(())
+    }
+
+    fn total_ops(&self, c: &BenchConfig) -> u64 {
+        reads_total(c)
+    }
+
+    fn background_writer(&self) -> bool {
+        true
+    }
+}
+
+/// deleterandom: `num` deletes of random keys of `0..num` per thread.
+struct DeleteRandom;
+
+impl Workload for DeleteRandom {
+    fn run_thread(&self, ctx: &mut ThreadContext<'_>) -> Result<()> {
+        let cfg = ctx.config;
+        let mut keys = Uniform::new(cfg.num, ctx.seed);
+        let mut key = vec![0u8; cfg.key_size];
+        for _ in 0..cfg.num {
+            if ctx.should_stop() {
+                break;
+            }
+            generate_key_from_int(keys.next_key(), &mut key);
+            let t = ctx.op_start();
+            ctx.db.delete(&key)?;
+            ctx.op_done(OpKind::Delete, t);
+        }
+        Ok(())
+    }
+}
+
+/// `stats`: the runner prints statistics; no thread does anything.
+struct Nothing;
+
+impl Workload for Nothing {
+    fn run_thread(&self, _: &mut ThreadContext<'_>) -> Result<()> {
+        Ok(())
+    }
+    fn total_ops(&self, _: &BenchConfig) -> u64 {
+        0
     }
 }
 

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use weft::MemtableKind;
+use weft_bench::dist::DistributionKind;
 use weft_bench::BenchConfig;
 
 /// Default database directory of every command but `bench`.
@@ -68,7 +69,7 @@ pub enum Command {
         json: bool,
     },
     /// Runs db_bench-compatible benchmarks (no flags: a quick built-in run).
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Serves the database over the Redis protocol (RESP2/RESP3); prints
     /// `listening on ADDR:PORT` once bound; stops on SIGINT/SIGTERM.
     Serve(ServeArgs),
@@ -133,8 +134,12 @@ pub struct ScanArgs {
 }
 
 /// `weft bench` flags, named as db_bench names them.
-#[derive(Debug, Default, Args)]
+#[derive(Debug, Default, Clone, PartialEq, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    /// `weft bench plot`: charts from JSON results.
+    #[command(subcommand)]
+    pub action: Option<BenchAction>,
     /// Comma-separated benchmarks, run in order
     /// [default: fillseq,fillrandom,overwrite,readrandom,readseq,seekrandom]
     #[arg(long, value_delimiter = ',')]
@@ -178,6 +183,86 @@ pub struct BenchArgs {
     /// Base random seed; 0 = from the clock [default: 0]
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Block cache bytes (every engine's read cache) [default: 8388608]
+    #[arg(long = "cache_size")]
+    pub cache_size: Option<usize>,
+    /// Bloom filter bits per key; negative = the engine's default [default: -1]
+    #[arg(long = "bloom_bits", allow_negative_numbers = true)]
+    pub bloom_bits: Option<i64>,
+    /// Accepted for db_bench compatibility; Weft keeps its WAL and warns
+    #[arg(long = "disable_wal", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub disable_wal: Option<bool>,
+    /// Print a latency histogram per benchmark [default: false]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub histogram: Option<bool>,
+    /// Engine under test: weft, or rocksdb/fjall/redb when built with that
+    /// cargo feature [default: weft]
+    #[arg(long)]
+    pub engine: Option<String>,
+    /// Weft: split a partition past this many bytes
+    #[arg(long = "partition_size")]
+    pub partition_size: Option<u64>,
+    /// Weft: merge a partition's UnsortedStore past this many bytes
+    #[arg(long = "unsorted_limit")]
+    pub unsorted_limit: Option<u64>,
+    /// Weft: values of at least this many bytes go to value logs
+    #[arg(long = "min_blob_size")]
+    pub min_blob_size: Option<usize>,
+    /// Weft: collect a value log once this share of it is dead
+    #[arg(long = "gc_garbage_ratio")]
+    pub gc_garbage_ratio: Option<f64>,
+    /// Weft: ...and its partition holds this many dead bytes
+    #[arg(long = "gc_min_garbage_bytes")]
+    pub gc_min_garbage_bytes: Option<u64>,
+    /// YCSB records loaded by ycsb_load, in total [default: num]
+    #[arg(long = "record_count")]
+    pub record_count: Option<u64>,
+    /// YCSB operations per workload, in total [default: reads]
+    #[arg(long = "operation_count")]
+    pub operation_count: Option<u64>,
+    /// YCSB fields per record [default: 10]
+    #[arg(long = "field_count")]
+    pub field_count: Option<usize>,
+    /// YCSB bytes per field [default: 100]
+    #[arg(long = "field_length")]
+    pub field_length: Option<usize>,
+    /// YCSB request distribution: uniform, zipfian, latest, zipf-composite,
+    /// sequential [default: each workload's own]
+    #[arg(long, value_parser = parse_distribution)]
+    pub distribution: Option<DistributionKind>,
+    /// Zipfian constant θ [default: 0.99]
+    #[arg(long = "zipf_theta")]
+    pub zipf_theta: Option<f64>,
+    /// YCSB E scans 1..=N entries [default: 100]
+    #[arg(long = "max_scan_length")]
+    pub max_scan_length: Option<u64>,
+    /// Also write results as JSON (schema weft-bench/1) to FILE
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Run the list N times and report each benchmark's median [default: 1]
+    #[arg(long)]
+    pub runs: Option<usize>,
+    /// Progress bar on stderr when it is a terminal [default: true]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub progress: Option<bool>,
+}
+
+/// `weft bench` subcommands.
+#[derive(Debug, Clone, PartialEq, Subcommand)]
+pub enum BenchAction {
+    /// Draws PNG charts (throughput, latency percentiles) from `--json` files.
+    Plot {
+        /// JSON result files (one series each).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Directory the PNGs are written to.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+}
+
+fn parse_distribution(s: &str) -> Result<DistributionKind, String> {
+    s.parse()
 }
 
 /// gflags-style booleans.
@@ -199,32 +284,7 @@ fn parse_memtable(s: &str) -> Result<MemtableKind, String> {
 impl BenchArgs {
     /// True when no bench flag was given (`--db` aside): run the quick workload.
     pub fn is_empty(&self) -> bool {
-        let BenchArgs {
-            benchmarks,
-            num,
-            reads,
-            key_size,
-            value_size,
-            threads,
-            write_buffer_size,
-            seek_nexts,
-            sync,
-            use_existing_db,
-            memtable,
-            seed,
-        } = self;
-        benchmarks.is_none()
-            && num.is_none()
-            && reads.is_none()
-            && key_size.is_none()
-            && value_size.is_none()
-            && threads.is_none()
-            && write_buffer_size.is_none()
-            && seek_nexts.is_none()
-            && sync.is_none()
-            && use_existing_db.is_none()
-            && memtable.is_none()
-            && seed.is_none()
+        *self == BenchArgs::default()
     }
 
     /// The configuration these flags describe.
@@ -248,6 +308,12 @@ impl BenchArgs {
         if let Some(r) = self.reads {
             c.reads = u64::try_from(r).ok();
         }
+        if let Some(b) = self.bloom_bits {
+            c.bloom_bits = usize::try_from(b).ok();
+        }
+        if let Some(e) = &self.engine {
+            c.engine = e.clone();
+        }
         macro_rules! take {
             ($($f:ident),*) => { $( if let Some(v) = self.$f { c.$f = v; } )* };
         }
@@ -260,8 +326,32 @@ impl BenchArgs {
             sync,
             use_existing_db,
             memtable,
-            seed
+            seed,
+            cache_size,
+            disable_wal,
+            histogram,
+            field_count,
+            field_length,
+            zipf_theta,
+            max_scan_length,
+            runs,
+            progress
         );
+        macro_rules! opt {
+            ($($f:ident),*) => { $( if self.$f.is_some() { c.$f = self.$f; } )* };
+        }
+        opt!(record_count, operation_count, distribution);
+        macro_rules! store {
+            ($($f:ident),*) => { $( if self.$f.is_some() { c.store.$f = self.$f; } )* };
+        }
+        store!(
+            partition_size,
+            unsorted_limit,
+            min_blob_size,
+            gc_garbage_ratio,
+            gc_min_garbage_bytes
+        );
+        c.json = self.json.clone();
         c
     }
 }
@@ -276,7 +366,7 @@ mod tests {
         v.extend_from_slice(args);
         let cli = Cli::try_parse_from(v).unwrap();
         match cli.command {
-            Command::Bench(b) => (b, cli.db),
+            Command::Bench(b) => (*b, cli.db),
             other => panic!("{other:?}"),
         }
     }
@@ -344,6 +434,71 @@ mod tests {
         assert_eq!(c.seed, 42);
         assert_eq!(c.benchmarks, ["fillseq", "readrandom"]);
         assert_eq!(c.db, PathBuf::from("/tmp/z"));
+    }
+
+    #[test]
+    fn new_db_bench_store_and_ycsb_flags() {
+        let (b, db) = bench(&[
+            "bench",
+            "--cache_size=1048576",
+            "--bloom_bits=12",
+            "--disable_wal",
+            "--histogram=1",
+            "--engine=weft",
+            "--partition_size=1000000",
+            "--unsorted_limit=2000000",
+            "--min_blob_size=512",
+            "--gc_garbage_ratio=0.3",
+            "--gc_min_garbage_bytes=77",
+            "--record_count=1000",
+            "--operation_count=500",
+            "--field_count=4",
+            "--field_length=8",
+            "--distribution=zipf-composite",
+            "--zipf_theta=0.9",
+            "--max_scan_length=5",
+            "--json=/tmp/r.json",
+            "--runs=3",
+            "--progress=false",
+            "--memtable=esl",
+        ]);
+        let c = b.to_config(db);
+        assert_eq!(c.cache_size, 1 << 20);
+        assert_eq!(c.bloom_bits, Some(12));
+        assert!(c.disable_wal && c.histogram && !c.progress);
+        assert_eq!(c.engine, "weft");
+        assert_eq!(c.store.partition_size, Some(1_000_000));
+        assert_eq!(c.store.unsorted_limit, Some(2_000_000));
+        assert_eq!(c.store.min_blob_size, Some(512));
+        assert_eq!(c.store.gc_garbage_ratio, Some(0.3));
+        assert_eq!(c.store.gc_min_garbage_bytes, Some(77));
+        assert_eq!(c.record_count(), 1000);
+        assert_eq!(c.operation_count(), 500);
+        assert_eq!(c.record_size(), 32);
+        assert_eq!(c.distribution, Some(DistributionKind::ZipfComposite));
+        assert_eq!(c.zipf_theta, 0.9);
+        assert_eq!(c.max_scan_length, 5);
+        assert_eq!(c.json, Some(PathBuf::from("/tmp/r.json")));
+        assert_eq!(c.runs, 3);
+        assert_eq!(c.memtable, MemtableKind::Esl);
+        // db_bench's -1 keeps the engine default.
+        let (b, db) = bench(&["bench", "--bloom_bits=-1"]);
+        assert_eq!(b.to_config(db).bloom_bits, None);
+        assert!(Cli::try_parse_from(["weft", "bench", "--distribution=pareto"]).is_err());
+    }
+
+    #[test]
+    fn bench_plot_subcommand() {
+        let (b, _) = bench(&["bench", "plot", "a.json", "b.json", "--out", "charts"]);
+        assert_eq!(
+            b.action,
+            Some(BenchAction::Plot {
+                files: vec!["a.json".into(), "b.json".into()],
+                out: "charts".into()
+            })
+        );
+        assert!(Cli::try_parse_from(["weft", "bench", "plot", "a.json"]).is_err());
+        assert!(Cli::try_parse_from(["weft", "bench", "plot", "--out", "d"]).is_err());
     }
 
     #[test]

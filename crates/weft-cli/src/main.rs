@@ -146,7 +146,21 @@ fn run(cli: Cli) -> CliResult {
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(args) => {
-            let config = args.to_config(db_dir);
+            if let Some(args::BenchAction::Plot { files, out }) = &args.action {
+                let (written, notes) = weft_bench::plot::plot(files, out)?;
+                for n in notes {
+                    eprintln!("weft: {n}");
+                }
+                let mut o = io::stdout().lock();
+                for w in written {
+                    writeln!(o, "{}", w.display())?;
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            let mut config = args.to_config(db_dir);
+            // Printed with the results and stored in the JSON: a figure
+            // without its command cannot be reproduced.
+            config.command = std::env::args().collect();
             let mut out = io::stdout().lock();
             weft_bench::run(&config, &mut out)?;
             Ok(ExitCode::SUCCESS)

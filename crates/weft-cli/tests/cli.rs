@@ -464,3 +464,70 @@ fn bench_line_parser_accepts_db_bench_output() {
     assert_eq!(found_of(&l.tail), Some((632_382, 1_000_000)));
     assert!(parse_bench_line("Keys:       16 bytes each").is_none());
 }
+
+#[test]
+fn bench_new_benchmarks_parse_as_db_bench_lines_and_plot() {
+    let (t, db) = temp_db();
+    let json = t.path().join("r.json");
+    let out = ok(
+        &db,
+        &[
+            "bench",
+            "--benchmarks=fillrandom,readmissing,readreverse,readwhilewriting,deleterandom,stats,ycsb_load,ycsb_a,ycsb_e",
+            "--num=1500",
+            "--record_count=1000",
+            "--operation_count=400",
+            "--field_count=2",
+            "--field_length=50",
+            "--seed=5",
+            "--disable_wal",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    assert!(out.contains("warning: --disable_wal ignored"), "{out}");
+    assert!(out.contains("Machine:    "), "{out}");
+    assert!(out.contains("Command:    "), "{out}");
+    let lines = bench_lines(&out);
+    let names: Vec<_> = lines.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "fillrandom",
+            "readmissing",
+            "readreverse",
+            "readwhilewriting",
+            "deleterandom",
+            "ycsb_load",
+            "ycsb_a",
+            "ycsb_e"
+        ],
+        "{out}"
+    );
+    assert_eq!(found_of(&lines[1].tail), Some((0, 1500)), "{out}");
+    assert_eq!(lines[5].operations, 1000);
+    assert_eq!(lines[6].operations, 400);
+    assert!(out.contains("  READ "), "{out}");
+    assert!(out.contains("  SCAN "), "{out}");
+
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["schema"], "weft-bench/1");
+    assert_eq!(v["benchmarks"].as_array().unwrap().len(), 9);
+    assert!(v["command"][0].as_str().unwrap().ends_with("weft"));
+
+    let charts = t.path().join("charts");
+    let o = weft(
+        &db,
+        &[
+            "bench",
+            "plot",
+            json.to_str().unwrap(),
+            "--out",
+            charts.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(charts.join("throughput.png").exists());
+    assert!(charts.join("latency-ycsb_a.png").exists());
+}

@@ -1,0 +1,552 @@
+//! The engines under test, behind one small trait so every workload runs
+//! unchanged against Weft and the stores users would pick instead.
+//!
+//! The trait is the intersection of what db_bench and YCSB need: put, get,
+//! delete and a bounded scan. Durability is fixed when the engine is opened
+//! (`--sync`), as with db_bench's `WriteOptions`, so the hot path carries no
+//! per-call options.
+//!
+//! Fairness (issue 3): every adapter gets the same memory budget, taken from
+//! `--cache_size` (read cache) and `--write_buffer_size` (write buffer), the
+//! same durability (a write-ahead log, no fsync per write unless `--sync`),
+//! and no compression. What each peer can and cannot honour is written at its
+//! adapter. Peers are cargo features (`rocksdb`, `fjall`, `redb`) because
+//! they take minutes to compile; the default build has Weft only.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+use weft::{Db, Options, ReadOptions, WriteOptions};
+
+use crate::config::BenchConfig;
+use crate::{Error, Result};
+
+/// One store, opened on one directory.
+pub trait Engine: Send + Sync {
+    /// Sets `key` to `value`.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// `key`'s value, if any.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Removes `key`.
+    fn delete(&self, key: &[u8]) -> Result<()>;
+    /// Visits up to `limit` entries in key order from the first key ≥ `start`
+    /// (or the first key), or, when `reverse`, backwards from the last key ≤
+    /// `start` (or the last key). Returns the entries visited.
+    fn scan(
+        &self,
+        start: Option<&[u8]>,
+        reverse: bool,
+        limit: u64,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<u64>;
+    /// Engine-specific statistics, as JSON (printed by `stats`, stored in the
+    /// JSON report). Amplification and memory figures the harness computes
+    /// itself from the process and the directory.
+    fn stats(&self) -> Value;
+    /// A write amplification the engine measures itself (bytes it wrote /
+    /// user bytes), if it does.
+    fn write_amplification(&self) -> Option<f64> {
+        None
+    }
+    /// Storage reads per point read, if the engine counts them.
+    fn read_amplification(&self) -> Option<f64> {
+        None
+    }
+    /// Bytes of memory the engine reports holding (memtables, caches).
+    fn memory_bytes(&self) -> Option<u64> {
+        None
+    }
+    /// Flushes and closes.
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// `--engine` values this build knows.
+pub fn available() -> Vec<&'static str> {
+    let mut v = vec!["weft"];
+    if cfg!(feature = "rocksdb") {
+        v.push("rocksdb");
+    }
+    if cfg!(feature = "fjall") {
+        v.push("fjall");
+    }
+    if cfg!(feature = "redb") {
+        v.push("redb");
+    }
+    v
+}
+
+/// Opens `config.engine` on `config.db`.
+pub fn open(config: &BenchConfig) -> Result<Box<dyn Engine>> {
+    let dir = &config.db;
+    match config.engine.as_str() {
+        "weft" => Ok(Box::new(WeftEngine::open(dir, config)?)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Ok(Box::new(peers::rocks::RocksEngine::open(dir, config)?)),
+        #[cfg(feature = "fjall")]
+        "fjall" => Ok(Box::new(peers::fjall::FjallEngine::open(dir, config)?)),
+        #[cfg(feature = "redb")]
+        "redb" => Ok(Box::new(peers::redb::RedbEngine::open(dir, config)?)),
+        other => Err(Error::Config(format!(
+            "engine {other:?} is not in this build (available: {}; build with \
+             --features {other} to add it)",
+            available().join(", ")
+        ))),
+    }
+}
+
+/// The Weft options a configuration describes: db_bench's flags mapped onto
+/// [`weft::Options`], and Weft's own knobs where given.
+pub fn weft_options(c: &BenchConfig) -> Options {
+    let mut o = Options::default()
+        .write_buffer_size(c.write_buffer_size)
+        .memtable(c.memtable)
+        .block_cache_size(c.cache_size);
+    if let Some(b) = c.bloom_bits {
+        o = o.bloom_bits_per_key(b);
+    }
+    let s = &c.store;
+    if let Some(v) = s.partition_size {
+        o = o.partition_size(v);
+    }
+    if let Some(v) = s.unsorted_limit {
+        o = o.unsorted_limit(v);
+    }
+    if let Some(v) = s.min_blob_size {
+        o = o.min_blob_size(v);
+    }
+    if let Some(v) = s.gc_garbage_ratio {
+        o = o.gc_garbage_ratio(v);
+    }
+    if let Some(v) = s.gc_min_garbage_bytes {
+        o = o.gc_min_garbage_bytes(v);
+    }
+    o
+}
+
+/// Weft itself.
+pub struct WeftEngine {
+    db: Db,
+    write: WriteOptions,
+}
+
+impl WeftEngine {
+    /// Opens (creating) a Weft database at `dir`.
+    pub fn open(dir: &Path, config: &BenchConfig) -> Result<Self> {
+        Ok(WeftEngine {
+            db: Db::open(dir, weft_options(config))?,
+            write: WriteOptions::new().sync(config.sync),
+        })
+    }
+}
+
+impl Engine for WeftEngine {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.db.put_opt(key, value, &self.write)?)
+    }
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.db.get(key)?)
+    }
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        Ok(self.db.delete_opt(key, &self.write)?)
+    }
+    fn scan(
+        &self,
+        start: Option<&[u8]>,
+        reverse: bool,
+        limit: u64,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<u64> {
+        let mut it = self.db.iter(&ReadOptions::new())?;
+        match (start, reverse) {
+            (None, false) => it.seek_to_first()?,
+            (None, true) => it.seek_to_last()?,
+            (Some(k), false) => it.seek(k)?,
+            (Some(k), true) => it.seek_for_prev(k)?,
+        }
+        let mut n = 0;
+        while n < limit && it.valid() {
+            visit(it.key(), it.value());
+            n += 1;
+            if reverse {
+                it.prev()?
+            } else {
+                it.next()?
+            }
+        }
+        Ok(n)
+    }
+    fn stats(&self) -> Value {
+        let s = self.db.stats();
+        let r = s.reads;
+        json!({
+            "memtable_kind": s.memtable_kind,
+            "partitions": s.partitions.len(),
+            "user_bytes_written": s.user_bytes_written,
+            "wal_bytes_written": s.wal_bytes_written,
+            "flush_bytes_written": s.flush_bytes_written,
+            "merge_bytes_written": s.merge_bytes_written,
+            "gc_bytes_written": s.gc_bytes_written,
+            "write_amplification": s.write_amplification,
+            "flushes": s.flushes,
+            "merges": s.merges,
+            "gcs": s.gcs,
+            "splits": s.splits,
+            "write_slowdowns": s.write_slowdowns,
+            "write_stalls": s.write_stalls,
+            "active_memtable_bytes": s.active_memtable_bytes,
+            "immutable_memtable_bytes": s.immutable_memtable_bytes,
+            "block_cache": {"capacity": s.block_cache.capacity, "usage": s.block_cache.usage,
+                            "hits": s.block_cache.hits, "misses": s.block_cache.misses},
+            "reads": {"memtable_hits": r.memtable_hits, "unsorted_hits": r.unsorted_hits,
+                      "sorted_hits": r.sorted_hits, "misses": r.misses,
+                      "unsorted_probes": r.unsorted_probes, "sorted_probes": r.sorted_probes,
+                      "value_log_reads": r.value_log_reads},
+        })
+    }
+    fn write_amplification(&self) -> Option<f64> {
+        let s = self.db.stats();
+        (s.user_bytes_written > 0).then_some(s.write_amplification)
+    }
+    fn read_amplification(&self) -> Option<f64> {
+        // Tables and logs touched per get; a memtable hit touches none.
+        let r = self.db.stats().reads;
+        let gets = r.memtable_hits + r.unsorted_hits + r.sorted_hits + r.misses;
+        (gets > 0)
+            .then(|| (r.unsorted_probes + r.sorted_probes + r.value_log_reads) as f64 / gets as f64)
+    }
+    fn memory_bytes(&self) -> Option<u64> {
+        let s = self.db.stats();
+        let index: u64 = s.partitions.iter().map(|p| p.index_bytes).sum();
+        Some(s.active_memtable_bytes + s.immutable_memtable_bytes + s.block_cache.usage + index)
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        Ok(self.db.close()?)
+    }
+}
+
+/// Peer engines, each behind its cargo feature.
+#[cfg(any(feature = "rocksdb", feature = "fjall", feature = "redb"))]
+mod peers {
+    use super::*;
+
+    fn err(e: impl std::fmt::Display) -> Error {
+        Error::Engine(e.to_string())
+    }
+
+    /// RocksDB through the `rocksdb` crate: LRU block cache of `--cache_size`,
+    /// `--write_buffer_size` memtables, bloom filter of `--bloom_bits`, no
+    /// compression, WAL on, `sync` per write only with `--sync`.
+    #[cfg(feature = "rocksdb")]
+    pub mod rocks {
+        use super::*;
+        use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, IteratorMode, Options, DB};
+
+        pub struct RocksEngine {
+            db: DB,
+            write: rocksdb::WriteOptions,
+        }
+
+        impl RocksEngine {
+            pub fn open(dir: &Path, c: &BenchConfig) -> Result<Self> {
+                let mut o = Options::default();
+                o.create_if_missing(true);
+                o.set_write_buffer_size(c.write_buffer_size);
+                o.set_compression_type(DBCompressionType::None);
+                o.increase_parallelism(2);
+                let mut t = BlockBasedOptions::default();
+                let cache = Cache::new_lru_cache(c.cache_size);
+                t.set_block_cache(&cache);
+                if let Some(b) = c.bloom_bits {
+                    t.set_bloom_filter(b as f64, false);
+                }
+                o.set_block_based_table_factory(&t);
+                o.enable_statistics();
+                let db = DB::open(&o, dir).map_err(err)?;
+                let mut write = rocksdb::WriteOptions::default();
+                write.set_sync(c.sync);
+                Ok(RocksEngine { db, write })
+            }
+        }
+
+        impl Engine for RocksEngine {
+            fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+                self.db.put_opt(key, value, &self.write).map_err(err)
+            }
+            fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+                self.db.get(key).map_err(err)
+            }
+            fn delete(&self, key: &[u8]) -> Result<()> {
+                self.db.delete_opt(key, &self.write).map_err(err)
+            }
+            fn scan(
+                &self,
+                start: Option<&[u8]>,
+                reverse: bool,
+                limit: u64,
+                visit: &mut dyn FnMut(&[u8], &[u8]),
+            ) -> Result<u64> {
+                let mode = match (start, reverse) {
+                    (None, false) => IteratorMode::Start,
+                    (None, true) => IteratorMode::End,
+                    (Some(k), false) => IteratorMode::From(k, rocksdb::Direction::Forward),
+                    (Some(k), true) => IteratorMode::From(k, rocksdb::Direction::Reverse),
+                };
+                let mut n = 0;
+                for item in self.db.iterator(mode) {
+                    if n >= limit {
+                        break;
+                    }
+                    let (k, v) = item.map_err(err)?;
+                    visit(&k, &v);
+                    n += 1;
+                }
+                Ok(n)
+            }
+            fn stats(&self) -> Value {
+                let p = |name: &str| self.db.property_value(name).ok().flatten();
+                json!({
+                    "rocksdb.stats": p("rocksdb.stats"),
+                    "estimate-num-keys": p("rocksdb.estimate-num-keys"),
+                })
+            }
+            fn memory_bytes(&self) -> Option<u64> {
+                let p = |name: &str| self.db.property_int_value(name).ok().flatten();
+                Some(
+                    p("rocksdb.cur-size-all-mem-tables").unwrap_or(0)
+                        + p("rocksdb.block-cache-usage").unwrap_or(0),
+                )
+            }
+            fn close(self: Box<Self>) -> Result<()> {
+                self.db.flush_wal(true).map_err(err)
+            }
+        }
+    }
+
+    /// fjall 2 (an LSM in Rust): one partition, block cache of
+    /// `--cache_size`, write buffer of `--write_buffer_size`, no compression,
+    /// journal on; `--sync` persists the journal (fsync) after each write.
+    #[cfg(feature = "fjall")]
+    pub mod fjall {
+        use super::*;
+        use ::fjall::{
+            CompressionType, Config, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMode,
+        };
+
+        pub struct FjallEngine {
+            keyspace: Keyspace,
+            part: PartitionHandle,
+            sync: bool,
+        }
+
+        impl FjallEngine {
+            pub fn open(dir: &Path, c: &BenchConfig) -> Result<Self> {
+                let keyspace = Config::new(dir)
+                    .cache_size(c.cache_size as u64)
+                    .max_write_buffer_size(c.write_buffer_size as u64)
+                    .open()
+                    .map_err(err)?;
+                let mut opts = PartitionCreateOptions::default()
+                    .compression(CompressionType::None)
+                    .max_memtable_size(c.write_buffer_size as u32);
+                if let Some(b) = c.bloom_bits {
+                    opts = opts.bloom_filter_bits(Some(b as u8));
+                }
+                let part = keyspace.open_partition("bench", opts).map_err(err)?;
+                Ok(FjallEngine {
+                    keyspace,
+                    part,
+                    sync: c.sync,
+                })
+            }
+            fn persist(&self) -> Result<()> {
+                if self.sync {
+                    self.keyspace.persist(PersistMode::SyncData).map_err(err)?;
+                }
+                Ok(())
+            }
+        }
+
+        impl Engine for FjallEngine {
+            fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+                self.part.insert(key, value).map_err(err)?;
+                self.persist()
+            }
+            fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+                Ok(self.part.get(key).map_err(err)?.map(|v| v.to_vec()))
+            }
+            fn delete(&self, key: &[u8]) -> Result<()> {
+                self.part.remove(key).map_err(err)?;
+                self.persist()
+            }
+            fn scan(
+                &self,
+                start: Option<&[u8]>,
+                reverse: bool,
+                limit: u64,
+                visit: &mut dyn FnMut(&[u8], &[u8]),
+            ) -> Result<u64> {
+                let mut n = 0;
+                let mut each = |item: ::fjall::Result<(::fjall::Slice, ::fjall::Slice)>| {
+                    let (k, v) = item.map_err(err)?;
+                    visit(&k, &v);
+                    n += 1;
+                    Ok::<_, Error>(())
+                };
+                let lim = limit as usize;
+                match (start, reverse) {
+                    (None, false) => self.part.iter().take(lim).try_for_each(&mut each)?,
+                    (None, true) => self.part.iter().rev().take(lim).try_for_each(&mut each)?,
+                    (Some(k), false) => self
+                        .part
+                        .range(k.to_vec()..)
+                        .take(lim)
+                        .try_for_each(&mut each)?,
+                    (Some(k), true) => self
+                        .part
+                        .range(..=k.to_vec())
+                        .rev()
+                        .take(lim)
+                        .try_for_each(&mut each)?,
+                }
+                Ok(n)
+            }
+            fn stats(&self) -> Value {
+                json!({
+                    "disk_space": self.keyspace.disk_space(),
+                    "write_buffer_size": self.keyspace.write_buffer_size(),
+                    "segments": self.part.segment_count(),
+                })
+            }
+            fn memory_bytes(&self) -> Option<u64> {
+                Some(self.keyspace.write_buffer_size())
+            }
+            fn close(self: Box<Self>) -> Result<()> {
+                self.keyspace.persist(PersistMode::SyncAll).map_err(err)
+            }
+        }
+    }
+
+    /// redb 2 (a copy-on-write B-tree): one table; cache of `--cache_size` +
+    /// `--write_buffer_size` (redb has no separate write buffer). redb has
+    /// no WAL: each write is its own transaction, committed with
+    /// `Durability::None` unless `--sync` (then `Immediate`, an fsync per
+    /// write). That is weaker than a WAL for non-sync runs — redb cannot
+    /// offer "survives a process crash without fsync". Every
+    /// [`DURABLE_EVERY`]th write commits with `Immediate`: redb reuses the
+    /// pages freed by non-durable commits only after a durable one, and
+    /// without it the file grew 100× the data in a 20 000-key run.
+    #[cfg(feature = "redb")]
+    pub const DURABLE_EVERY: u64 = 1024;
+
+    /// redb 2; see [`DURABLE_EVERY`] for its durability.
+    #[cfg(feature = "redb")]
+    pub mod redb {
+        use super::*;
+        use ::redb::{Database, Durability, ReadableTable, TableDefinition};
+
+        const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("bench");
+
+        pub struct RedbEngine {
+            db: Database,
+            durability: Durability,
+            writes: std::sync::atomic::AtomicU64,
+        }
+
+        impl RedbEngine {
+            pub fn open(dir: &Path, c: &BenchConfig) -> Result<Self> {
+                std::fs::create_dir_all(dir).map_err(err)?;
+                let db = ::redb::Builder::new()
+                    .set_cache_size(c.cache_size + c.write_buffer_size)
+                    .create(dir.join("bench.redb"))
+                    .map_err(err)?;
+                let tx = db.begin_write().map_err(err)?;
+                tx.open_table(TABLE).map_err(err)?;
+                tx.commit().map_err(err)?;
+                Ok(RedbEngine {
+                    db,
+                    durability: if c.sync {
+                        Durability::Immediate
+                    } else {
+                        Durability::None
+                    },
+                    writes: std::sync::atomic::AtomicU64::new(0),
+                })
+            }
+
+            fn durability(&self) -> Durability {
+                let n = self
+                    .writes
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if (n + 1) % super::DURABLE_EVERY == 0 {
+                    Durability::Immediate
+                } else {
+                    self.durability
+                }
+            }
+        }
+
+        impl Engine for RedbEngine {
+            fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+                let mut tx = self.db.begin_write().map_err(err)?;
+                tx.set_durability(self.durability());
+                tx.open_table(TABLE)
+                    .map_err(err)?
+                    .insert(key, value)
+                    .map_err(err)?;
+                tx.commit().map_err(err)
+            }
+            fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+                let tx = self.db.begin_read().map_err(err)?;
+                let t = tx.open_table(TABLE).map_err(err)?;
+                Ok(t.get(key).map_err(err)?.map(|v| v.value().to_vec()))
+            }
+            fn delete(&self, key: &[u8]) -> Result<()> {
+                let mut tx = self.db.begin_write().map_err(err)?;
+                tx.set_durability(self.durability);
+                tx.open_table(TABLE)
+                    .map_err(err)?
+                    .remove(key)
+                    .map_err(err)?;
+                tx.commit().map_err(err)
+            }
+            fn scan(
+                &self,
+                start: Option<&[u8]>,
+                reverse: bool,
+                limit: u64,
+                visit: &mut dyn FnMut(&[u8], &[u8]),
+            ) -> Result<u64> {
+                let tx = self.db.begin_read().map_err(err)?;
+                let t = tx.open_table(TABLE).map_err(err)?;
+                let range = match (start, reverse) {
+                    (None, _) => t.iter().map_err(err)?,
+                    (Some(k), false) => t.range(k..).map_err(err)?,
+                    (Some(k), true) => t.range(..=k).map_err(err)?,
+                };
+                let mut n = 0;
+                let mut each = |item: std::result::Result<_, ::redb::StorageError>| {
+                    let (k, v): (::redb::AccessGuard<&[u8]>, ::redb::AccessGuard<&[u8]>) =
+                        item.map_err(err)?;
+                    visit(k.value(), v.value());
+                    n += 1;
+                    Ok::<_, Error>(())
+                };
+                if reverse {
+                    range.rev().take(limit as usize).try_for_each(&mut each)?;
+                } else {
+                    range.take(limit as usize).try_for_each(&mut each)?;
+                }
+                Ok(n)
+            }
+            fn stats(&self) -> Value {
+                json!({ "durability_without_sync": "none (redb has no WAL)" })
+            }
+            fn close(self: Box<Self>) -> Result<()> {
+                // Make the last Durability::None commits durable.
+                let mut tx = self.db.begin_write().map_err(err)?;
+                tx.set_durability(Durability::Immediate);
+                tx.commit().map_err(err)
+            }
+        }
+    }
+}
