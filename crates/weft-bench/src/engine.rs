@@ -477,7 +477,7 @@ mod peers {
                 let n = self
                     .writes
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if (n + 1) % super::DURABLE_EVERY == 0 {
+                if n % super::DURABLE_EVERY == super::DURABLE_EVERY - 1 {
                     Durability::Immediate
                 } else {
                     self.durability
