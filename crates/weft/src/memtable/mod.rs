@@ -17,6 +17,7 @@
 
 pub mod arena;
 pub mod esl;
+mod height;
 pub mod jellyfish;
 pub mod skiplist;
 #[cfg(test)]

@@ -57,24 +57,19 @@
 //! Memory is never reclaimed while the list lives (the arena goes with the
 //! last `Arc`), so there is no ABA problem and no epoch scheme is needed.
 
-use std::cell::Cell;
 use std::cmp::Ordering as CmpOrdering;
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
+
 use std::mem;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::arena::Arena;
+use super::height::{random_height, MAX_HEIGHT};
 use super::{Found, Memtable, MemtableKind};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{pack_trailer, SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
-
-/// Tallest tower. With branching 4, 12 levels index 4^12 = 16 M versions in
-/// O(log n) (RocksDB's default); a memtable rotates long before that.
-const MAX_HEIGHT: usize = 12;
 
 /// Bytes of one link.
 const LINK_SIZE: usize = mem::size_of::<AtomicPtr<u8>>();
@@ -221,34 +216,6 @@ impl Node {
 #[inline]
 fn as_ptr(n: Option<Node>) -> *mut u8 {
     n.map_or(ptr::null_mut(), |n| n.0.as_ptr())
-}
-
-/// A tower height: 1 + number of leading "1 in 4" successes, from a
-/// per-thread xorshift64* generator (no shared state between writers).
-fn random_height() -> usize {
-    thread_local! {
-        static RNG: Cell<u64> = Cell::new({
-            // RandomState is randomly keyed per thread: a cheap, distinct seed.
-            let mut h = RandomState::new().build_hasher();
-            h.write_usize(0);
-            h.finish() | 1
-        });
-    }
-    RNG.with(|rng| {
-        let mut x = rng.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        rng.set(x);
-        // The high bits of xorshift64* are the good ones.
-        let mut bits = x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32;
-        let mut height = 1;
-        while height < MAX_HEIGHT && bits & 3 == 0 {
-            height += 1;
-            bits >>= 2;
-        }
-        height
-    })
 }
 
 /// Append-only concurrent skiplist memtable, one node per version.

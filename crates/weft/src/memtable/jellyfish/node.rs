@@ -49,9 +49,6 @@
 //! Memory orderings: records are fully written before the CAS (AcqRel) that
 //! publishes them; readers load links with Acquire.
 
-use std::cell::Cell;
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::mem;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -59,8 +56,8 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use crate::key::{pack_trailer, SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::memtable::arena::Arena;
 
-/// Tallest tower (as the `skiplist` kind: branching 4, 4^12 = 16 M keys).
-pub(crate) const MAX_HEIGHT: usize = 12;
+// Tower heights are shared with the `skiplist` kind (branching 4).
+pub(crate) use crate::memtable::height::{random_height, MAX_HEIGHT};
 
 const LINK_SIZE: usize = mem::size_of::<AtomicPtr<u8>>();
 /// Offsets from the node pointer (the address of link 0).
@@ -419,30 +416,4 @@ pub(crate) fn truncate_below(head: &AtomicPtr<u8>, watermark: SequenceNumber) ->
         v = x.next();
     }
     false
-}
-
-/// A tower height: 1 + number of leading "1 in 4" successes, from a
-/// per-thread xorshift64* generator (no shared state between writers).
-pub(crate) fn random_height() -> usize {
-    thread_local! {
-        static RNG: Cell<u64> = Cell::new({
-            let mut h = RandomState::new().build_hasher();
-            h.write_usize(0);
-            h.finish() | 1
-        });
-    }
-    RNG.with(|rng| {
-        let mut x = rng.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        rng.set(x);
-        let mut bits = x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32;
-        let mut height = 1;
-        while height < MAX_HEIGHT && bits & 3 == 0 {
-            height += 1;
-            bits >>= 2;
-        }
-        height
-    })
 }
