@@ -260,7 +260,6 @@ mod peers {
                     t.set_bloom_filter(b as f64, false);
                 }
                 o.set_block_based_table_factory(&t);
-                o.enable_statistics();
                 let db = DB::open(&o, dir).map_err(err)?;
                 let mut write = rocksdb::WriteOptions::default();
                 write.set_sync(c.sync);
