@@ -204,17 +204,12 @@ fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     // Index the new tables before any version lists them, so a reader that
     // sees a table always finds it through the index (UniKV §III-B).
     index_new_tables(&version, &files, &stats)?;
-    let opened = open_all(core, &files);
-    let opened = match opened {
-        Ok(o) => o,
-        Err(e) => {
-            remove_files(
-                core,
-                &files.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>(),
-            );
-            return Err(e);
-        }
-    };
+    let metas: Vec<FileMeta> = files.iter().map(|(_, f)| f.clone()).collect();
+    let opened: Vec<(u64, Arc<TableFile>)> = files
+        .iter()
+        .map(|(p, _)| *p)
+        .zip(open_new_tables(core, &metas)?)
+        .collect();
 
     let mut st = core.state.lock();
     debug_assert!(st.imms.front().is_some_and(|i| Arc::ptr_eq(&i.mem, &mem)));
@@ -350,11 +345,17 @@ fn index_new_tables(version: &Version, files: &[(u64, FileMeta)], stats: &JobSta
     Ok(())
 }
 
-fn open_all(core: &Core, files: &[(u64, FileMeta)]) -> Result<Vec<(u64, Arc<TableFile>)>> {
-    files
+/// Opens the tables a job just wrote. If one fails to open, removes them
+/// all (no version ever listed them) and returns the error.
+fn open_new_tables(core: &Core, files: &[FileMeta]) -> Result<Vec<Arc<TableFile>>> {
+    let opened = files
         .iter()
-        .map(|(p, f)| Ok((*p, TableFile::open(&core.dir, f.clone(), &core.cache)?)))
-        .collect()
+        .map(|f| TableFile::open(&core.dir, f.clone(), &core.cache))
+        .collect::<Result<Vec<_>>>();
+    if opened.is_err() {
+        remove_files(core, files);
+    }
+    opened
 }
 
 /// What a SortedStore rewrite is for.
@@ -503,17 +504,7 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
             let _ = std::fs::remove_file(crate::filename::value_log_path(&core.dir, n));
         }
     };
-    let opened: Vec<Arc<TableFile>> = match outputs
-        .iter()
-        .map(|f| TableFile::open(&core.dir, f.clone(), &core.cache))
-        .collect::<Result<_>>()
-    {
-        Ok(o) => o,
-        Err(e) => {
-            cleanup(core);
-            return Err(e);
-        }
-    };
+    let opened = open_new_tables(core, &outputs).inspect_err(|_| cleanup(core))?;
     let new_log = match stats.value_log {
         Some((n, size)) => match ValueLogFile::open(&core.dir, n, size) {
             Ok(f) => Some(f),
@@ -780,20 +771,8 @@ fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
                 return Err(e);
             }
         };
-        let open = |files: &[FileMeta]| -> Result<Vec<Arc<TableFile>>> {
-            files
-                .iter()
-                .map(|f| TableFile::open(&core.dir, f.clone(), &core.cache))
-                .collect()
-        };
-        let (l, r) = match (open(&left), open(&right)) {
-            (Ok(l), Ok(r)) => (l, r),
-            (Err(e), _) | (_, Err(e)) => {
-                remove_files(core, &left);
-                remove_files(core, &right);
-                return Err(e);
-            }
-        };
+        let l = open_new_tables(core, &left).inspect_err(|_| remove_files(core, &right))?;
+        let r = open_new_tables(core, &right).inspect_err(|_| remove_files(core, &left))?;
         Counters::add(&core.counters.merge_bytes, stats.bytes_written);
         (key, l, r, Some(Arc::clone(t)))
     };
@@ -947,17 +926,7 @@ fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();
     let outputs = write_tables(&mut input, &policy, &spec, &mut new_file, &mut stats)?;
-    let opened: Vec<Arc<TableFile>> = match outputs
-        .iter()
-        .map(|f| TableFile::open(&core.dir, f.clone(), &core.cache))
-        .collect::<Result<_>>()
-    {
-        Ok(o) => o,
-        Err(e) => {
-            remove_files(core, &outputs);
-            return Err(e);
-        }
-    };
+    let opened = open_new_tables(core, &outputs)?;
     crate::fault::crash_point("consolidate.tables_written");
     for t in &opened {
         if let Some((_, keys)) = stats.table_keys.iter().find(|(n, _)| *n == t.meta.number) {

@@ -325,15 +325,20 @@ impl Partition {
         // pinned by a reader may still list tables a later merge removed from
         // the shared index.
         let mut candidates = Vec::new();
-        let unknown: Vec<bool> = {
+        // Almost always every table is indexed; only when one is not is the
+        // per-table list of unknown tables worth building.
+        let unknown: Option<Vec<bool>> = {
             let index = self.index.read();
             index.lookup(key, &mut candidates);
-            self.unsorted
-                .iter()
-                .map(|t| !index.contains_table(t.meta.number))
-                .collect()
+            let known = |t: &Arc<TableFile>| index.contains_table(t.meta.number);
+            if self.unsorted.iter().all(known) {
+                None
+            } else {
+                Some(self.unsorted.iter().map(|t| !known(t)).collect())
+            }
         };
-        for (t, unknown) in self.unsorted.iter().zip(unknown).rev() {
+        for (i, t) in self.unsorted.iter().enumerate().rev() {
+            let unknown = unknown.as_ref().is_some_and(|u| u[i]);
             if !unknown && !candidates.contains(&t.meta.number) {
                 continue;
             }
