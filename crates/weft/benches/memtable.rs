@@ -193,7 +193,17 @@ impl Target for Crossbeam {
     }
 }
 
-const KINDS: [&str; 4] = ["skiplist", "jellyfish", "esl", "crossbeam"];
+const KINDS: [&str; 6] = [
+    "skiplist",
+    "jellyfish",
+    "esl",
+    "cuckoo",
+    "teks",
+    "crossbeam",
+];
+/// The write buffer the hash kinds size their budget by: large enough that
+/// no benchmark fills it.
+const BENCH_WRITE_BUFFER: usize = 4 << 30;
 
 /// A target of `kind`, and for `esl` also its concrete handle (index hook).
 fn make(kind: &str) -> (Box<dyn Target>, Option<Arc<EslMemtable>>) {
@@ -206,6 +216,7 @@ fn make(kind: &str) -> (Box<dyn Target>, Option<Arc<EslMemtable>>) {
         k => (
             Box::new(Weft(new_memtable(
                 k.parse::<MemtableKind>().unwrap_or_default(),
+                BENCH_WRITE_BUFFER,
             ))),
             None,
         ),

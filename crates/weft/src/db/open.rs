@@ -193,7 +193,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     }
 
     let engine = EngineState {
-        mem: new_memtable(options.memtable),
+        mem: new_memtable(options.memtable, options.write_buffer_size),
         mem_wal: wal_number,
         imms: Default::default(),
         version: Arc::new(Version {
@@ -289,7 +289,7 @@ fn replay_wals(
     counters: &Counters,
 ) -> Result<u64> {
     let mut last_seq = state.last_sequence;
-    let mut mem = new_memtable(options.memtable);
+    let mut mem = new_memtable(options.memtable, options.write_buffer_size);
     for (i, &n) in wals.iter().enumerate() {
         let path = filename::wal_path(dir, n);
         let is_last = i + 1 == wals.len();
@@ -310,7 +310,7 @@ fn replay_wals(
                     }
                     if mem.approximate_memory() >= options.write_buffer_size {
                         flush_recovered(dir, options, state, &mem)?;
-                        mem = new_memtable(options.memtable);
+                        mem = new_memtable(options.memtable, options.write_buffer_size);
                     }
                 }
                 LogRead::End => break,

@@ -375,7 +375,10 @@ impl Core {
             }
             *wal = ActiveWal { writer };
         }
-        let old = std::mem::replace(&mut st.mem, new_memtable(self.options.memtable));
+        let old = std::mem::replace(
+            &mut st.mem,
+            new_memtable(self.options.memtable, self.options.write_buffer_size),
+        );
         let old_wal = std::mem::replace(&mut st.mem_wal, number);
         st.imms.push_back(ImmutableMemtable {
             mem: old,

@@ -54,12 +54,13 @@
 //!   (`node::truncate_below`).
 
 mod cursor;
+pub(crate) mod levels;
 pub(crate) mod node;
 
-use std::cmp::Ordering as CmpOrdering;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use self::levels::SkipLevels;
 use self::node::{alloc_node, alloc_version, insert_version, random_height, Node, MAX_HEIGHT};
 use super::arena::Arena;
 use super::{Found, Memtable, MemtableKind};
@@ -71,10 +72,7 @@ pub(crate) use self::cursor::{Cursor, KeyIndex};
 /// The `jellyfish` memtable. See the module docs.
 pub struct JellyFishMemtable {
     arena: Arena,
-    head: Node,
-    /// Height of the tallest tower so far (Relaxed, as the `skiplist` kind:
-    /// a stale value only makes a search start lower).
-    max_height: AtomicUsize,
+    levels: SkipLevels,
     /// Versions inserted.
     len: AtomicUsize,
     /// Distinct keys (nodes published).
@@ -94,11 +92,10 @@ impl JellyFishMemtable {
     /// An empty memtable.
     pub fn new() -> Self {
         let arena = Arena::new();
-        let (head, _) = alloc_node(&arena, MAX_HEIGHT, b"", None);
+        let levels = SkipLevels::new(&arena);
         JellyFishMemtable {
             arena,
-            head,
-            max_height: AtomicUsize::new(1),
+            levels,
             len: AtomicUsize::new(0),
             keys: AtomicUsize::new(0),
             watermark: AtomicU64::new(0),
@@ -113,40 +110,7 @@ impl JellyFishMemtable {
     /// The node holding `key`, stopping at the first level where it is
     /// found (JellyFish Algorithm 2).
     fn find(&self, key: &[u8]) -> Option<Node> {
-        let mut x = self.head;
-        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
-        let mut last_bigger: Option<Node> = None;
-        loop {
-            let next = x.next(level);
-            if let Some(n) = next.filter(|&n| Some(n) != last_bigger) {
-                match n.key().cmp(key) {
-                    CmpOrdering::Less => {
-                        x = n;
-                        continue;
-                    }
-                    CmpOrdering::Equal => return Some(n),
-                    CmpOrdering::Greater => {}
-                }
-            }
-            if level == 0 {
-                return None;
-            }
-            last_bigger = next;
-            level -= 1;
-        }
-    }
-
-    /// Walks `level` from `before` (whose key is `< key`, or the head) to the
-    /// pair `(prev, next)` with `prev.key < key <= next.key`.
-    #[inline]
-    fn splice(key: &[u8], before: Node, level: usize) -> (Node, Option<Node>) {
-        let mut x = before;
-        loop {
-            match x.next(level) {
-                Some(n) if n.key() < key => x = n,
-                next => return (x, next),
-            }
-        }
+        self.levels.find(key)
     }
 
     /// After a version was added to `node`, cuts what the watermark allows.
@@ -161,55 +125,19 @@ impl JellyFishMemtable {
 
 impl KeyIndex for JellyFishMemtable {
     fn first_node(&self) -> Option<Node> {
-        self.head.next(0)
+        self.levels.head.next(0)
     }
 
     fn node_at_or_after(&self, key: &[u8]) -> Option<Node> {
-        let mut x = self.head;
-        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
-        let mut last_bigger: Option<Node> = None;
-        loop {
-            let next = x.next(level);
-            if let Some(n) = next.filter(|&n| Some(n) != last_bigger) {
-                match n.key().cmp(key) {
-                    CmpOrdering::Less => {
-                        x = n;
-                        continue;
-                    }
-                    CmpOrdering::Equal => return next,
-                    CmpOrdering::Greater => {}
-                }
-            }
-            if level == 0 {
-                return next;
-            }
-            last_bigger = next;
-            level -= 1;
-        }
+        self.levels.at_or_after(key)
     }
 
     fn node_before(&self, key: &[u8]) -> Option<Node> {
-        let mut x = self.head;
-        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
-        loop {
-            match x.next(level) {
-                Some(n) if n.key() < key => x = n,
-                _ if level == 0 => return (x != self.head).then_some(x),
-                _ => level -= 1,
-            }
-        }
+        self.levels.before(key)
     }
 
     fn last_node(&self) -> Option<Node> {
-        let mut x = self.head;
-        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
-        loop {
-            match x.next(level) {
-                Some(n) => x = n,
-                None if level == 0 => return (x != self.head).then_some(x),
-                None => level -= 1,
-            }
-        }
+        self.levels.last()
     }
 }
 
@@ -220,12 +148,12 @@ impl Memtable for JellyFishMemtable {
 
     fn insert(&self, user_key: &[u8], seq: SequenceNumber, kind: ValueKind, value: &[u8]) {
         self.len.fetch_add(1, Ordering::Relaxed);
-        let top = self.max_height.load(Ordering::Relaxed);
-        let mut prev = [self.head; MAX_HEIGHT];
+        let top = self.levels.height();
+        let mut prev = [self.levels.head; MAX_HEIGHT];
         let mut next: [Option<Node>; MAX_HEIGHT] = [None; MAX_HEIGHT];
-        let mut x = self.head;
+        let mut x = self.levels.head;
         for level in (0..top).rev() {
-            let (p, n) = Self::splice(user_key, x, level);
+            let (p, n) = SkipLevels::splice(user_key, x, level);
             if let Some(n) = n.filter(|n| n.key() == user_key) {
                 // Known key: one CAS into its version list.
                 insert_version(n.versions(), alloc_version(&self.arena, seq, kind, value));
@@ -240,18 +168,7 @@ impl Memtable for JellyFishMemtable {
         // New key: a node with its first version in one allocation.
         let height = random_height();
         let (node, first) = alloc_node(&self.arena, height, user_key, Some((seq, kind, value)));
-        let mut cur = top;
-        while height > cur {
-            match self.max_height.compare_exchange_weak(
-                cur,
-                height,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => cur = height,
-                Err(actual) => cur = actual,
-            }
-        }
+        self.levels.raise_height(height);
         // Levels at or above `top` keep (head, None); a failed CAS there
         // recomputes the splice like any other.
         loop {
@@ -259,7 +176,7 @@ impl Memtable for JellyFishMemtable {
             if prev[0].cas_next(0, next[0], node) {
                 break;
             }
-            let (p, n) = Self::splice(user_key, prev[0], 0);
+            let (p, n) = SkipLevels::splice(user_key, prev[0], 0);
             if let Some(winner) = n.filter(|n| n.key() == user_key) {
                 // Another writer published this key first: abandon our node,
                 // keep our version.
@@ -281,7 +198,7 @@ impl Memtable for JellyFishMemtable {
                 }
                 // Only one node per key is ever published, and ours is not
                 // yet at this level: the recomputed `next` is a larger key.
-                let (p, n) = Self::splice(user_key, prev[level], level);
+                let (p, n) = SkipLevels::splice(user_key, prev[level], level);
                 prev[level] = p;
                 next[level] = n;
             }

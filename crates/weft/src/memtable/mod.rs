@@ -16,10 +16,12 @@
 //! `Arc`, which readers and iterators hold.
 
 pub mod arena;
+pub mod cuckoo;
 pub mod esl;
 mod height;
 pub mod jellyfish;
 pub mod skiplist;
+pub mod teks;
 #[cfg(test)]
 mod test_support;
 
@@ -41,6 +43,12 @@ pub enum MemtableKind {
     /// The jellyfish data level under a lock-free parent level and array
     /// index levels updated by a background thread (ESL).
     Esl,
+    /// A concurrent cuckoo hash over key nodes with version lists; ordered
+    /// access sorts a copy (TeksDB's hash baseline).
+    Cuckoo,
+    /// The cuckoo hash woven with a jellyfish skiplist over one pool of key
+    /// nodes, new keys linked by a background worker (TeksDB).
+    Teks,
 }
 
 impl MemtableKind {
@@ -49,6 +57,8 @@ impl MemtableKind {
         MemtableKind::SkipList,
         MemtableKind::JellyFish,
         MemtableKind::Esl,
+        MemtableKind::Cuckoo,
+        MemtableKind::Teks,
     ];
 
     /// The kind's name as used by `weft bench --memtable` and `Options`.
@@ -57,6 +67,8 @@ impl MemtableKind {
             MemtableKind::SkipList => "skiplist",
             MemtableKind::JellyFish => "jellyfish",
             MemtableKind::Esl => "esl",
+            MemtableKind::Cuckoo => "cuckoo",
+            MemtableKind::Teks => "teks",
         }
     }
 }
@@ -140,11 +152,14 @@ pub trait Memtable: Send + Sync + 'static {
     }
 }
 
-/// Creates an empty memtable of `kind`.
-pub fn new_memtable(kind: MemtableKind) -> Arc<dyn Memtable> {
+/// Creates an empty memtable of `kind` for a write buffer of
+/// `write_buffer_size` bytes (the hash kinds size their table budget by it).
+pub fn new_memtable(kind: MemtableKind, write_buffer_size: usize) -> Arc<dyn Memtable> {
     match kind {
         MemtableKind::SkipList => Arc::new(skiplist::SkipListMemtable::new()),
         MemtableKind::JellyFish => Arc::new(jellyfish::JellyFishMemtable::new()),
         MemtableKind::Esl => Arc::new(esl::EslMemtable::new()),
+        MemtableKind::Cuckoo => Arc::new(cuckoo::CuckooMemtable::new(write_buffer_size)),
+        MemtableKind::Teks => Arc::new(teks::TeksMemtable::new(write_buffer_size)),
     }
 }

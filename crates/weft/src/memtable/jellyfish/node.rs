@@ -7,7 +7,7 @@
 //! the `skiplist` kind), so a node of height `h` carries exactly `h` links:
 //!
 //! ```text
-//!   [link h-1] .. [link 0] [versions] [key_len u32] [pad u32] [key]
+//!   [link h-1] .. [link 0] [versions] [key_len u32] [flags u32] [key]
 //!                          ^ node pointer
 //! ```
 //!
@@ -51,7 +51,7 @@
 
 use std::mem;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 use crate::key::{pack_trailer, SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::memtable::arena::Arena;
@@ -63,6 +63,9 @@ const LINK_SIZE: usize = mem::size_of::<AtomicPtr<u8>>();
 /// Offsets from the node pointer (the address of link 0).
 const VERSIONS_OFFSET: usize = LINK_SIZE;
 const KEY_LEN_OFFSET: usize = VERSIONS_OFFSET + LINK_SIZE;
+/// A word of flags the kinds may use (teks: "linked into the sorted
+/// index"); zero at allocation.
+const FLAGS_OFFSET: usize = KEY_LEN_OFFSET + 4;
 const KEY_OFFSET: usize = KEY_LEN_OFFSET + 8;
 /// Offsets inside a version record.
 const V_TRAILER_OFFSET: usize = LINK_SIZE;
@@ -148,6 +151,15 @@ impl Node {
         // the allocation, initialised before publication (lifetime: as
         // `link`).
         unsafe { &*self.0.as_ptr().add(VERSIONS_OFFSET).cast::<AtomicPtr<u8>>() }
+    }
+
+    /// The node's flag word (zero at allocation; meaning per kind).
+    #[inline]
+    pub(crate) fn flags(self) -> &'static AtomicU32 {
+        // SAFETY: the flag word is the 4-aligned u32 after the key length,
+        // inside the allocation, initialised by `alloc_node` before the node
+        // can be reached (lifetime: as `link`).
+        unsafe { &*self.0.as_ptr().add(FLAGS_OFFSET).cast::<AtomicU32>() }
     }
 
     /// The newest version (every published key node has at least one).
@@ -368,6 +380,9 @@ pub(crate) fn alloc_node(
         node.add(KEY_LEN_OFFSET)
             .cast::<u32>()
             .write(key.len() as u32);
+        node.add(FLAGS_OFFSET)
+            .cast::<AtomicU32>()
+            .write(AtomicU32::new(0));
         ptr::copy_nonoverlapping(key.as_ptr(), node.add(KEY_OFFSET), key.len());
         (Node(NonNull::new_unchecked(node)), version)
     }

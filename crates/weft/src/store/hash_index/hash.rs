@@ -58,7 +58,7 @@ pub(super) fn fmix64(mut x: u64) -> u64 {
 
 /// The 64-bit key hash (lane A).
 #[inline]
-pub(super) fn key_hash(key: &[u8]) -> u64 {
+pub(crate) fn key_hash(key: &[u8]) -> u64 {
     let len = key.len();
     let mut seed = mum(P0 ^ 0x5765_6674_4849_6478, P1); // "WeftHIdx"
     let (a, b) = if len <= 16 {

@@ -127,7 +127,8 @@ use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::fmt;
 
-use hash::{candidate_offset, home_of, key_hash, tag_of};
+pub(crate) use hash::key_hash;
+use hash::{candidate_offset, home_of, tag_of};
 
 /// Candidate buckets per key (UniKV's `n`).
 pub const CANDIDATES: usize = 4;

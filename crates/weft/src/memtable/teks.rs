@@ -1,0 +1,344 @@
+//! The `teks` memtable (TeksDB, POMACS 2019, §4): a concurrent cuckoo hash
+//! woven with a sorted index over one shared pool of key nodes.
+//!
+//! # Why
+//!
+//! No single structure wins every operation (TeksDB §3): a hash does puts
+//! and gets in O(1) but must sort to scan; a skiplist scans in order but
+//! pays O(log n) comparisons on every put and get. Here both index the same
+//! key nodes (the `jellyfish` node: key, tower, version list newest first),
+//! so each operation uses the structure that suits it:
+//!
+//! * **put** on a known key: a hash probe and one CAS into the node's
+//!   version list — O(1), no skiplist work at all;
+//! * **put** of a new key: the node is allocated with its first version and
+//!   claimed in the hash (one CAS, see `cuckoo::map`), then pushed on a
+//!   lock-free queue ([`LinkQueue`]); a background worker links queued
+//!   nodes into the skiplist ([`SkipLevels::link_unique`]), off the
+//!   writer's path (§4.5);
+//! * **get**: a hash probe, then the version list at the snapshot — O(1);
+//! * **ordered access** (iterators, flush): [`Memtable::prepare_scan`] first
+//!   *helps*: it takes whatever is queued and links it itself, then waits
+//!   for other drainers to finish, so every key whose version is visible at
+//!   the scan's snapshot is in the skiplist before the scan starts (§4.5:
+//!   foreground threads help the worker);
+//! * **seek** to a key that exists jumps through the hash straight to its
+//!   node — the shortcut pointer of §4.4 — once that node is linked (flag
+//!   [`LINKED`] in the node's flag word); otherwise it searches the
+//!   skiplist.
+//!
+//! # Consistency
+//!
+//! Point-in-time consistency (§4.2) comes from the version lists: a reader
+//! at snapshot `s` (the last published sequence) takes the newest version
+//! `<= s` of a node, whichever index led it there; no fallback from hash to
+//! skiplist is needed. Every version a live snapshot can see is kept; the
+//! read watermark unlinks older ones (selective in-place update, §4.3, as
+//! in `jellyfish`).
+//!
+//! Why no visible key is missed by a scan: a writer's key is claimed in the
+//! hash and queued *before* its insert returns, and its sequence becomes
+//! visible only after the insert returns (group commit publishes a group
+//! after every insert is done). So when `prepare_scan` starts, every key
+//! with a version `<=` the snapshot is linked, queued, or held by a drainer
+//! that counted itself in `LinkQueue::drainers` before taking it;
+//! `prepare_scan` returns only once the queue is empty and no drainer is
+//! busy (SeqCst on both, so a drainer cannot be missed).
+//!
+//! # Differences from the paper
+//!
+//! * The sorted index is the `jellyfish` skiplist (one node per key, a
+//!   version list each) rather than RocksDB's skiplist with in-place
+//!   updates guarded by reader counts: old versions are cut by the read
+//!   watermark, never overwritten, so readers never wait for writers.
+//! * The queue is a lock-free stack of nodes (intrusive, through the not
+//!   yet used level-0 link), drained whole by one swap; order does not
+//!   matter to a skiplist insert.
+//! * The hash grows (see `cuckoo::map`) instead of being fixed; `is_full`
+//!   keeps the `cuckoo` kind's budget.
+//! * One worker per memtable, started with the first new key; it parks when
+//!   the queue is empty and a writer pushing onto an empty queue wakes it.
+//!
+//! # Lifetime
+//!
+//! The worker holds an `Arc` of [`Shared`] (arena, hash, skiplist, queue),
+//! not of the memtable: dropping the [`TeksMemtable`] sets a stop flag,
+//! wakes the worker and joins it; cursors hold `Shared`, so nothing a
+//! reader may still use is freed before the last cursor goes.
+
+mod queue;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use self::queue::LinkQueue;
+use super::cuckoo::{full_keys, HashedNodes, INITIAL_KEYS};
+use super::jellyfish::levels::SkipLevels;
+use super::jellyfish::node::{random_height, Node};
+use super::jellyfish::{Cursor, KeyIndex};
+use super::{Found, Memtable, MemtableKind};
+use crate::iter::InternalIterator;
+use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE};
+
+/// Node flag: linked into the skiplist at level 0 (the low byte of the
+/// flag word holds the node's height).
+const LINKED: u32 = 1 << 8;
+const HEIGHT_MASK: u32 = 0xff;
+/// How long an idle worker sleeps before looking again (a push onto an
+/// empty queue wakes it sooner).
+const IDLE_PARK: Duration = Duration::from_millis(20);
+
+/// State shared by the memtable, its cursors and its worker.
+pub(crate) struct Shared {
+    nodes: HashedNodes,
+    levels: SkipLevels,
+    queue: LinkQueue,
+    len: AtomicUsize,
+    /// Nodes linked into the skiplist.
+    linked: AtomicUsize,
+    stop: AtomicBool,
+    /// Set while the worker is (about to be) parked.
+    sleeping: AtomicBool,
+    /// Test hook: the worker links nothing while set.
+    frozen: AtomicBool,
+}
+
+impl Shared {
+    fn new(initial_keys: usize) -> Self {
+        let nodes = HashedNodes::new(initial_keys);
+        let levels = SkipLevels::new(&nodes.arena);
+        Shared {
+            nodes,
+            levels,
+            queue: LinkQueue::new(),
+            len: AtomicUsize::new(0),
+            linked: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            sleeping: AtomicBool::new(false),
+            frozen: AtomicBool::new(false),
+        }
+    }
+
+    /// Links everything queued now; returns how many nodes it linked.
+    fn drain(&self) -> usize {
+        let batch = self.queue.take();
+        let n = batch.len();
+        for node in batch.iter() {
+            let flags = node.flags();
+            let height = (flags.load(Ordering::Relaxed) & HEIGHT_MASK) as usize;
+            self.levels.link_unique(node, height, || {
+                flags.fetch_or(LINKED, Ordering::Release);
+            });
+        }
+        drop(batch);
+        self.linked.fetch_add(n, Ordering::Relaxed);
+        n
+    }
+
+    /// Returns once every node queued before the call is linked (helping).
+    fn link_all(&self) {
+        let mut round = 0u32;
+        loop {
+            self.drain();
+            if self.queue.is_idle() {
+                return;
+            }
+            if round < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+            round += 1;
+        }
+    }
+
+    fn run_worker(&self) {
+        while !self.stop.load(Ordering::Acquire) {
+            if !self.frozen.load(Ordering::Acquire) && self.drain() > 0 {
+                continue;
+            }
+            self.sleeping.store(true, Ordering::SeqCst);
+            if self.queue.is_empty() || self.frozen.load(Ordering::Acquire) {
+                std::thread::park_timeout(IDLE_PARK);
+            }
+            self.sleeping.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+impl KeyIndex for Shared {
+    fn first_node(&self) -> Option<Node> {
+        self.levels.head.next(0)
+    }
+
+    fn node_at_or_after(&self, key: &[u8]) -> Option<Node> {
+        // The shortcut pointer (§4.4): an existing, linked key is one hash
+        // probe away.
+        if let Some(n) = self.nodes.find(key) {
+            if n.flags().load(Ordering::Acquire) & LINKED != 0 {
+                return Some(n);
+            }
+        }
+        self.levels.at_or_after(key)
+    }
+
+    fn node_before(&self, key: &[u8]) -> Option<Node> {
+        self.levels.before(key)
+    }
+
+    fn last_node(&self) -> Option<Node> {
+        self.levels.last()
+    }
+}
+
+/// Progress of the sorted index, for tests and stats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WeaveStats {
+    /// Distinct keys in the hash.
+    pub keys: usize,
+    /// Nodes linked into the skiplist.
+    pub linked: usize,
+    /// Slots of the hash's current table.
+    pub hash_slots: usize,
+}
+
+/// The `teks` memtable. See the module docs.
+pub struct TeksMemtable {
+    shared: Arc<Shared>,
+    full_keys: usize,
+    worker: Mutex<Option<JoinHandle<()>>>,
+    /// The worker's handle for `unpark`, set once it runs.
+    thread: OnceLock<Thread>,
+    /// Set if the worker could not be spawned: the memtable stays correct
+    /// (scans link what they need themselves), only slower to scan.
+    spawn_failed: AtomicBool,
+}
+
+impl TeksMemtable {
+    /// An empty memtable for a write buffer of `write_buffer_size` bytes.
+    pub fn new(write_buffer_size: usize) -> Self {
+        let full = full_keys(write_buffer_size);
+        TeksMemtable {
+            shared: Arc::new(Shared::new(INITIAL_KEYS.min(full))),
+            full_keys: full,
+            worker: Mutex::new(None),
+            thread: OnceLock::new(),
+            spawn_failed: AtomicBool::new(false),
+        }
+    }
+
+    /// Progress of the sorted index.
+    pub fn weave_stats(&self) -> WeaveStats {
+        WeaveStats {
+            keys: self.shared.nodes.map.len(),
+            linked: self.shared.linked.load(Ordering::Relaxed),
+            hash_slots: self.shared.nodes.map.slots(),
+        }
+    }
+
+    /// Test hook: stops (`true`) or resumes the worker's linking.
+    pub fn freeze_worker(&self, frozen: bool) {
+        self.shared.frozen.store(frozen, Ordering::Release);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+
+    #[cold]
+    fn spawn_worker(&self) {
+        let mut w = self.worker.lock();
+        if w.is_some() || self.spawn_failed.load(Ordering::Relaxed) {
+            return;
+        }
+        let shared = Arc::clone(&self.shared);
+        match std::thread::Builder::new()
+            .name("weft-teks-link".into())
+            .spawn(move || shared.run_worker())
+        {
+            Ok(h) => {
+                let _ = self.thread.set(h.thread().clone());
+                *w = Some(h);
+            }
+            Err(_) => self.spawn_failed.store(true, Ordering::Relaxed),
+        }
+    }
+}
+
+impl Drop for TeksMemtable {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(h) = self.worker.get_mut().take() {
+            h.thread().unpark();
+            // A panicking worker has nothing left to clean up; the shared
+            // state is freed by whoever drops the last `Arc`.
+            let _ = h.join();
+        }
+    }
+}
+
+impl Memtable for TeksMemtable {
+    fn kind(&self) -> MemtableKind {
+        MemtableKind::Teks
+    }
+
+    fn insert(&self, user_key: &[u8], seq: SequenceNumber, kind: ValueKind, value: &[u8]) {
+        let shared = &*self.shared;
+        shared.len.fetch_add(1, Ordering::Relaxed);
+        let Some(node) = shared
+            .nodes
+            .insert(random_height, user_key, seq, kind, value)
+        else {
+            return;
+        };
+        let was_empty = shared.queue.push(node);
+        if self.thread.get().is_none() {
+            self.spawn_worker();
+        } else if was_empty && shared.sleeping.load(Ordering::SeqCst) {
+            self.wake();
+        }
+    }
+
+    fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<Found<'_>> {
+        self.shared.nodes.get(user_key, snapshot)
+    }
+
+    fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
+        // A flush iterates without `prepare_scan`: link everything.
+        self.prepare_scan(MAX_SEQUENCE);
+        Box::new(Cursor::new(Arc::clone(&self.shared)))
+    }
+
+    fn prepare_scan(&self, _snapshot: SequenceNumber) {
+        // Linking everything queued is simpler than picking the nodes with
+        // a version `<= snapshot` and costs no more: the queue holds only
+        // keys newer than the last scan.
+        self.shared.link_all();
+    }
+
+    fn approximate_memory(&self) -> usize {
+        self.shared.nodes.memory()
+    }
+
+    fn len(&self) -> usize {
+        self.shared.len.load(Ordering::Relaxed)
+    }
+
+    fn set_read_watermark(&self, seq: SequenceNumber) {
+        self.shared.nodes.set_read_watermark(seq);
+    }
+
+    fn is_full(&self) -> bool {
+        self.shared.nodes.map.len() >= self.full_keys
+    }
+}
+
+#[cfg(test)]
+mod tests;
