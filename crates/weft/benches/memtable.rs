@@ -6,7 +6,8 @@
 //!
 //! Environment knobs: `WEFT_BENCH_OPS` (default 1000000), `WEFT_BENCH_SCANS`
 //! (default OPS / 10), `WEFT_BENCH_THREADS` (default `1,2`),
-//! `WEFT_BENCH_PARTS` (default `micro,ycsb`).
+//! `WEFT_BENCH_PARTS` (default `micro,teks,ycsb`), `WEFT_BENCH_KINDS`
+//! (default every kind and `crossbeam`).
 //!
 //! *Micro* (JellyFish Figs. 3–5): OPS puts of 16 B keys and 100 B values
 //! into an empty memtable, then OPS gets and SCANS scans (seek + 10 next
@@ -17,8 +18,12 @@
 //! 1 M operations each of A (50% read, 50% update), B (95/5), C (100%
 //! read), D (95% read-latest, 5% insert), request keys YCSB-Zipfian
 //! (θ = 0.99, scrambled) or latest for D, run one after the other on the
-//! same memtable. Threads claim each phase's operations in blocks of 16
-//! (sequence numbers unique, roughly in arrival order as under group commit). Peers: the three Weft kinds and `crossbeam_skiplist::SkipMap`
+//! same memtable. *Teks* (TeksDB §6.1): OPS distinct 16 B keys with 256 B
+//! values, then gets, seeks + 10 next, an overwrite pass, one full scan,
+//! and memory after the load (the `MiB` rows). The `cuckoo` kind sorts its
+//! keys for every iterator, so it runs only 64 scans per phase (enough
+//! for a rate). Threads claim each phase's operations in blocks of 16
+//! (sequence numbers unique, roughly in arrival order as under group commit). Peers: the five Weft kinds and `crossbeam_skiplist::SkipMap`
 //! keyed by user key ‖ !seq (versions as separate entries, like `skiplist`).
 //!
 //! Reported: Mops/s (wall clock over the whole phase) and the ratio to
@@ -113,17 +118,24 @@ impl YcsbZipf {
 
 /// What the benchmark drives.
 trait Target: Send + Sync {
-    fn put(&self, key: &[u8], seq: u64);
+    fn put(&self, key: &[u8], seq: u64) {
+        self.put_value(key, seq, &VALUE);
+    }
+    fn put_value(&self, key: &[u8], seq: u64, value: &[u8]);
     fn get(&self, key: &[u8]) -> bool;
     /// Seek + up to `SCAN_LEN` distinct keys; returns bytes touched.
     fn scan(&self, key: &[u8]) -> usize;
+    /// Every visible key in order, from one iterator; returns the count.
+    fn full_scan(&self) -> usize;
+    /// Bytes held, where the structure reports it.
+    fn memory(&self) -> Option<usize>;
 }
 
 struct Weft(Arc<dyn Memtable>);
 
 impl Target for Weft {
-    fn put(&self, key: &[u8], seq: u64) {
-        self.0.insert(key, seq, ValueKind::Put, &VALUE);
+    fn put_value(&self, key: &[u8], seq: u64, value: &[u8]) {
+        self.0.insert(key, seq, ValueKind::Put, value);
     }
     fn get(&self, key: &[u8]) -> bool {
         self.0.get(key, MAX_SEQUENCE).is_some()
@@ -145,6 +157,25 @@ impl Target for Weft {
         }
         touched
     }
+    fn full_scan(&self) -> usize {
+        self.0.prepare_scan(MAX_SEQUENCE);
+        let mut it = VisibleIter::new(Arc::clone(&self.0).iter(), MAX_SEQUENCE);
+        let mut n = 0;
+        if it.seek_to_first().is_err() {
+            return 0;
+        }
+        while it.valid() {
+            std::hint::black_box(it.value());
+            n += 1;
+            if it.next().is_err() {
+                break;
+            }
+        }
+        n
+    }
+    fn memory(&self) -> Option<usize> {
+        Some(self.0.approximate_memory())
+    }
 }
 
 /// crossbeam's SkipMap, one entry per version: user key ‖ !seq (big-endian),
@@ -159,8 +190,8 @@ fn ikey(key: &[u8], seq: u64) -> [u8; 24] {
 }
 
 impl Target for Crossbeam {
-    fn put(&self, key: &[u8], seq: u64) {
-        self.0.insert(ikey(key, seq), Box::new(VALUE));
+    fn put_value(&self, key: &[u8], seq: u64, value: &[u8]) {
+        self.0.insert(ikey(key, seq), value.into());
     }
     fn get(&self, key: &[u8]) -> bool {
         self.0
@@ -191,6 +222,20 @@ impl Target for Crossbeam {
         }
         touched
     }
+    fn full_scan(&self) -> usize {
+        let mut n = 0;
+        let mut e = self.0.front();
+        while let Some(cur) = e {
+            std::hint::black_box(cur.value());
+            n += 1;
+            let uk: [u8; 16] = cur.key()[..16].try_into().unwrap_or([0; 16]);
+            e = self.0.lower_bound(Bound::Excluded(&ikey(&uk, 0)));
+        }
+        n
+    }
+    fn memory(&self) -> Option<usize> {
+        None
+    }
 }
 
 const KINDS: [&str; 6] = [
@@ -204,6 +249,17 @@ const KINDS: [&str; 6] = [
 /// The write buffer the hash kinds size their budget by: large enough that
 /// no benchmark fills it.
 const BENCH_WRITE_BUFFER: usize = 4 << 30;
+
+/// The kinds to run: `WEFT_BENCH_KINDS` (comma list), default all.
+fn kinds() -> Vec<&'static str> {
+    match std::env::var("WEFT_BENCH_KINDS") {
+        Ok(list) => KINDS
+            .into_iter()
+            .filter(|k| list.split(',').any(|x| x.trim() == *k))
+            .collect(),
+        Err(_) => KINDS.to_vec(),
+    }
+}
 
 /// A target of `kind`, and for `esl` also its concrete handle (index hook).
 fn make(kind: &str) -> (Box<dyn Target>, Option<Arc<EslMemtable>>) {
@@ -283,13 +339,13 @@ fn micro(ops: usize, scans: usize, threads: &[usize], out: &mut Results) {
         };
         eprintln!("{dist}: {ops} puts over {distinct} distinct keys");
         for &th in threads {
-            for kind in KINDS {
+            for kind in kinds() {
                 let (t, _) = make(kind);
                 let put = timed(th, ops, &|i| t.put(&puts[i], i as u64 + 1));
                 let get = timed(th, ops, &|i| {
                     std::hint::black_box(t.get(&gets[i]));
                 });
-                let scan = timed(th, scans, &|i| {
+                let scan = timed(th, scans_for(kind, scans), &|i| {
                     std::hint::black_box(t.scan(&scan_keys[i]));
                 });
                 for (op, v) in [("put", put), ("get", get), ("scan", scan)] {
@@ -303,12 +359,78 @@ fn micro(ops: usize, scans: usize, threads: &[usize], out: &mut Results) {
     }
 }
 
+/// Scans to run on `kind`: `cuckoo` sorts its whole key set for every
+/// iterator (the cost TeksDB's weave removes), so it gets a few only.
+fn scans_for(kind: &str, scans: usize) -> usize {
+    if kind == "cuckoo" {
+        scans.min(CUCKOO_SCANS)
+    } else {
+        scans
+    }
+}
+
+/// Scans the `cuckoo` kind runs per phase (each sorts a copy of the keys).
+const CUCKOO_SCANS: usize = 64;
+
+/// TeksDB §6.1's setup: `items` distinct 16 B keys with 256 B values put in
+/// random order, then `items` gets, `scans` seeks + 10 next, an overwrite
+/// pass (every key once more), and one full ordered scan of the newest
+/// versions. Also reports memory after the load (MiB).
+fn teks_setup(items: usize, scans: usize, threads: &[usize], out: &mut Results) {
+    let value = [0xa5u8; 256];
+    let mut rng = StdRng::seed_from_u64(11);
+    let keys: Vec<[u8; 16]> = (0..items as u64).map(key_of).collect();
+    let gets: Vec<[u8; 16]> = (0..items)
+        .map(|_| key_of(rng.gen_range(0..items as u64)))
+        .collect();
+    let scan_keys: Vec<[u8; 16]> = (0..scans)
+        .map(|_| key_of(rng.gen_range(0..items as u64)))
+        .collect();
+    for &th in threads {
+        for kind in kinds() {
+            let (t, _) = make(kind);
+            let put = timed(th, items, &|i| t.put_value(&keys[i], i as u64 + 1, &value));
+            let mem_mib = t.memory().map_or(f64::NAN, |b| b as f64 / (1 << 20) as f64);
+            let get = timed(th, items, &|i| {
+                std::hint::black_box(t.get(&gets[i]));
+            });
+            let scan = timed(th, scans_for(kind, scans), &|i| {
+                std::hint::black_box(t.scan(&scan_keys[i]));
+            });
+            let base = items as u64 + 1;
+            let overwrite = timed(th, items, &|i| {
+                t.put_value(&keys[i], base + i as u64, &value)
+            });
+            let start = Instant::now();
+            let seen = t.full_scan();
+            let full = seen as f64 / start.elapsed().as_secs_f64() / 1e6;
+            assert_eq!(seen, items, "{kind}: full scan saw {seen} of {items} keys");
+            for (op, v) in [
+                ("put", put),
+                ("get", get),
+                ("seek+10", scan),
+                ("overwrite", overwrite),
+                ("fullscan", full),
+                ("MiB", mem_mib),
+            ] {
+                out.entry(("teks256".to_string(), op.to_string(), th))
+                    .or_default()
+                    .insert(kind, v);
+            }
+            eprintln!(
+                "  teks256 {kind:<10} t={th} put {put:.3} get {get:.3} seek+10 {scan:.3} \
+                 overwrite {overwrite:.3} fullscan {full:.3} Mops/s, {mem_mib:.1} MiB"
+            );
+        }
+    }
+}
+
 fn ycsb(threads: &[usize], out: &mut Results) {
     const N: u64 = 1_000_000;
     const OPS: usize = 1_000_000;
     let zipf = YcsbZipf::new(N);
     for &th in threads {
-        for kind in KINDS {
+        for kind in kinds() {
             let (t, esl) = make(kind);
             // Load (not timed).
             for id in 0..N {
@@ -375,10 +497,13 @@ fn main() {
         .split(',')
         .filter_map(|t| t.trim().parse().ok())
         .collect();
-    let parts = std::env::var("WEFT_BENCH_PARTS").unwrap_or_else(|_| "micro,ycsb".into());
+    let parts = std::env::var("WEFT_BENCH_PARTS").unwrap_or_else(|_| "micro,teks,ycsb".into());
     let mut out = Results::new();
     if parts.contains("micro") {
         micro(ops, scans, &threads, &mut out);
+    }
+    if parts.contains("teks") {
+        teks_setup(ops, scans, &threads, &mut out);
     }
     if parts.contains("ycsb") {
         ycsb(&threads, &mut out);

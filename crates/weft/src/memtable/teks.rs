@@ -13,9 +13,9 @@
 //!   version list — O(1), no skiplist work at all;
 //! * **put** of a new key: the node is allocated with its first version and
 //!   claimed in the hash (one CAS, see `cuckoo::map`), then pushed on a
-//!   lock-free queue ([`LinkQueue`]); a background worker links queued
-//!   nodes into the skiplist ([`SkipLevels::link_unique`]), off the
-//!   writer's path (§4.5);
+//!   lock-free queue ([`LinkQueue`]); a background worker takes the queue
+//!   whole, sorts it and links it into the skiplist with a finger search
+//!   ([`SkipLevels::link_sorted`]), off the writer's path (§4.5);
 //! * **get**: a hash probe, then the version list at the snapshot — O(1);
 //! * **ordered access** (iterators, flush): [`Memtable::prepare_scan`] first
 //!   *helps*: it takes whatever is queued and links it itself, then waits
@@ -52,8 +52,15 @@
 //!   updates guarded by reader counts: old versions are cut by the read
 //!   watermark, never overwritten, so readers never wait for writers.
 //! * The queue is a lock-free stack of nodes (intrusive, through the not
-//!   yet used level-0 link), drained whole by one swap; order does not
-//!   matter to a skiplist insert.
+//!   yet used level-0 link), drained whole by one swap. The batch is sorted
+//!   (by an 8-byte key prefix, full keys on ties) and linked in key order,
+//!   each search starting from the previous node's predecessors: after a
+//!   burst of new keys the backlog is dense among the linked nodes, so a
+//!   link costs a few steps per level instead of a search from the head.
+//!   Measured (memtable bench `teks` part, 1 M keys, one writer): linking
+//!   one node at a time from the head let the backlog grow to most of the
+//!   puts, and the first seek after them waited for it — seek + 10 ran at
+//!   0.43× the `skiplist` kind; sorted finger linking brought it to 1.8×.
 //! * The hash grows (see `cuckoo::map`) instead of being fixed; `is_full`
 //!   keeps the `cuckoo` kind's budget.
 //! * One worker per memtable, started with the first new key; it parks when
@@ -92,6 +99,16 @@ const HEIGHT_MASK: u32 = 0xff;
 /// empty queue wakes it sooner).
 const IDLE_PARK: Duration = Duration::from_millis(20);
 
+/// The first 8 bytes of `key`, big-endian, zero-padded: orders like the
+/// key except on ties.
+#[inline]
+fn key_prefix(key: &[u8]) -> u64 {
+    let mut p = [0u8; 8];
+    let n = key.len().min(8);
+    p[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(p)
+}
+
 /// State shared by the memtable, its cursors and its worker.
 pub(crate) struct Shared {
     nodes: HashedNodes,
@@ -127,13 +144,21 @@ impl Shared {
     fn drain(&self) -> usize {
         let batch = self.queue.take();
         let n = batch.len();
-        for node in batch.iter() {
-            let flags = node.flags();
-            let height = (flags.load(Ordering::Relaxed) & HEIGHT_MASK) as usize;
-            self.levels.link_unique(node, height, || {
-                flags.fetch_or(LINKED, Ordering::Release);
-            });
+        if n == 0 {
+            return 0;
         }
+        // Sort by an 8-byte key prefix read once per node (one miss each),
+        // full keys only on ties, then link in order with a finger search.
+        let mut sorted: Vec<(u64, Node)> = batch.iter().map(|n| (key_prefix(n.key()), n)).collect();
+        sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.key().cmp(b.1.key())));
+        let nodes: Vec<Node> = sorted.into_iter().map(|(_, n)| n).collect();
+        self.levels.link_sorted(
+            &nodes,
+            |node| (node.flags().load(Ordering::Relaxed) & HEIGHT_MASK) as usize,
+            |node| {
+                node.flags().fetch_or(LINKED, Ordering::Release);
+            },
+        );
         drop(batch);
         self.linked.fetch_add(n, Ordering::Relaxed);
         n
