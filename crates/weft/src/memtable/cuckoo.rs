@@ -11,7 +11,7 @@
 //!
 //! # Structure
 //!
-//! * [`KeyMap`](map::KeyMap) maps each user key to one key node: the same
+//! * `KeyMap` (`map`) maps each user key to one key node: the same
 //!   node as the `jellyfish` kind (height 1, never linked), whose version
 //!   list keeps every version newest first, so snapshots work as in every
 //!   kind (RocksDB's `HashCuckooRep` keeps one version per key and cannot
@@ -20,10 +20,10 @@
 //!   for displacement (see `map`).
 //! * Gets probe the hash: O(1).
 //! * [`Memtable::iter`] copies the committed nodes and sorts them by key
-//!   ([`SortedCursor`]); the copy holds nodes, so versions added later to a
+//!   (`SortedCursor`); the copy holds nodes, so versions added later to a
 //!   key already copied are still seen, keys added later are not (the trait
 //!   allows both).
-//! * Capacity: the hash may grow to one 8-byte slot per [`BYTES_PER_SLOT`]
+//! * Capacity: the hash may grow to one 8-byte slot per `BYTES_PER_SLOT`
 //!   bytes of write buffer; when its keys reach the growth load of that
 //!   largest table the memtable reports [`Memtable::is_full`] and the engine
 //!   rotates, as RocksDB rotates its fixed-size cuckoo memtable instead of

@@ -13,9 +13,9 @@
 //!   version list — O(1), no skiplist work at all;
 //! * **put** of a new key: the node is allocated with its first version and
 //!   claimed in the hash (one CAS, see `cuckoo::map`), then pushed on a
-//!   lock-free queue ([`LinkQueue`]); a background worker takes the queue
+//!   lock-free queue (`LinkQueue`); a background worker takes the queue
 //!   whole, sorts it and links it into the skiplist with a finger search
-//!   ([`SkipLevels::link_sorted`]), off the writer's path (§4.5);
+//!   (`SkipLevels::link_sorted`), off the writer's path (§4.5);
 //! * **get**: a hash probe, then the version list at the snapshot — O(1);
 //! * **ordered access** (iterators, flush): [`Memtable::prepare_scan`] first
 //!   *helps*: it takes whatever is queued and links it itself, then waits
@@ -24,7 +24,7 @@
 //!   foreground threads help the worker);
 //! * **seek** to a key that exists jumps through the hash straight to its
 //!   node — the shortcut pointer of §4.4 — once that node is linked (flag
-//!   [`LINKED`] in the node's flag word); otherwise it searches the
+//!   `LINKED` in the node's flag word); otherwise it searches the
 //!   skiplist.
 //!
 //! # Consistency
@@ -68,7 +68,7 @@
 //!
 //! # Lifetime
 //!
-//! The worker holds an `Arc` of [`Shared`] (arena, hash, skiplist, queue),
+//! The worker holds an `Arc` of `Shared` (arena, hash, skiplist, queue),
 //! not of the memtable: dropping the [`TeksMemtable`] sets a stop flag,
 //! wakes the worker and joins it; cursors hold `Shared`, so nothing a
 //! reader may still use is freed before the last cursor goes.
