@@ -166,6 +166,11 @@ impl Shared {
 
     /// Returns once every node queued before the call is linked (helping).
     fn link_all(&self) {
+        // The common case for a scan: nothing pending, two loads and no
+        // write to the queue's shared cache lines.
+        if self.queue.is_idle() {
+            return;
+        }
         let mut round = 0u32;
         loop {
             self.drain();
