@@ -42,6 +42,7 @@ pub fn to_json(s: &Stats) -> Value {
         "immutable_memtables": s.immutable_memtables,
         "immutable_memtable_bytes": s.immutable_memtable_bytes,
         "live_snapshots": s.live_snapshots,
+        "read_watermark": s.read_watermark,
         "partitions": partitions,
         "user_bytes_written": s.user_bytes_written,
         "wal_bytes_written": s.wal_bytes_written,
@@ -95,6 +96,7 @@ pub fn to_table(s: &Stats) -> String {
         ),
     );
     row("live snapshots", s.live_snapshots.to_string());
+    row("read watermark", s.read_watermark.to_string());
     row("user bytes written", s.user_bytes_written.to_string());
     row("wal bytes written", s.wal_bytes_written.to_string());
     row("flush bytes written", s.flush_bytes_written.to_string());

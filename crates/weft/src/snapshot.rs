@@ -95,6 +95,11 @@ impl SnapshotList {
         self.live.lock().keys().copied().collect()
     }
 
+    /// The oldest live snapshot's sequence.
+    pub(crate) fn oldest(&self) -> Option<SequenceNumber> {
+        self.live.lock().keys().next().copied()
+    }
+
     /// Number of live snapshots (counting clones of one registration once).
     pub(crate) fn len(&self) -> usize {
         self.live.lock().values().sum()

@@ -16,6 +16,10 @@ pub struct Stats {
     pub immutable_memtable_bytes: u64,
     /// Live snapshots.
     pub live_snapshots: usize,
+    /// The memtables' read watermark: no reader in flight or to come reads
+    /// below it, so older versions hidden behind a newer one at or below it
+    /// may be unlinked (0 until the first write groups).
+    pub read_watermark: u64,
     /// Every partition, in key order.
     pub partitions: Vec<PartitionStats>,
     /// Bytes of keys and values handed to the write path by users.

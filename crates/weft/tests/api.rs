@@ -737,3 +737,72 @@ fn many_short_sessions_do_not_stall_writers() {
     }
     assert!(db.stats().merges > 0 || db.stats().partitions[0].sorted_tables > 0);
 }
+
+/// The memtables' read watermark (selective in-place update): it rises as
+/// writes go on, never passes a live iterator or snapshot, and the versions
+/// it lets a memtable unlink are never ones such a reader still needs.
+#[test]
+fn read_watermark_rises_but_never_passes_a_live_reader() {
+    for kind in kinds() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default().memtable(kind)).unwrap();
+        db.put(b"hot", b"v0").unwrap();
+        db.put(b"cold", b"c").unwrap();
+        // A plain iterator (its implicit snapshot is the visible sequence
+        // when it was made) and an explicit snapshot.
+        let mut it = db.iter(&ReadOptions::new()).unwrap();
+        let it_seq = db.stats().sequence;
+        for i in 1..=500 {
+            db.put(b"hot", format!("v{i}")).unwrap();
+        }
+        let snap = db.snapshot();
+        let snap_seq = snap.sequence();
+        for i in 501..=1000 {
+            db.put(b"hot", format!("v{i}")).unwrap();
+        }
+        let w = db.stats().read_watermark;
+        assert!(
+            w <= it_seq,
+            "{kind}: watermark {w} passed the iterator at {it_seq}"
+        );
+        // Every put above hit `hot` in the active memtable, unlinking what the
+        // watermark allowed: the iterator must still see v0.
+        it.seek_to_first().unwrap();
+        assert_eq!((it.key(), it.value()), (&b"cold"[..], &b"c"[..]), "{kind}");
+        it.next().unwrap();
+        assert_eq!((it.key(), it.value()), (&b"hot"[..], &b"v0"[..]), "{kind}");
+        drop(it);
+        for i in 1001..=1100 {
+            db.put(b"hot", format!("v{i}")).unwrap();
+        }
+        let w = db.stats().read_watermark;
+        assert!(
+            w > it_seq,
+            "{kind}: watermark {w} did not rise past a dropped iterator"
+        );
+        assert!(
+            w <= snap_seq,
+            "{kind}: watermark {w} passed the snapshot at {snap_seq}"
+        );
+        let at = ReadOptions::new().snapshot(&snap);
+        assert_eq!(
+            db.get_opt(b"hot", &at).unwrap().as_deref(),
+            Some(&b"v500"[..]),
+            "{kind}"
+        );
+        drop((at, snap)); // `at` holds a clone of the snapshot
+        for i in 1101..=1200 {
+            db.put(b"hot", format!("v{i}")).unwrap();
+        }
+        let w = db.stats().read_watermark;
+        assert!(
+            w > snap_seq,
+            "{kind}: watermark {w} did not rise past a dropped snapshot"
+        );
+        assert_eq!(
+            db.get(b"hot").unwrap().as_deref(),
+            Some(&b"v1200"[..]),
+            "{kind}"
+        );
+    }
+}

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::watermark::ReadTracker;
 use super::write::Writer;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
@@ -114,6 +115,8 @@ pub(crate) struct Core {
     pub table_options: TableOptions,
     pub cache: Arc<BlockCache>,
     pub snapshots: Arc<SnapshotList>,
+    /// Reads in flight, for the memtables' read watermark.
+    pub read_tracker: Arc<ReadTracker>,
     /// Highest sequence whose write (and every earlier one) is complete.
     pub visible_seq: AtomicU64,
     /// Highest sequence handed out (write leader only).
@@ -159,6 +162,7 @@ impl Core {
             table_options,
             cache,
             snapshots: Arc::new(SnapshotList::default()),
+            read_tracker: Arc::new(ReadTracker::default()),
             visible_seq: AtomicU64::new(last_seq),
             last_seq: AtomicU64::new(last_seq),
             queue: Mutex::new(VecDeque::new()),

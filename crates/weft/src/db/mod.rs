@@ -3,6 +3,7 @@
 
 pub(crate) mod core;
 mod open;
+pub(crate) mod watermark;
 mod write;
 
 use std::ops::{Bound, RangeBounds};
@@ -14,6 +15,7 @@ use std::thread::JoinHandle;
 use parking_lot::Mutex;
 
 use self::core::{Core, Counters};
+use self::watermark::OwnedReadGuard;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::iter::visible::VisibleIter;
@@ -189,8 +191,10 @@ impl Db {
         check_key(key)?;
         let core = self.core();
         core.check_open()?;
-        // Pin first, then read the sequence: everything visible at that
-        // sequence is then in the pinned memtables or tables.
+        // Enter as a reader, pin, then read the sequence: the read watermark
+        // stays at or below it, and everything visible at it is in the
+        // pinned memtables or tables.
+        let _reading = core.read_tracker.enter();
         let sv = core.super_version();
         let seq = self.read_sequence(opts);
         let found = |kind: ValueKind, v: &[u8]| kind.is_value().then(|| v.to_vec());
@@ -239,9 +243,10 @@ impl Db {
     pub fn iter(&self, opts: &ReadOptions) -> Result<DbIterator> {
         self.core().check_open()?;
         Counters::add(&self.core().counters.scans_since_consolidation, 1);
+        let reading = self.core().read_tracker.enter_owned();
         let sv = self.core().super_version();
         let seq = self.read_sequence(opts);
-        Ok(self.iter_at(opts, sv, seq))
+        Ok(self.iter_at(opts, sv, seq, reading))
     }
 
     fn iter_at(
@@ -249,6 +254,7 @@ impl Db {
         opts: &ReadOptions,
         sv: Arc<core::SuperVersion>,
         seq: SequenceNumber,
+        reading: OwnedReadGuard,
     ) -> DbIterator {
         let mut children = Vec::new();
         for m in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
@@ -264,16 +270,19 @@ impl Db {
             opts.lower_bound.clone(),
             opts.upper_bound.clone(),
             sv,
+            reading,
         )
     }
 
     fn range_from(&self, opts: &ReadOptions) -> Result<Range> {
         self.core().check_open()?;
         Counters::add(&self.core().counters.scans_since_consolidation, 1);
+        let tracker = &self.core().read_tracker;
+        let (front_reading, back_reading) = (tracker.enter_owned(), tracker.enter_owned());
         let sv = self.core().super_version();
         let seq = self.read_sequence(opts);
-        let front = self.iter_at(opts, Arc::clone(&sv), seq);
-        let back = self.iter_at(opts, sv, seq);
+        let front = self.iter_at(opts, Arc::clone(&sv), seq, front_reading);
+        let back = self.iter_at(opts, sv, seq, back_reading);
         Ok(Range::new(front, back))
     }
 
@@ -469,6 +478,7 @@ impl Db {
             immutable_memtables: sv.imms.len(),
             immutable_memtable_bytes: sv.imms.iter().map(|m| m.approximate_memory() as u64).sum(),
             live_snapshots: core.snapshots.len(),
+            read_watermark: core.read_tracker.watermark(),
             partitions: sv
                 .version
                 .partitions

@@ -302,6 +302,9 @@ impl Core {
         // Publish: every sequence up to `last` is complete.
         debug_assert_eq!(self.visible_seq.load(Ordering::Relaxed), first - 1);
         self.visible_seq.store(last, Ordering::Release);
+        if let Some(w) = self.read_tracker.advance(last, || self.snapshots.oldest()) {
+            mem.set_read_watermark(w);
+        }
         Ok(())
     }
 

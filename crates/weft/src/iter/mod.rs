@@ -11,6 +11,7 @@ pub use internal::{InternalIterator, VecIter};
 pub use merge::{MergedEntries, MergingIter};
 
 use crate::db::core::SuperVersion;
+use crate::db::watermark::OwnedReadGuard;
 use crate::error::Result;
 use crate::key::ValueKind;
 
@@ -29,6 +30,9 @@ pub struct DbIterator {
     /// The current value when it is separated (read from its value log).
     resolved: Option<Vec<u8>>,
     pin: Arc<SuperVersion>,
+    /// Counts the iterator as a reader in flight for its whole life, so the
+    /// memtables' read watermark stays at or below its sequence.
+    _reading: OwnedReadGuard,
 }
 
 // A positioned cursor (RocksDB style), not a `std::iter::Iterator`: `next`
@@ -40,6 +44,7 @@ impl DbIterator {
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
         pin: Arc<SuperVersion>,
+        reading: OwnedReadGuard,
     ) -> Self {
         DbIterator {
             merged,
@@ -48,6 +53,7 @@ impl DbIterator {
             valid: false,
             resolved: None,
             pin,
+            _reading: reading,
         }
     }
 
