@@ -197,6 +197,9 @@ impl BenchConfig {
         if self.benchmarks.is_empty() {
             return Err("--benchmarks is empty".into());
         }
+        if self.sync && self.disable_wal {
+            return Err("--sync needs the WAL: it cannot be combined with --disable_wal".into());
+        }
         if self.runs == 0 {
             return Err("--runs must be at least 1".into());
         }

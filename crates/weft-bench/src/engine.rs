@@ -134,7 +134,9 @@ impl WeftEngine {
     pub fn open(dir: &Path, config: &BenchConfig) -> Result<Self> {
         Ok(WeftEngine {
             db: Db::open(dir, weft_options(config))?,
-            write: WriteOptions::new().sync(config.sync),
+            write: WriteOptions::new()
+                .sync(config.sync)
+                .disable_wal(config.disable_wal),
         })
     }
 }
@@ -263,6 +265,7 @@ mod peers {
                 let db = DB::open(&o, dir).map_err(err)?;
                 let mut write = rocksdb::WriteOptions::default();
                 write.set_sync(c.sync);
+                write.disable_wal(c.disable_wal);
                 Ok(RocksEngine { db, write })
             }
         }

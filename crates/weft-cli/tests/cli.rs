@@ -485,7 +485,9 @@ fn bench_new_benchmarks_parse_as_db_bench_lines_and_plot() {
             json.to_str().unwrap(),
         ],
     );
-    assert!(out.contains("warning: --disable_wal ignored"), "{out}");
+    // Weft honours --disable_wal: no warning, and (checked below through
+    // the JSON) the run is recorded with it.
+    assert!(!out.contains("warning: --disable_wal ignored"), "{out}");
     assert!(out.contains("Machine:    "), "{out}");
     assert!(out.contains("Command:    "), "{out}");
     let lines = bench_lines(&out);
@@ -515,6 +517,12 @@ fn bench_new_benchmarks_parse_as_db_bench_lines_and_plot() {
     assert_eq!(v["schema"], "weft-bench/1");
     assert_eq!(v["benchmarks"].as_array().unwrap().len(), 9);
     assert!(v["command"][0].as_str().unwrap().ends_with("weft"));
+    assert_eq!(v["config"]["disable_wal"], true);
+    assert!(v["end"]["engine"]["user_bytes_written"].as_u64().unwrap() > 0);
+    assert_eq!(
+        v["end"]["engine"]["wal_bytes_written"], 0,
+        "--disable_wal wrote to the WAL"
+    );
 
     let charts = t.path().join("charts");
     let o = weft(

@@ -172,6 +172,13 @@ pub struct WriteOptions {
     /// Group commit shares one fsync among concurrent writers. Default `false`:
     /// the write survives a process crash but a machine crash may lose it.
     pub sync: bool,
+    /// Skip the write-ahead log (as RocksDB's `disableWAL`): the write is in
+    /// the memtable only until the next flush, so a crash before it loses
+    /// the write — and, unlike logged writes, recovery is then not a prefix
+    /// of the history (a later logged write may survive an earlier unlogged
+    /// one). For bulk loads that can be redone. Default `false`; cannot be
+    /// combined with `sync`.
+    pub disable_wal: bool,
 }
 
 impl WriteOptions {
@@ -182,6 +189,11 @@ impl WriteOptions {
     /// Sets [`WriteOptions::sync`].
     pub fn sync(mut self, sync: bool) -> Self {
         self.sync = sync;
+        self
+    }
+    /// Sets [`WriteOptions::disable_wal`].
+    pub fn disable_wal(mut self, disable: bool) -> Self {
+        self.disable_wal = disable;
         self
     }
 }

@@ -410,3 +410,71 @@ fn lock_released_after_kill9() {
         "the killed holder's acknowledged write"
     );
 }
+
+// ---------------------------------------------------------- disable_wal ----
+
+/// Child side of [`unlogged_writes_are_lost_logged_ones_kept_after_kill9`].
+#[test]
+fn child_unlogged_writer() {
+    let Some(dir) = env_of("WEFT_UNLOGGED_DIR") else {
+        return;
+    };
+    let db = Db::open(&dir, Options::default()).expect("child: open");
+    let unlogged = WriteOptions::new().disable_wal(true);
+    db.put(b"a", b"logged").expect("child: put a");
+    db.put_opt(b"b", b"unlogged", &unlogged)
+        .expect("child: put b");
+    db.put_opt(b"c", b"logged, synced", &WriteOptions::new().sync(true))
+        .expect("child: put c");
+    assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&b"unlogged"[..]));
+    let mut out = std::io::stdout();
+    writeln!(out, "\nwritten").unwrap();
+    out.flush().unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+    drop(db);
+}
+
+/// `WriteOptions::disable_wal`: the write is served from the memtable but
+/// never logged, so a kill -9 before a flush loses it; the logged writes
+/// around it survive.
+#[test]
+fn unlogged_writes_are_lost_logged_ones_kept_after_kill9() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let stderr_path = logs.path().join("unlogged.stderr");
+    let (mut child, rx, reader) = spawn_child(
+        "child_unlogged_writer",
+        &[("WEFT_UNLOGGED_DIR", dir.path().display().to_string())],
+        &stderr_path,
+    );
+    let mut lines = Vec::new();
+    let written = wait_for_line(&rx, "written", Duration::from_secs(60), &mut lines);
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    reader.join().unwrap();
+    assert!(
+        written,
+        "child never wrote\nchild stderr:\n{}",
+        child_stderr(&stderr_path)
+    );
+    let db = Db::open(dir.path(), Options::default()).expect("reopen");
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"logged"[..]));
+    assert_eq!(
+        db.get(b"b").unwrap(),
+        None,
+        "an unlogged write survived kill -9"
+    );
+    assert_eq!(
+        db.get(b"c").unwrap().as_deref(),
+        Some(&b"logged, synced"[..])
+    );
+    // A sync write needs the WAL.
+    assert!(matches!(
+        db.put_opt(
+            b"d",
+            b"x",
+            &WriteOptions::new().sync(true).disable_wal(true)
+        ),
+        Err(Error::InvalidArgument(_))
+    ));
+}

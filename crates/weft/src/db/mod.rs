@@ -177,7 +177,13 @@ impl Db {
                 batch.approximate_size()
             )));
         }
-        self.core().write(batch, opts.sync, false)
+        if opts.sync && opts.disable_wal {
+            return Err(Error::InvalidArgument(
+                "a sync write needs the WAL: sync and disable_wal cannot both be set".into(),
+            ));
+        }
+        self.core()
+            .write(batch, opts.sync, !opts.disable_wal, false)
     }
 
     /// The latest value of `key`.
@@ -353,7 +359,7 @@ impl Db {
     /// Writes the memtables to tables and waits until they are durable there.
     pub fn flush(&self) -> Result<()> {
         let core = self.core();
-        core.write(WriteBatch::new(), false, true)?;
+        core.write(WriteBatch::new(), false, true, true)?;
         let mut st = core.state.lock();
         let target = st.imm_created;
         while st.imm_flushed < target {

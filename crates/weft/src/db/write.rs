@@ -51,6 +51,8 @@ enum WriterState {
 pub(crate) struct Writer {
     batch: Mutex<WriteBatch>,
     sync: bool,
+    /// Log the batch in the WAL (false: `WriteOptions::disable_wal`).
+    logged: bool,
     /// A flush request: rotate the memtable even if it is not full.
     rotate: bool,
     state: Mutex<WriterState>,
@@ -134,12 +136,20 @@ fn insert_batch(mem: &dyn Memtable, batch: &WriteBatch, first_seq: SequenceNumbe
 
 impl Core {
     /// Applies `batch` (validated by the caller) through the queue.
-    pub(crate) fn write(&self, batch: WriteBatch, sync: bool, rotate: bool) -> Result<()> {
+    pub(crate) fn write(
+        &self,
+        batch: WriteBatch,
+        sync: bool,
+        logged: bool,
+        rotate: bool,
+    ) -> Result<()> {
+        debug_assert!(logged || !sync, "a sync write must be logged");
         self.check_writable()?;
         let user_bytes = batch.approximate_size() as u64;
         let w = Arc::new(Writer {
             batch: Mutex::new(batch),
             sync,
+            logged,
             rotate,
             state: Mutex::new(WriterState::Pending),
             signalled: AtomicBool::new(false),
@@ -246,15 +256,25 @@ impl Core {
             return Err(e);
         }
 
-        // One WAL record for the whole group.
+        // One WAL record for the whole group. Batches written with
+        // `disable_wal` are left out; a group that mixes both logs each
+        // logged batch as its own record (a record's batches get contiguous
+        // sequences on replay, and the unlogged ones leave gaps).
         let sync = group.iter().any(|m| m.sync);
-        let wal_result = {
+        let logged: Vec<&Arc<Writer>> = group.iter().filter(|m| m.logged).collect();
+        let wal_result = if logged.is_empty() {
+            Ok(())
+        } else {
             let mut wal = self.wal.lock();
-            let r = if group.len() == 1 {
-                wal.writer.add_record(group[0].batch.lock().encoded())
+            let r = if logged.len() == 1 {
+                wal.writer.add_record(logged[0].batch.lock().encoded())
+            } else if logged.len() < group.len() {
+                logged.iter().try_fold(0, |sum, m| {
+                    Ok::<_, Error>(sum + wal.writer.add_record(m.batch.lock().encoded())?)
+                })
             } else {
-                let mut all = group[0].batch.lock().clone();
-                for m in &group[1..] {
+                let mut all = logged[0].batch.lock().clone();
+                for m in &logged[1..] {
                     all.append(&m.batch.lock());
                 }
                 wal.writer.add_record(all.encoded())

@@ -338,7 +338,11 @@ impl Shared {
     fn maybe_rebuild(&self) -> bool {
         let pdl = self.pdl_len.load(Ordering::Relaxed);
         let coil = self.coil_len.load(Ordering::Relaxed);
-        let forced = self.force_rebuild.swap(false, Ordering::AcqRel);
+        // A forced rebuild (the `sync_index` hook) waits until the log is
+        // drained: forcing one after each partial drain would retire a
+        // near-live-sized COIL per drain and break the 2x memory bound.
+        let forced = self.pending.load(Ordering::Acquire) == 0
+            && self.force_rebuild.swap(false, Ordering::AcqRel);
         let grown = pdl.saturating_sub(coil);
         if !(forced && grown > 0 || grown >= REBUILD_MIN.max(coil / REBUILD_DIV)) {
             return false;
