@@ -6,6 +6,7 @@ use std::sync::{Arc, Barrier};
 
 use super::*;
 use crate::key::MAX_SEQUENCE;
+use crate::memtable::arena;
 use crate::memtable::test_support::{self, collect_forward};
 
 fn make() -> Arc<JellyFishMemtable> {
@@ -147,7 +148,10 @@ fn memory_accounting_is_compact() {
     // 10k nodes (16 B key + 24 B header + links) and 100k versions of
     // 20 B header + 16 B value (+4 B padding), plus one partial chunk.
     assert!(used >= n as usize * 36);
-    assert!(used <= n as usize * 40 + 10_000 * 64 + (1 << 20), "{used}");
+    assert!(
+        used <= n as usize * 40 + 10_000 * 64 + arena::HUGE_PAGE,
+        "{used}"
+    );
 }
 
 #[test]
