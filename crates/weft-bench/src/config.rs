@@ -230,7 +230,7 @@ mod tests {
         assert_eq!(c.seek_nexts, 0);
         assert!(!c.sync);
         assert!(!c.use_existing_db);
-        assert_eq!(c.memtable, MemtableKind::SkipList);
+        assert_eq!(c.memtable, MemtableKind::Teks);
         assert_eq!(
             c.benchmarks,
             [

@@ -404,7 +404,7 @@ mod tests {
         assert!(h.contains("Values:     100 bytes each\n"));
         assert!(h.contains("Entries:    1000000\n"));
         assert!(h.contains("RawSize:    110.6 MB (estimated)\n"));
-        assert!(h.contains("Memtablerep: skiplist\n"));
+        assert!(h.contains("Memtablerep: teks\n"));
         assert_eq!(
             skipped_line("fillseq", "--use_existing_db is true"),
             "fillseq      : skipped (--use_existing_db is true)"

@@ -177,7 +177,7 @@ pub struct BenchArgs {
         value_parser = parse_bool
     )]
     pub use_existing_db: Option<bool>,
-    /// Memtable implementation [default: skiplist]
+    /// Memtable implementation [default: teks]
     #[arg(long, value_parser = parse_memtable)]
     pub memtable: Option<MemtableKind>,
     /// Base random seed; 0 = from the clock [default: 0]

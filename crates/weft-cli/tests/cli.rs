@@ -343,7 +343,7 @@ fn bench_prints_a_db_bench_line_per_benchmark() {
     assert!(out.contains("Keys:       16 bytes each"), "{out}");
     assert!(out.contains("Values:     100 bytes each"), "{out}");
     assert!(out.contains("Entries:    2000"), "{out}");
-    assert!(out.contains("Memtablerep: skiplist"), "{out}");
+    assert!(out.contains("Memtablerep: teks"), "{out}");
 
     let lines = bench_lines(&out);
     let names: Vec<_> = lines.iter().map(|l| l.name.as_str()).collect();

@@ -12,7 +12,7 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Fail if a database already exists. Default `false`.
     pub error_if_exists: bool,
-    /// Memtable implementation. Default [`MemtableKind::SkipList`].
+    /// Memtable implementation. Default [`MemtableKind::Teks`].
     pub memtable: MemtableKind,
     /// Bytes of memory an active memtable may hold before it is rotated and
     /// queued for flush. Default 64 MiB (RocksDB's default).

@@ -54,6 +54,11 @@ impl<I: KeyIndex> Cursor<I> {
     #[inline]
     fn land_first(&mut self, node: Option<Node>) {
         self.pos = node.and_then(|n| n.first_version().map(|v| (n, v)));
+        // Scans move forward: start loading the next key's node while the
+        // caller reads this one.
+        if let Some(next) = self.pos.and_then(|(n, _)| n.next(0)) {
+            next.prefetch();
+        }
     }
 
     /// Positions on the oldest version of `node` (or the start's end).
