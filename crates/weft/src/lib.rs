@@ -60,6 +60,7 @@ pub mod options;
 pub mod snapshot;
 pub mod stats;
 pub mod store;
+mod stripe;
 pub mod table;
 pub mod wal;
 

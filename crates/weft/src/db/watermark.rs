@@ -43,6 +43,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::key::SequenceNumber;
+use crate::stripe::thread_stripe;
 
 /// Counter stripes per epoch (readers on different threads mostly touch
 /// different cache lines).
@@ -96,7 +97,7 @@ impl ReadTracker {
     /// Counts the caller as a reader of the current epoch; the read
     /// sequence must be loaded after this returns.
     fn enter_slot(&self) -> (usize, usize) {
-        let stripe = stripe_index();
+        let stripe = thread_stripe(STRIPES);
         loop {
             let e = self.epoch.load(Ordering::SeqCst);
             let parity = (e & 1) as usize;
@@ -165,20 +166,6 @@ impl ReadTracker {
         *candidate = Some((e, w));
         ready
     }
-}
-
-fn stripe_index() -> usize {
-    use std::cell::Cell;
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
-    }
-    STRIPE.with(|s| {
-        if s.get() == usize::MAX {
-            s.set(NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES);
-        }
-        s.get()
-    })
 }
 
 #[cfg(test)]

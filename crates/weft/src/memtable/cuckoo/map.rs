@@ -55,6 +55,7 @@ use parking_lot::Mutex;
 
 use crate::memtable::jellyfish::node::Node;
 use crate::store::hash_index::key_hash;
+use crate::stripe::thread_stripe;
 
 /// Slots per bucket: 7 slots and the version fill one cache line.
 pub(crate) const SLOTS: usize = 7;
@@ -210,7 +211,7 @@ impl Table {
     /// Registers a claim; `None` if the table is frozen for growth.
     #[inline]
     fn enter(&self) -> Option<&AtomicUsize> {
-        let c = &self.claimers[stripe_index()].0;
+        let c = &self.claimers[thread_stripe(CLAIM_STRIPES)].0;
         c.fetch_add(1, Ordering::SeqCst);
         if self.frozen.load(Ordering::SeqCst) {
             c.fetch_sub(1, Ordering::SeqCst);
@@ -229,38 +230,25 @@ impl Table {
     /// The committed entry for `key`, or whether a pending one exists.
     #[inline]
     fn probe(&self, kh: KeyHash, key: &[u8], order: Ordering) -> Probe {
-        let tag = kh.tag();
-        let [i1, i2] = kh.buckets(self.mask);
-        let (b1, b2) = (self.bucket(i1), self.bucket(i2));
-        loop {
-            let (v1, v2) = (b1.read_begin(), b2.read_begin());
-            let mut pending = None;
-            for b in [b1, b2] {
-                for s in &b.slots {
-                    let w = s.load(order);
-                    if w != 0 && word_tag(w) == tag {
-                        let n = node_of(w);
-                        if n.key() == key {
-                            if w & PENDING == 0 {
-                                return Probe::Found(n);
-                            }
-                            pending = Some(w);
-                        }
-                    }
-                }
-            }
-            if b1.read_valid(v1) && b2.read_valid(v2) {
-                return match pending {
-                    Some(w) => Probe::Pending(w),
-                    None => Probe::Absent,
-                };
-            }
-        }
+        self.scan_candidates(kh, key, order, None)
     }
 
     /// Scans `key`'s candidates for an entry other than `mine` (SeqCst: the
     /// load half of the claim's store-then-load).
     fn other_entry(&self, kh: KeyHash, key: &[u8], mine: &AtomicU64) -> Probe {
+        self.scan_candidates(kh, key, Ordering::SeqCst, Some(mine))
+    }
+
+    /// Both candidate buckets' entries for `key` (skipping the slot `skip`),
+    /// read inside their seqlocks: a committed entry, else a pending one.
+    #[inline]
+    fn scan_candidates(
+        &self,
+        kh: KeyHash,
+        key: &[u8],
+        order: Ordering,
+        skip: Option<&AtomicU64>,
+    ) -> Probe {
         let tag = kh.tag();
         let [i1, i2] = kh.buckets(self.mask);
         let (b1, b2) = (self.bucket(i1), self.bucket(i2));
@@ -269,10 +257,10 @@ impl Table {
             let mut pending = None;
             for b in [b1, b2] {
                 for s in &b.slots {
-                    if ptr::eq(s, mine) {
+                    if skip.is_some_and(|m| ptr::eq(s, m)) {
                         continue;
                     }
-                    let w = s.load(Ordering::SeqCst);
+                    let w = s.load(order);
                     if w != 0 && word_tag(w) == tag {
                         let n = node_of(w);
                         if n.key() == key {
@@ -435,20 +423,6 @@ enum Probe {
     Found(Node),
     Pending(u64),
     Absent,
-}
-
-fn stripe_index() -> usize {
-    use std::cell::Cell;
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
-    }
-    STRIPE.with(|s| {
-        if s.get() == usize::MAX {
-            s.set(NEXT.fetch_add(1, Ordering::Relaxed) % CLAIM_STRIPES);
-        }
-        s.get()
-    })
 }
 
 /// Waits a little (a claim in flight, a growth) without burning a core the
