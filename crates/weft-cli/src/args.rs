@@ -107,6 +107,10 @@ pub struct ServeArgs {
     /// Memtable implementation [default: the engine's]
     #[arg(long, value_parser = parse_memtable)]
     pub memtable: Option<MemtableKind>,
+    /// Event-loop threads serving the connections [default: half the
+    /// cores, at least 1]
+    #[arg(long)]
+    pub threads: Option<usize>,
 }
 
 fn parse_sync(s: &str) -> Result<weft_server::SyncMode, String> {
@@ -558,6 +562,7 @@ mod tests {
                 assert_eq!(s.port, 6379);
                 assert_eq!(s.sync, weft_server::SyncMode::EverySec);
                 assert!(s.dir.is_none());
+                assert!(s.threads.is_none());
             }
             other => panic!("{other:?}"),
         }
@@ -571,10 +576,12 @@ mod tests {
             "--sync",
             "always",
             "--maxclients=5",
+            "--threads=3",
         ])
         .unwrap();
         match cli.command {
             Command::Serve(s) => {
+                assert_eq!(s.threads, Some(3));
                 assert_eq!(s.port, 0);
                 assert_eq!(s.dir, Some(PathBuf::from("/d")));
                 assert_eq!(s.sync, weft_server::SyncMode::Always);

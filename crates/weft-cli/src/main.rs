@@ -185,6 +185,9 @@ fn serve(args: args::ServeArgs, default_dir: PathBuf) -> CliResult {
     config.timeout = (args.timeout > 0).then(|| std::time::Duration::from_secs(args.timeout));
     config.max_bulk = args.max_bulk_len;
     config.max_query_buffer = args.max_query_buffer;
+    if let Some(t) = args.threads {
+        config.threads = t;
+    }
     if let Some(m) = args.memtable {
         config.db_options = config.db_options.memtable(m);
     }

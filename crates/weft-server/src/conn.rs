@@ -1,183 +1,419 @@
-//! One client connection: read, run every complete request, write replies.
+//! One client connection as a non-blocking state machine: read what the
+//! kernel has, run every complete request, queue the replies, write them
+//! when the socket has room.
+//!
+//! The event loop ([`crate::server`]) owns the connections and calls
+//! [`Conn::on_ready`] for each readiness report. A connection never blocks
+//! on its socket; it blocks only in engine calls (a `--sync always` write
+//! waits for its fsync).
+//!
+//! # Writes shared between clients
+//!
+//! A run of plain `SET`/`MSET` requests at the *end* of what a connection
+//! has read is not committed by the connection: it is handed to the loop's
+//! [`PendingSets`], which commits the trailing runs of every connection
+//! that was ready in the same wake-up as one engine batch, then appends
+//! each connection's `+OK`s. Fifty clients each sending one `SET` cost one
+//! engine write, not fifty. A run followed by any other request is
+//! committed by its connection first (one batch of its own), so replies
+//! keep their order and later requests see the writes.
+//!
+//! # Bounds
+//!
+//! A connection stops parsing while more than [`OUT_HIGH_WATER`] reply
+//! bytes wait for a client that does not read, and stops reading while it
+//! is paused, so a client can hold at most one read's worth of requests
+//! plus one high-water mark of replies. One incomplete request may hold
+//! `max_query_buffer` bytes (and never less than one `max_bulk` string).
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use crate::cmd::{self, Ctx, Session};
+use crate::poll::Interest;
 use crate::resp::{Args, Limits, Out, Parser};
 use crate::Shared;
 
 /// Bytes read per `read` call when no large bulk string is pending.
 const READ_CHUNK: usize = 16 << 10;
-/// Reply bytes that trigger a write even in the middle of a pipeline.
-const OUT_HIGH_WATER: usize = 64 << 10;
+/// Reply bytes waiting for the client that pause request processing.
+pub(crate) const OUT_HIGH_WATER: usize = 64 << 10;
 /// Most bytes read ahead in one call while a large bulk string arrives.
 const MAX_READ_CHUNK: usize = 4 << 20;
+/// Most keys written by one connection's own batch of SET/MSET requests.
+const MAX_RUN_KEYS: usize = 512;
+/// How long a closing connection keeps reading (and discarding) what the
+/// client still sends, so that the kernel does not reset the connection
+/// and destroy the final reply before the client reads it.
+const LINGER: Duration = Duration::from_millis(200);
+/// Most bytes discarded while lingering.
+const LINGER_BYTES: usize = 4 << 20;
 
-/// Most keys written by one coalesced group of SET/MSET requests.
-const MAX_GROUP_KEYS: usize = 512;
-
-fn flush_sets(
-    shared: &Shared,
-    session: &mut Session,
-    out: &mut Out,
-    sets: &mut Vec<Args>,
-    keys: &mut usize,
-) {
-    if sets.is_empty() {
-        return;
-    }
-    let mut ctx = Ctx {
-        shared,
-        session,
-        out,
-    };
-    cmd::set_group(&mut ctx, sets);
-    sets.clear();
-    *keys = 0;
+/// Plain SET/MSET runs handed over by the connections of one loop, to be
+/// committed as one batch at the end of the loop's wake-up.
+#[derive(Default)]
+pub(crate) struct PendingSets {
+    /// The requests, each connection's run contiguous and in order.
+    pub sets: Vec<Args>,
+    /// (connection token, requests) in the order of `sets`.
+    pub owners: Vec<(u64, usize)>,
+    /// Keys in `sets`.
+    pub keys: usize,
 }
 
-/// Serves `stream` until the client leaves, sends a malformed frame, idles
-/// out, or the server shuts the read side down.
-pub fn serve(shared: &Shared, mut stream: TcpStream, id: u64) {
-    let limits = Limits {
-        max_bulk: shared.config.max_bulk,
-        ..Limits::default()
-    };
-    let max_held = shared
-        .config
-        .max_query_buffer
-        .max(shared.config.max_bulk.saturating_add(64 << 10));
-    let mut parser = Parser::new(limits);
-    // buf[pos..end] holds unparsed bytes; buf[end..] is free space.
-    let mut buf = vec![0u8; READ_CHUNK];
-    let (mut pos, mut end) = (0usize, 0usize);
-    let mut out = Out::default();
-    let mut session = Session {
-        id,
-        ..Session::default()
-    };
-    // Plain SET/MSET requests waiting to be committed as one batch.
-    let mut sets: Vec<Args> = Vec::new();
-    let mut set_keys = 0usize;
-    loop {
+/// Where a connection is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Serving requests.
+    Open,
+    /// Sending the last replies; then [`State::Lingering`].
+    Closing,
+    /// Our side is shut; discarding input until EOF or the deadline.
+    Lingering { until: Instant, left: usize },
+    /// Done: the loop drops it.
+    Closed,
+}
+
+/// One client.
+pub(crate) struct Conn {
+    pub stream: TcpStream,
+    /// This connection's poll token.
+    pub token: u64,
+    /// The interest currently registered.
+    pub registered: Interest,
+    /// Last time the client sent something (idle timeout).
+    pub last_active: Instant,
+    parser: Parser,
+    /// buf[pos..end] holds unparsed bytes; buf[end..] is free space.
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
+    out: Out,
+    /// Bytes of `out.buf` already written.
+    sent: usize,
+    session: Session,
+    max_held: usize,
+    state: State,
+    /// Requests of this connection waiting in the loop's [`PendingSets`].
+    in_group: bool,
+    /// The client shut its sending side: answer what it sent, then close.
+    eof: bool,
+}
+
+impl Conn {
+    pub fn new(shared: &Shared, stream: TcpStream, token: u64, id: u64) -> Conn {
+        let limits = Limits {
+            max_bulk: shared.config.max_bulk,
+            ..Limits::default()
+        };
+        let max_held = shared
+            .config
+            .max_query_buffer
+            .max(shared.config.max_bulk.saturating_add(64 << 10));
+        Conn {
+            stream,
+            token,
+            registered: Interest::READ,
+            last_active: Instant::now(),
+            parser: Parser::new(limits),
+            buf: Vec::new(),
+            pos: 0,
+            end: 0,
+            out: Out::default(),
+            sent: 0,
+            session: Session {
+                id,
+                ..Session::default()
+            },
+            max_held,
+            state: State::Open,
+            in_group: false,
+            eof: false,
+        }
+    }
+
+    /// True once the connection is finished and may be dropped.
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    fn unsent(&self) -> usize {
+        self.out.buf.len() - self.sent
+    }
+
+    /// Handles one readiness report: reads and runs requests, writes
+    /// replies that fit. Trailing plain SETs go to `group`; the loop calls
+    /// [`Conn::take_group_replies`] after committing it and then
+    /// [`Conn::after_group`].
+    pub fn on_ready(
+        &mut self,
+        shared: &Shared,
+        readable: bool,
+        writable: bool,
+        group: &mut PendingSets,
+    ) {
+        if writable && self.unsent() > 0 {
+            self.write_out();
+        }
+        match self.state {
+            State::Open => {
+                if readable && !self.eof && self.unsent() < OUT_HIGH_WATER {
+                    self.read_in();
+                }
+                if self.state == State::Open {
+                    self.run_requests(shared, group);
+                }
+            }
+            State::Lingering { .. } if readable => self.discard_input(),
+            _ => {}
+        }
+    }
+
+    /// Called after the loop's group was committed (whether or not this
+    /// connection had requests in it): writes what fits and moves towards
+    /// closing.
+    pub fn after_group(&mut self) {
+        if self.unsent() > 0 {
+            self.write_out();
+        }
+        if self.state == State::Closing && self.unsent() == 0 {
+            self.start_linger();
+        }
+    }
+
+    /// Appends the replies for this connection's `n` requests of a
+    /// committed group.
+    pub fn take_group_replies(&mut self, n: usize, r: &cmd::CmdResult) {
+        debug_assert!(self.in_group);
+        self.in_group = false;
+        cmd::reply_sets(&mut self.out, n, r);
+    }
+
+    /// The interest this connection needs now.
+    pub fn wanted_interest(&self) -> Interest {
+        match self.state {
+            State::Open => Interest {
+                read: !self.eof && self.unsent() < OUT_HIGH_WATER,
+                write: self.unsent() > 0,
+            },
+            State::Closing => Interest {
+                read: false,
+                write: true,
+            },
+            State::Lingering { .. } => Interest::READ,
+            State::Closed => Interest {
+                read: false,
+                write: false,
+            },
+        }
+    }
+
+    /// Closes idle or lingering connections whose time is up.
+    pub fn check_deadline(&mut self, now: Instant, idle: Option<Duration>) {
+        let expired = match self.state {
+            State::Open => idle.is_some_and(|t| now.duration_since(self.last_active) > t),
+            State::Lingering { until, .. } => now >= until,
+            _ => false,
+        };
+        if expired {
+            self.close();
+        }
+    }
+
+    /// Server shutdown: sends what is queued (waiting at most `timeout`
+    /// for a slow client), then closes.
+    pub fn finish(&mut self, timeout: Duration) {
+        if self.unsent() > 0 && self.state != State::Closed {
+            let _ = self.stream.set_nonblocking(false);
+            let _ = self.stream.set_write_timeout(Some(timeout));
+            let _ = self.stream.write_all(&self.out.buf[self.sent..]);
+            self.sent = self.out.buf.len();
+        }
+        let _ = self.stream.shutdown(Shutdown::Both);
+        self.state = State::Closed;
+    }
+
+    fn close(&mut self) {
+        self.state = State::Closed;
+    }
+
+    /// Reads once: up to [`READ_CHUNK`], or what a pending bulk string
+    /// needs (bounded). Level-triggered polling reports the socket again if
+    /// more is waiting, so one read per wake-up keeps connections fair.
+    fn read_in(&mut self) {
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
+            self.pos = 0;
+        }
+        let want = self.parser.pending_bulk().map_or(READ_CHUNK, |n| {
+            n.saturating_sub(self.end).clamp(READ_CHUNK, MAX_READ_CHUNK)
+        });
+        if self.buf.len() - self.end < want {
+            self.buf.resize(self.end + want, 0);
+        } else if self.end == 0 && self.buf.len() > 4 * MAX_READ_CHUNK {
+            self.buf = vec![0u8; READ_CHUNK];
+        }
+        match self.stream.read(&mut self.buf[self.end..]) {
+            Ok(0) => self.eof = true,
+            Ok(n) => {
+                self.end += n;
+                self.last_active = Instant::now();
+            }
+            Err(e) if is_transient(&e) => {}
+            Err(_) => self.close(),
+        }
+    }
+
+    /// Runs every complete request in the buffer, until the reply buffer
+    /// reaches its high-water mark.
+    fn run_requests(&mut self, shared: &Shared, group: &mut PendingSets) {
+        if self.in_group {
+            // Its trailing run is not committed yet: nothing may overtake it.
+            return;
+        }
+        let max_bulk = shared.config.max_bulk;
+        let mut run: Vec<Args> = Vec::new();
+        let mut run_keys = 0usize;
         let mut done = 0u64;
-        let mut close = false;
+        let mut stop = false;
+        let mut exhausted = false;
         loop {
-            match parser.next(&buf[..end], &mut pos) {
+            if self.unsent() >= OUT_HIGH_WATER {
+                self.write_out();
+                if self.unsent() >= OUT_HIGH_WATER {
+                    break; // paused until the client reads
+                }
+            }
+            match self.parser.next(&self.buf[..self.end], &mut self.pos) {
                 Ok(Some(args)) => {
-                    if cmd::is_plain_set(shared.config.max_bulk, &args) && set_keys < MAX_GROUP_KEYS
-                    {
-                        set_keys += args.len() / 2;
-                        sets.push(args);
-                        done += 1;
+                    done += 1;
+                    if cmd::is_plain_set(max_bulk, &args) {
+                        if run_keys >= MAX_RUN_KEYS {
+                            self.commit_run(shared, &mut run);
+                            run_keys = 0;
+                        }
+                        run_keys += args.len() / 2;
+                        run.push(args);
                         continue;
                     }
+                    self.commit_run(shared, &mut run);
+                    run_keys = 0;
                     let mut ctx = Ctx {
                         shared,
-                        session: &mut session,
-                        out: &mut out,
+                        session: &mut self.session,
+                        out: &mut self.out,
                     };
-                    if !sets.is_empty() {
-                        cmd::set_group(&mut ctx, &sets);
-                        sets.clear();
-                        set_keys = 0;
-                    }
-                    if cmd::is_plain_set(shared.config.max_bulk, &args) {
-                        // The group was full: this one starts the next.
-                        set_keys = args.len() / 2;
-                        sets.push(args);
-                        done += 1;
-                        continue;
-                    }
                     cmd::dispatch(&mut ctx, &args);
-                    done += 1;
-                    if session.quit {
-                        close = true;
+                    if self.session.quit {
+                        stop = true;
                         break;
                     }
-                    if out.buf.len() >= OUT_HIGH_WATER {
-                        if stream.write_all(&out.buf).is_err() {
-                            return;
-                        }
-                        out.buf.clear();
-                    }
                 }
-                Ok(None) => break,
+                Ok(None) => {
+                    exhausted = true;
+                    break;
+                }
                 Err(e) => {
-                    flush_sets(shared, &mut session, &mut out, &mut sets, &mut set_keys);
-                    out.error(&e.to_string());
-                    close = true;
+                    self.commit_run(shared, &mut run);
+                    self.out.error(&e.to_string());
+                    stop = true;
                     break;
                 }
             }
         }
-        flush_sets(shared, &mut session, &mut out, &mut sets, &mut set_keys);
         if done > 0 {
             shared.counters.commands.fetch_add(done, Ordering::Relaxed);
         }
-        if !out.buf.is_empty() {
-            if stream.write_all(&out.buf).is_err() {
-                return;
-            }
-            if out.buf.capacity() > 4 * OUT_HIGH_WATER {
-                out.buf = Vec::new();
+        if stop || (self.eof && exhausted) {
+            self.state = State::Closing;
+        } else if self.parser.held().saturating_add(self.end - self.pos) > self.max_held {
+            self.commit_run(shared, &mut run);
+            self.out
+                .error("ERR Protocol error: query buffer limit exceeded");
+            self.state = State::Closing;
+        }
+        if !run.is_empty() {
+            if self.state == State::Open {
+                group.owners.push((self.token, run.len()));
+                group.keys += run_keys;
+                group.sets.append(&mut run);
+                self.in_group = true;
             } else {
-                out.buf.clear();
+                self.commit_run(shared, &mut run);
             }
         }
-        if close {
-            linger_close(stream);
+        // Shrink after a burst of large replies.
+        if self.unsent() == 0 && self.out.buf.capacity() > 4 * OUT_HIGH_WATER {
+            self.out.buf = Vec::new();
+            self.sent = 0;
+        }
+    }
+
+    /// Commits this connection's own run of plain SETs and queues replies.
+    fn commit_run(&mut self, shared: &Shared, run: &mut Vec<Args>) {
+        if run.is_empty() {
             return;
         }
-        let unparsed = end - pos;
-        if parser.held().saturating_add(unparsed) > max_held {
-            out.error("ERR Protocol error: query buffer limit exceeded");
-            let _ = stream.write_all(&out.buf);
-            linger_close(stream);
+        let r = cmd::commit_sets(shared, run);
+        cmd::reply_sets(&mut self.out, run.len(), &r);
+        run.clear();
+    }
+
+    /// Writes queued replies until done or the socket is full.
+    fn write_out(&mut self) {
+        while self.sent < self.out.buf.len() {
+            match self.stream.write(&self.out.buf[self.sent..]) {
+                Ok(0) => {
+                    self.close();
+                    return;
+                }
+                Ok(n) => self.sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    self.close();
+                    return;
+                }
+            }
+        }
+        self.out.buf.clear();
+        self.sent = 0;
+    }
+
+    fn start_linger(&mut self) {
+        let _ = self.stream.shutdown(Shutdown::Write);
+        self.state = State::Lingering {
+            until: Instant::now() + LINGER,
+            left: LINGER_BYTES,
+        };
+    }
+
+    fn discard_input(&mut self) {
+        let State::Lingering { until, left } = self.state else {
             return;
-        }
-        // Make room: move unparsed bytes to the front, size the buffer for
-        // a pending bulk string (bounded by the parser's limits), shrink it
-        // back after a large request.
-        if pos > 0 {
-            buf.copy_within(pos..end, 0);
-            end -= pos;
-            pos = 0;
-        }
-        let want = parser.pending_bulk().map_or(READ_CHUNK, |n| {
-            n.saturating_sub(end).clamp(READ_CHUNK, MAX_READ_CHUNK)
-        });
-        if buf.len() - end < want {
-            buf.resize(end + want, 0);
-        } else if end == 0 && buf.len() > 4 * MAX_READ_CHUNK {
-            buf = vec![0u8; READ_CHUNK];
-        }
-        match stream.read(&mut buf[end..]) {
-            Ok(0) => return,
-            Ok(n) => end += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            // Idle timeout (WouldBlock/TimedOut) or a broken connection.
-            Err(_) => return,
+        };
+        let mut sink = [0u8; 16 << 10];
+        match self.stream.read(&mut sink) {
+            Ok(0) => self.close(),
+            Ok(n) if n >= left => self.close(),
+            Ok(n) => {
+                self.state = State::Lingering {
+                    until,
+                    left: left - n,
+                }
+            }
+            Err(e) if is_transient(&e) => {}
+            Err(_) => self.close(),
         }
     }
 }
 
-/// Closes after a final reply so that the client can read it: shuts our
-/// side down, then discards what the client is still sending (bounded in
-/// bytes and time). Closing with unread input would make the kernel send a
-/// reset, which may destroy the reply before the client reads it.
-fn linger_close(mut stream: TcpStream) {
-    let _ = stream.flush();
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    let _ = stream.set_read_timeout(Some(std::time::Duration::from_millis(200)));
-    let mut sink = [0u8; 16 << 10];
-    let mut left: usize = 4 << 20;
-    while left > 0 {
-        match stream.read(&mut sink) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => left = left.saturating_sub(n),
-        }
-    }
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
 }

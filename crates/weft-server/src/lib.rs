@@ -24,18 +24,19 @@
 //!
 //! # Threading
 //!
-//! One OS thread per connection (small stacks), blocking sockets, and an
-//! accept loop that polls the listener so it can stop. Engine calls block
-//! (a `--sync always` write waits for its fsync), and the engine's group
-//! commit shares one WAL record and one fsync among *concurrent* writers:
-//! with a thread per connection, 50 clients give groups of up to 50, which
-//! an async runtime with 2 workers would cap at 2 unless every engine call
-//! went through a blocking pool. Each connection reads as many bytes as are
-//! available, runs every complete request in them (pipelining) and answers
-//! with one write. A pipelined run of plain `SET k v` / `MSET` requests is
-//! committed as one atomic batch (one engine write) before their `+OK`s go
-//! out; any other request ends the run first, so replies keep their order
-//! and later requests see the writes.
+//! A few event loops (`Config::threads`, `--threads`; one per two cores by
+//! default), each multiplexing its connections over one `epoll` set; see
+//! `event_loop.rs` for why and how. Each connection reads what the kernel
+//! has, runs every complete request in it (pipelining) and answers with
+//! one write when the socket has room. Engine calls block the loop (a
+//! `--sync always` write waits for its fsync), so the loop gives each
+//! engine write as much as it can: a run of plain `SET k v` / `MSET`
+//! requests that ends what a connection has read is committed together
+//! with those of every other connection ready in the same wake-up, as one
+//! atomic batch, before their `+OK`s go out; a run followed by any other
+//! request is committed by its connection first, so replies keep their
+//! order and later requests see the writes. Concurrent loops still meet
+//! in the engine's group commit.
 //!
 //! # Key encoding
 //!
@@ -75,16 +76,19 @@
 //! A malformed frame gets a Redis-worded `-ERR Protocol error: ...` and the
 //! connection is closed. Bulk strings are bounded by `max_bulk` (512 MiB by
 //! default, as Redis's `proto-max-bulk-len`), arrays by 1 Mi elements, the
-//! bytes of one incomplete request by `max_query_buffer`; replies are written
-//! out whenever 64 KiB accumulate, so a client that does not read blocks its
-//! own thread, not the server's memory.
+//! bytes of one incomplete request by `max_query_buffer`; a connection with
+//! 64 KiB of replies its client has not read stops running requests and
+//! reading until the client catches up, so a client that does not read holds
+//! up only itself, not the server's memory.
 
 pub mod cmd;
 mod conn;
 pub mod encoding;
+mod event_loop;
 pub mod glob;
 pub mod keyspace;
 pub mod locks;
+mod poll;
 pub mod resp;
 mod server;
 #[cfg(unix)]
@@ -182,6 +186,10 @@ pub struct Config {
     /// Most bytes one incomplete request may hold. Default 1 GiB (Redis's
     /// `client-query-buffer-limit`), and never less than `max_bulk` + 64 KiB.
     pub max_query_buffer: usize,
+    /// Event-loop threads serving the connections. Default 1 on a
+    /// machine with at most 2 cores, else half the cores (see the module
+    /// doc's *Threading*).
+    pub threads: usize,
     /// Engine options.
     pub db_options: weft::Options,
 }
@@ -197,13 +205,20 @@ impl Default for Config {
             timeout: None,
             max_bulk: 512 << 20,
             max_query_buffer: 1 << 30,
+            threads: default_threads(),
             db_options: weft::Options::default(),
         }
     }
 }
 
+/// The default number of event loops.
+pub fn default_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / 2).max(1)
+}
+
 /// Server-wide counters (INFO stats).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Counters {
     /// Connections accepted.
     pub connections: AtomicU64,
@@ -213,6 +228,20 @@ pub struct Counters {
     pub commands: AtomicU64,
     /// Open connections.
     pub connected: AtomicU64,
+    /// The id of the next client (`CLIENT ID`); ids start at 1.
+    pub next_client_id: AtomicU64,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            connections: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            commands: AtomicU64::new(0),
+            connected: AtomicU64::new(0),
+            next_client_id: AtomicU64::new(1),
+        }
+    }
 }
 
 /// State shared by every connection.

@@ -1,10 +1,8 @@
-//! The listener, the connection threads, the background threads (expiry,
-//! `everysec` fsync) and graceful shutdown.
+//! The listener, the event loops ([`crate::event_loop`]), the background
+//! threads (expiry, `everysec` fsync) and graceful shutdown.
 
-use std::collections::HashMap;
-use std::io::Write;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -12,22 +10,21 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::keyspace::Keyspace;
-use crate::{conn, Config, Counters, Error, Shared, SyncMode};
+use crate::{event_loop, Config, Counters, Error, Shared, SyncMode};
 
-const CONN_STACK: usize = 512 << 10;
 const EXPIRE_EVERY: Duration = Duration::from_millis(100);
 const EXPIRE_BATCH: usize = 1000;
 
 /// Stop flag with a condition variable, so sleeping threads wake at once.
 #[derive(Default)]
-struct Stop {
+pub(crate) struct Stop {
     flag: AtomicBool,
     lock: Mutex<()>,
     cv: Condvar,
 }
 
 impl Stop {
-    fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         self.flag.load(Ordering::Acquire)
     }
 
@@ -63,11 +60,6 @@ impl ShutdownHandle {
     }
 }
 
-struct ConnEntry {
-    stream: TcpStream,
-    thread: Option<JoinHandle<()>>,
-}
-
 /// A bound server: [`Server::bind`], print [`Server::local_addr`], then
 /// [`Server::run`] until a [`ShutdownHandle`] fires.
 pub struct Server {
@@ -82,6 +74,9 @@ impl Server {
     pub fn bind(config: Config) -> Result<Server, Error> {
         if config.maxclients == 0 {
             return Err(Error::Config("maxclients must be at least 1".into()));
+        }
+        if config.threads == 0 {
+            return Err(Error::Config("threads must be at least 1".into()));
         }
         if config.max_bulk == 0 {
             return Err(Error::Config("max bulk length must be at least 1".into()));
@@ -133,7 +128,6 @@ impl Server {
             stop,
             addr: _,
         } = self;
-        let conns: Arc<Mutex<HashMap<u64, ConnEntry>>> = Arc::default();
         let mut background = Vec::new();
         background.push(spawn_bg("weft-expire", &shared, &stop, |sh, stop| {
             while !stop.sleep(EXPIRE_EVERY) {
@@ -160,37 +154,24 @@ impl Server {
                 }
             })?);
         }
-        let next_id = AtomicU64::new(1);
-        while !stop.stopped() {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    let id = next_id.fetch_add(1, Ordering::Relaxed);
-                    accept(&shared, &conns, stream, id);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    wait_readable(&listener, 100);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    eprintln!("weft serve: accept: {e}");
-                    stop.sleep(Duration::from_millis(100));
+        let listener = Arc::new(listener);
+        let loops = event_loop::start(&shared, &listener, &stop)?;
+        // The loops serve until `stop` fires, then send what they have
+        // queued and close their connections.
+        let mut failed = None;
+        for t in loops {
+            match t.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failed = Some(e),
+                Err(_) => {
+                    failed = Some(Error::Io {
+                        context: "an event loop panicked".into(),
+                        source: std::io::Error::other("panic"),
+                    })
                 }
             }
         }
         drop(listener);
-
-        // Let connections finish what they have read.
-        let entries: Vec<ConnEntry> = conns.lock().drain().map(|(_, e)| e).collect();
-        for e in &entries {
-            let _ = e.stream.set_write_timeout(Some(Duration::from_secs(5)));
-            let _ = e.stream.shutdown(Shutdown::Read);
-        }
-        for mut e in entries {
-            if let Some(t) = e.thread.take() {
-                let _ = t.join();
-            }
-        }
         stop.stop();
         for t in background {
             let _ = t.join();
@@ -200,7 +181,7 @@ impl Server {
         let closed = db.close();
         flushed?;
         closed?;
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 }
 
@@ -216,72 +197,4 @@ fn spawn_bg(
         .name(name.into())
         .spawn(move || f(&sh, &st))
         .map_err(|e| Error::io(format!("starting thread {name}"), e))
-}
-
-/// Waits until the listener may have a connection, at most `ms`.
-fn wait_readable(listener: &TcpListener, ms: i32) {
-    use std::os::fd::AsRawFd;
-    let mut p = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: `p` is one valid pollfd for the duration of the call.
-    unsafe {
-        libc::poll(&mut p, 1, ms);
-    }
-}
-
-fn accept(
-    shared: &Arc<Shared>,
-    conns: &Arc<Mutex<HashMap<u64, ConnEntry>>>,
-    mut stream: TcpStream,
-    id: u64,
-) {
-    let c = &shared.counters;
-    c.connections.fetch_add(1, Ordering::Relaxed);
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_nodelay(true);
-    if c.connected.load(Ordering::Relaxed) >= shared.config.maxclients as u64 {
-        c.rejected.fetch_add(1, Ordering::Relaxed);
-        let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
-        return;
-    }
-    if let Some(t) = shared.config.timeout {
-        let _ = stream.set_read_timeout(Some(t));
-    }
-    let Ok(registered) = stream.try_clone() else {
-        let _ = stream.write_all(b"-ERR out of resources\r\n");
-        return;
-    };
-    c.connected.fetch_add(1, Ordering::Relaxed);
-    // Register before the thread runs so its own removal always finds it.
-    let mut map = conns.lock();
-    let sh = Arc::clone(shared);
-    let cs = Arc::clone(conns);
-    let spawned = std::thread::Builder::new()
-        .name("weft-conn".into())
-        .stack_size(CONN_STACK)
-        .spawn(move || {
-            conn::serve(&sh, stream, id);
-            sh.counters.connected.fetch_sub(1, Ordering::Relaxed);
-            // Detach: nobody will join a connection that ended by itself.
-            cs.lock().remove(&id);
-        });
-    match spawned {
-        Ok(t) => {
-            map.insert(
-                id,
-                ConnEntry {
-                    stream: registered,
-                    thread: Some(t),
-                },
-            );
-        }
-        Err(_) => {
-            c.connected.fetch_sub(1, Ordering::Relaxed);
-            let mut s = registered;
-            let _ = s.write_all(b"-ERR out of resources\r\n");
-        }
-    }
 }

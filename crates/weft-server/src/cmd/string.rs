@@ -6,6 +6,8 @@ use weft::{ReadOptions, WriteBatch};
 use super::{err, int_arg, is, CmdError, CmdResult, Ctx, NOT_INT, OVERFLOW, SYNTAX, WRONGTYPE};
 use crate::encoding::{self, Kind};
 use crate::keyspace::{now_ms, Entry};
+use crate::resp::Out;
+use crate::Shared;
 
 fn check_len(ctx: &Ctx<'_>, len: usize) -> CmdResult {
     if len
@@ -225,7 +227,7 @@ pub fn mset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 /// True for `SET key value` without options and for a well-formed `MSET`
 /// whose values are within bounds: blind string writes that a connection
-/// may coalesce with its neighbours in a pipeline ([`set_group`]).
+/// may coalesce with its neighbours in a pipeline ([`commit_sets`]).
 pub fn is_plain_set(max_bulk: usize, a: &[Vec<u8>]) -> bool {
     let name = &a[0];
     let shape = if name.len() == 3 && name.eq_ignore_ascii_case(b"set") {
@@ -239,38 +241,41 @@ pub fn is_plain_set(max_bulk: usize, a: &[Vec<u8>]) -> bool {
     shape && a[1..].chunks(2).all(|p| p[1].len() <= max)
 }
 
-/// Runs a pipelined run of plain SET/MSET commands (see [`is_plain_set`])
-/// as one atomic batch: all their keys' stripes locked in order, one engine
-/// write, then one `+OK` per command (or the same error for each: nothing
-/// was applied). Equivalent to running them one after the other, since they
-/// come from one client in that order and nothing observes them between.
-pub fn set_group(ctx: &mut Ctx<'_>, group: &[Vec<Vec<u8>>]) {
-    let r = (|| -> CmdResult {
-        let ks = &ctx.shared.ks;
-        let pairs = || group.iter().flat_map(|a| a[1..].chunks(2));
-        let _g = ks.locks.lock_many(pairs().map(|p| p[0].as_slice()));
-        let mut batch = WriteBatch::new();
-        for p in pairs() {
-            let (k, v) = (&p[0], &p[1]);
-            let old = ks.load_for_write(k, &mut batch)?;
-            if let Some(o) = old.as_ref().filter(|o| o.meta.kind == Kind::Hash) {
-                ks.delete_into(&mut batch, k, &o.meta)?;
-            }
-            ks.put_meta(
-                &mut batch,
-                k,
-                old.as_ref().map(|e| &e.meta),
-                &encoding::encode_string(v, None),
-                None,
-            );
+/// Commits plain SET/MSET requests (see [`is_plain_set`]) as one atomic
+/// batch: all their keys' stripes locked in order, one engine write. The
+/// caller sends one `+OK` per request on success, or the error for each
+/// (nothing was applied). Equivalent to running them one after the other
+/// in the given order, since nothing observes them in between; requests of
+/// different clients in one batch are concurrent, so any order is theirs.
+pub fn commit_sets(shared: &Shared, group: &[Vec<Vec<u8>>]) -> CmdResult {
+    let ks = &shared.ks;
+    let pairs = || group.iter().flat_map(|a| a[1..].chunks(2));
+    let _g = ks.locks.lock_many(pairs().map(|p| p[0].as_slice()));
+    let mut batch = WriteBatch::new();
+    for p in pairs() {
+        let (k, v) = (&p[0], &p[1]);
+        let old = ks.load_for_write(k, &mut batch)?;
+        if let Some(o) = old.as_ref().filter(|o| o.meta.kind == Kind::Hash) {
+            ks.delete_into(&mut batch, k, &o.meta)?;
         }
-        ks.write(batch)?;
-        Ok(())
-    })();
-    for _ in group {
-        match &r {
-            Ok(()) => ctx.out.ok(),
-            Err(CmdError(m)) => ctx.out.error(m),
+        ks.put_meta(
+            &mut batch,
+            k,
+            old.as_ref().map(|e| &e.meta),
+            &encoding::encode_string(v, None),
+            None,
+        );
+    }
+    ks.write(batch)?;
+    Ok(())
+}
+
+/// Appends the replies of `n` requests committed by [`commit_sets`].
+pub fn reply_sets(out: &mut Out, n: usize, r: &CmdResult) {
+    for _ in 0..n {
+        match r {
+            Ok(()) => out.ok(),
+            Err(CmdError(m)) => out.error(m),
         }
     }
 }
