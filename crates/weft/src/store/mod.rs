@@ -231,12 +231,18 @@ pub fn table_user_keys(table: &TableFile) -> Result<KeyList> {
 /// Builds the hash index of an UnsortedStore from its tables' keys, oldest
 /// table first, sized for the keys it will hold.
 pub fn build_index(tables: &[Arc<TableFile>]) -> Result<hash_index::HashIndex> {
+    build_index_with_room(tables, 0)
+}
+
+/// [`build_index`], sized for `room` more keys beyond the tables'.
+fn build_index_with_room(tables: &[Arc<TableFile>], room: usize) -> Result<hash_index::HashIndex> {
     let lists: Vec<(u64, KeyList)> = tables
         .iter()
         .map(|t| Ok((t.meta.number, table_user_keys(t)?)))
         .collect::<Result<_>>()?;
     let total: usize = lists.iter().map(|(_, k)| k.len()).sum();
-    let mut index = hash_index::HashIndex::with_capacity(total.max(INITIAL_INDEX_CAPACITY));
+    let capacity = total.saturating_add(room).max(INITIAL_INDEX_CAPACITY);
+    let mut index = hash_index::HashIndex::with_capacity(capacity);
     for (n, keys) in &lists {
         // A table the index cannot take is probed directly by readers.
         let _ = index.add_table(*n, keys.iter());
@@ -245,8 +251,9 @@ pub fn build_index(tables: &[Arc<TableFile>]) -> Result<hash_index::HashIndex> {
 }
 
 /// Adds table `number` (the newest) to `index`; when that leaves the index
-/// too loaded, rebuilds it bigger from `older` (the UnsortedStore's tables
-/// before this one) and adds the table again. Flush and open both grow the
+/// too loaded, rebuilds it from `older` (the UnsortedStore's tables before
+/// this one) sized for their keys and this table's, and adds the table
+/// again. Flush and open both grow the
 /// index through this one step, so an index restored on open is laid out
 /// exactly as the one it replaces.
 pub fn index_add_table(
@@ -258,7 +265,7 @@ pub fn index_add_table(
     // A table the index cannot take is probed directly by readers.
     let _ = index.add_table(number, keys.iter());
     if index.needs_resize() {
-        let mut bigger = build_index(older)?;
+        let mut bigger = build_index_with_room(older, keys.len())?;
         let _ = bigger.add_table(number, keys.iter());
         *index = bigger;
     }
@@ -526,6 +533,65 @@ mod tests {
         let got: Vec<&[u8]> = k.iter().collect();
         assert_eq!(got, vec![&b"a"[..], b"", b"b", b"ab"]);
         assert_eq!(k.len(), 4);
+    }
+
+    fn write_table(
+        dir: &Path,
+        number: u64,
+        keys: &[Vec<u8>],
+        cache: &Arc<BlockCache>,
+    ) -> Arc<TableFile> {
+        let path = crate::filename::table_path(dir, number);
+        let mut b = TableBuilder::create(&path, TableOptions::default()).unwrap();
+        for (i, k) in keys.iter().enumerate() {
+            b.add(k, i as u64 + 1, ValueKind::Put, b"v").unwrap();
+        }
+        let s = b.finish().unwrap();
+        let meta = FileMeta {
+            number,
+            size: s.file_size,
+            entries: s.entries,
+            smallest: s.smallest,
+            largest: s.largest,
+        };
+        TableFile::open(dir, meta, cache).unwrap()
+    }
+
+    /// A flush far larger than the index (small values: many keys per
+    /// table) must leave it at its target load, not chain every lookup
+    /// through overflow entries: the rebuild is sized for the new table's
+    /// keys too.
+    #[test]
+    fn index_grown_by_a_large_table_stays_at_its_target_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        let mut index = hash_index::HashIndex::with_capacity(INITIAL_INDEX_CAPACITY);
+        let mut older: Vec<Arc<TableFile>> = Vec::new();
+        for (t, n) in [
+            (20u64, 1000usize),
+            (21, 40 * INITIAL_INDEX_CAPACITY),
+            (22, 1000),
+        ] {
+            let keys: Vec<Vec<u8>> = (0..n)
+                .map(|i| format!("t{t}k{i:08}").into_bytes())
+                .collect();
+            let table = write_table(dir.path(), t, &keys, &cache);
+            let list = table_user_keys(&table).unwrap();
+            index_add_table(&mut index, &older, t, &list).unwrap();
+            older.push(table);
+            assert!(
+                index.load_factor() <= hash_index::TARGET_LOAD_FACTOR + 0.05,
+                "load {} after table {t} of {n} keys",
+                index.load_factor()
+            );
+        }
+        // Displacement keeps chains nearly empty at the target load.
+        let total = 2000 + 40 * INITIAL_INDEX_CAPACITY;
+        assert!(
+            index.overflow_entries() * 1000 < total,
+            "{}",
+            index.overflow_entries()
+        );
     }
 
     /// UniKV §III-G: the index rebuilt on open (from the tables) must equal
