@@ -1,10 +1,25 @@
 //! Typed keys over the engine: metadata lookup with lazy expiry, deletion of
 //! a key and everything it owns, the background expirer, the durability
-//! mapping and the table of `SCAN` cursors. See [`crate::encoding`] for the
-//! layout of the records.
+//! mapping, the key counts and the table of `SCAN` cursors. See
+//! [`crate::encoding`] for the layout of the records.
+//!
+//! # Key counts
+//!
+//! `DBSIZE` and `INFO keyspace` read two counters, O(1) as in Redis: the
+//! metadata records (user keys) and those with a deadline. They count what
+//! Redis counts: a key past its deadline that no read or expiry cycle has
+//! deleted yet is still counted. Opening counts the records once (one scan
+//! of the metadata namespace); afterwards every write that creates or
+//! deletes a metadata record goes through [`Keyspace::put_meta`] or
+//! [`Keyspace::delete_into`] on a [`Batch`], which tallies the change, and
+//! [`Keyspace::write`] applies the tally once the engine has the batch. The
+//! tally is exact because every such write holds its keys' stripe locks
+//! from the read of the old record to the write, and names each key at most
+//! once per batch.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
@@ -80,6 +95,35 @@ pub fn decode_entry(key: &[u8], raw: Vec<u8>) -> StoreResult<Entry> {
     })
 }
 
+/// A write batch that tallies the user keys (and deadlines) it creates and
+/// deletes, for the key counts (see the module doc).
+#[derive(Default)]
+pub struct Batch {
+    batch: WriteBatch,
+    keys: i64,
+    expires: i64,
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Deref for Batch {
+    type Target = WriteBatch;
+    fn deref(&self) -> &WriteBatch {
+        &self.batch
+    }
+}
+
+impl DerefMut for Batch {
+    fn deref_mut(&mut self) -> &mut WriteBatch {
+        &mut self.batch
+    }
+}
+
 const MAX_CURSORS: usize = 16 * 1024;
 
 /// Server-side `SCAN`/`HSCAN` cursors: numeric ids mapped to the engine key
@@ -105,12 +149,17 @@ pub struct Keyspace {
     cursors: Mutex<Cursors>,
     /// Keys deleted by the expirer.
     pub expired_keys: AtomicU64,
+    /// Metadata records (see the module doc's *Key counts*).
+    keys: AtomicI64,
+    /// Metadata records with a deadline.
+    expires: AtomicI64,
 }
 
 impl Keyspace {
-    /// Wraps an open database.
-    pub fn new(db: Db, sync: SyncMode) -> Self {
-        Keyspace {
+    /// Wraps an open database, counting its keys (one scan).
+    pub fn new(db: Db, sync: SyncMode) -> StoreResult<Self> {
+        let (keys, expires) = count_records(&db)?;
+        Ok(Keyspace {
             db,
             locks: Locks::new(4096),
             sync,
@@ -121,20 +170,44 @@ impl Keyspace {
                 ..Cursors::default()
             }),
             expired_keys: AtomicU64::new(0),
-        }
+            keys: AtomicI64::new(keys as i64),
+            expires: AtomicI64::new(expires as i64),
+        })
     }
 
-    /// Applies a batch with the durability of the `--sync` mode.
-    pub fn write(&self, batch: WriteBatch) -> StoreResult<()> {
+    /// Applies a batch with the durability of the `--sync` mode, then its
+    /// tally of created and deleted keys. Callers hold the stripe locks of
+    /// the keys it names.
+    pub fn write(&self, batch: Batch) -> StoreResult<()> {
         if batch.is_empty() {
             return Ok(());
         }
+        let Batch {
+            batch,
+            keys,
+            expires,
+        } = batch;
         let always = self.sync == SyncMode::Always;
         self.db.write(batch, &WriteOptions::new().sync(always))?;
         if !always {
             self.dirty.store(true, Ordering::Release);
         }
+        if keys != 0 {
+            self.keys.fetch_add(keys, Ordering::Relaxed);
+        }
+        if expires != 0 {
+            self.expires.fetch_add(expires, Ordering::Relaxed);
+        }
         Ok(())
+    }
+
+    /// `(keys, keys with a deadline)`, as Redis counts them: keys past
+    /// their deadline that are not deleted yet included. O(1).
+    pub fn key_counts(&self) -> (u64, u64) {
+        let keys = self.keys.load(Ordering::Relaxed);
+        let expires = self.expires.load(Ordering::Relaxed);
+        debug_assert!(keys >= 0 && expires >= 0, "key counts went negative");
+        (keys.max(0) as u64, expires.max(0) as u64)
     }
 
     /// `everysec`: if anything was written since the last call, makes it
@@ -161,7 +234,7 @@ impl Keyspace {
     /// For writers holding `key`'s lock: the live entry of `key`; an expired
     /// one is deleted into `batch` (with everything it owns) and reported
     /// absent.
-    pub fn load_for_write(&self, key: &[u8], batch: &mut WriteBatch) -> StoreResult<Option<Entry>> {
+    pub fn load_for_write(&self, key: &[u8], batch: &mut Batch) -> StoreResult<Option<Entry>> {
         let Some(raw) = self.db.get(encoding::meta_key(key))? else {
             return Ok(None);
         };
@@ -175,10 +248,12 @@ impl Keyspace {
 
     /// Adds the deletion of `key` (metadata, expiry-index record, hash
     /// fields) to `batch`.
-    pub fn delete_into(&self, batch: &mut WriteBatch, key: &[u8], meta: &Meta) -> StoreResult<()> {
+    pub fn delete_into(&self, batch: &mut Batch, key: &[u8], meta: &Meta) -> StoreResult<()> {
         batch.delete(encoding::meta_key(key));
+        batch.keys -= 1;
         if let Some(t) = meta.expire_at {
             batch.delete(encoding::expiry_key(t, key));
+            batch.expires -= 1;
         }
         if meta.kind == Kind::Hash {
             for kv in self.db.prefix(encoding::hash_prefix(key))? {
@@ -194,12 +269,15 @@ impl Keyspace {
     /// deadline changes).
     pub fn put_meta(
         &self,
-        batch: &mut WriteBatch,
+        batch: &mut Batch,
         key: &[u8],
         old: Option<&Meta>,
         raw: &[u8],
         expire_at: Option<u64>,
     ) {
+        let had_deadline = old.is_some_and(|m| m.expire_at.is_some());
+        batch.keys += i64::from(old.is_none());
+        batch.expires += i64::from(expire_at.is_some()) - i64::from(had_deadline);
         if let Some(t) = old.and_then(|m| m.expire_at) {
             if Some(t) != expire_at {
                 batch.delete(encoding::expiry_key(t, key));
@@ -211,6 +289,28 @@ impl Keyspace {
                 batch.put(encoding::expiry_key(t, key), b"");
             }
         }
+    }
+
+    /// Writes `key`'s string record `raw` with deadline `expire_at` into
+    /// `batch`, replacing `old` whatever its type: a hash is deleted with
+    /// its fields first (a string replaces it, as Redis's SET does).
+    pub fn put_replacing(
+        &self,
+        batch: &mut Batch,
+        key: &[u8],
+        old: Option<&Meta>,
+        raw: &[u8],
+        expire_at: Option<u64>,
+    ) -> StoreResult<()> {
+        let old = match old {
+            Some(o) if o.kind == Kind::Hash => {
+                self.delete_into(batch, key, o)?;
+                None
+            }
+            o => o,
+        };
+        self.put_meta(batch, key, old, raw, expire_at);
+        Ok(())
     }
 
     /// Deletes up to `limit` keys whose deadline has passed (the background
@@ -233,7 +333,7 @@ impl Keyspace {
                 continue;
             };
             let _g = self.locks.lock(key);
-            let mut batch = WriteBatch::new();
+            let mut batch = Batch::new();
             match self.db.get(encoding::meta_key(key))? {
                 Some(raw) => {
                     let e = decode_entry(key, raw)?;
@@ -258,9 +358,18 @@ impl Keyspace {
     /// Deletes every user key (all stripes locked: no command interleaves).
     pub fn flush_all(&self) -> StoreResult<()> {
         let _all = self.locks.lock_all();
+        let r = self.delete_namespaces();
+        // Whatever the outcome, count again what is left.
+        let (keys, expires) = count_records(&self.db)?;
+        self.keys.store(keys as i64, Ordering::Relaxed);
+        self.expires.store(expires as i64, Ordering::Relaxed);
+        r
+    }
+
+    fn delete_namespaces(&self) -> StoreResult<()> {
         for ns in [encoding::META, encoding::HASH, encoding::EXPIRY] {
             loop {
-                let mut batch = WriteBatch::new();
+                let mut batch = Batch::new();
                 for kv in self.db.range(vec![ns]..vec![ns + 1])? {
                     let (k, _) = kv?;
                     batch.delete(k);
@@ -275,22 +384,6 @@ impl Keyspace {
             }
         }
         Ok(())
-    }
-
-    /// `(keys, keys with a deadline)`, counted from one snapshot.
-    pub fn count_keys(&self) -> StoreResult<(u64, u64)> {
-        let now = now_ms();
-        let (mut keys, mut expires) = (0, 0);
-        for kv in self.db.prefix([encoding::META])? {
-            let (k, v) = kv?;
-            let (m, _) =
-                encoding::decode(&v).ok_or_else(|| StoreError::BadMeta(k[1..].to_vec()))?;
-            if !m.expired(now) {
-                keys += 1;
-                expires += u64::from(m.expire_at.is_some());
-            }
-        }
-        Ok((keys, expires))
     }
 
     /// Registers a cursor resuming at engine key `at`; returns its id.
@@ -312,6 +405,20 @@ impl Keyspace {
     pub fn cursor(&self, id: u64) -> Option<Vec<u8>> {
         self.cursors.lock().map.get(&id).cloned()
     }
+}
+
+/// `(metadata records, records with a deadline)` in `db`, from one
+/// snapshot: the key counts as Redis keeps them (expired keys not yet
+/// deleted included).
+fn count_records(db: &Db) -> StoreResult<(u64, u64)> {
+    let (mut keys, mut expires) = (0, 0);
+    for kv in db.prefix([encoding::META])? {
+        let (k, v) = kv?;
+        let (m, _) = encoding::decode(&v).ok_or_else(|| StoreError::BadMeta(k[1..].to_vec()))?;
+        keys += 1;
+        expires += u64::from(m.expire_at.is_some());
+    }
+    Ok((keys, expires))
 }
 
 /// The `[lower, upper)` engine range of metadata keys whose user key starts

@@ -18,8 +18,8 @@
 //! `SCAN`/`HSCAN` cursors are numbers that name a server-side resume key
 //! (the last 16 Ki cursors are remembered; an unknown one is `ERR invalid
 //! cursor`), so keys come back in key order, each live key exactly once.
-//! `DBSIZE` and `INFO keyspace` count by scanning the metadata namespace
-//! (O(keys), unlike Redis's O(1)). User keys are limited to 64 KiB − 9
+//! `DBSIZE` and `INFO keyspace` read counters kept by every write (O(1), as
+//! Redis; opening counts the keys once). User keys are limited to 64 KiB − 9
 //! bytes and a hash's key + field to 64 KiB − 5 (engine key limit).
 //!
 //! # Threading
@@ -119,6 +119,18 @@ pub enum Error {
     /// An invalid configuration value.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A record the server wrote does not decode (the key, escaped).
+    #[error("malformed metadata record of key '{0}'")]
+    BadRecord(String),
+}
+
+impl From<keyspace::StoreError> for Error {
+    fn from(e: keyspace::StoreError) -> Self {
+        match e {
+            keyspace::StoreError::Engine(e) => Error::Db(e),
+            keyspace::StoreError::BadMeta(k) => Error::BadRecord(k.escape_ascii().to_string()),
+        }
+    }
 }
 
 impl Error {

@@ -91,7 +91,7 @@ impl Server {
             .map_err(|e| Error::io("configuring the listener", e))?;
         let db = weft::Db::open(&config.dir, config.db_options.clone())?;
         let shared = Arc::new(Shared {
-            ks: Keyspace::new(db, config.sync),
+            ks: Keyspace::new(db, config.sync)?,
             config,
             port: addr.port(),
             counters: Counters::default(),

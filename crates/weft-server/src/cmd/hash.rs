@@ -4,12 +4,12 @@
 
 use std::collections::HashSet;
 
-use weft::{ReadOptions, WriteBatch};
+use weft::ReadOptions;
 
 use super::{cursor_arg, err, int_arg, scan_opts, CmdError, CmdResult, Ctx, OVERFLOW, WRONGTYPE};
 use crate::encoding::{self, Kind};
 use crate::glob;
-use crate::keyspace::{Entry, Keyspace};
+use crate::keyspace::{Batch, Entry, Keyspace};
 
 /// Reads a hash's entry at `opts`; `Ok(None)` when absent, WRONGTYPE for a string.
 fn hash_entry(ks: &Keyspace, key: &[u8], opts: &ReadOptions) -> Result<Option<Entry>, CmdError> {
@@ -28,7 +28,7 @@ fn set_fields(
 ) -> Result<i64, CmdError> {
     let ks = &ctx.shared.ks;
     let _g = ks.locks.lock(key);
-    let mut batch = WriteBatch::new();
+    let mut batch = Batch::new();
     let old = ks.load_for_write(key, &mut batch)?;
     if old.as_ref().is_some_and(|e| e.meta.kind != Kind::Hash) {
         return err(WRONGTYPE);
@@ -180,7 +180,7 @@ pub fn hdel(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let key = &a[1];
     let ks = &ctx.shared.ks;
     let _g = ks.locks.lock(key);
-    let mut batch = WriteBatch::new();
+    let mut batch = Batch::new();
     let Some(e) = ks.load_for_write(key, &mut batch)? else {
         ks.write(batch)?;
         ctx.out.int(0);
@@ -240,7 +240,7 @@ pub fn hincrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let by = int_arg(&a[3])?;
     let ks = &ctx.shared.ks;
     let _g = ks.locks.lock(key);
-    let mut batch = WriteBatch::new();
+    let mut batch = Batch::new();
     let old = ks.load_for_write(key, &mut batch)?;
     if old.as_ref().is_some_and(|e| e.meta.kind != Kind::Hash) {
         return err(WRONGTYPE);

@@ -4,12 +4,12 @@
 //! user key, in key order), so keys come back sorted and a `MATCH` pattern
 //! with a literal prefix turns into a bounded range read.
 
-use weft::{ReadOptions, WriteBatch};
+use weft::ReadOptions;
 
 use super::{cursor_arg, err, int_arg, is, scan_opts, CmdError, CmdResult, Ctx, SYNTAX};
 use crate::encoding::{self, Kind};
 use crate::glob;
-use crate::keyspace::{decode_entry, meta_range, now_ms};
+use crate::keyspace::{decode_entry, meta_range, now_ms, Batch};
 
 pub fn del(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let ks = &ctx.shared.ks;
@@ -17,7 +17,7 @@ pub fn del(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     keys.sort_unstable();
     keys.dedup();
     let _g = ks.locks.lock_many(keys.iter().copied());
-    let mut batch = WriteBatch::new();
+    let mut batch = Batch::new();
     let mut n = 0;
     for k in keys {
         if let Some(e) = ks.load_for_write(k, &mut batch)? {
@@ -153,7 +153,7 @@ fn expire_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], unit: u64, cmd: &str) -> Cmd
         .ok_or_else(bad)?;
     let ks = &ctx.shared.ks;
     let _g = ks.locks.lock(key);
-    let mut batch = WriteBatch::new();
+    let mut batch = Batch::new();
     let Some(e) = ks.load_for_write(key, &mut batch)? else {
         ks.write(batch)?;
         ctx.out.int(0);
@@ -227,7 +227,7 @@ pub fn persist(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let key = &a[1];
     let ks = &ctx.shared.ks;
     let _g = ks.locks.lock(key);
-    let mut batch = WriteBatch::new();
+    let mut batch = Batch::new();
     let e = ks.load_for_write(key, &mut batch)?;
     let done = match e {
         Some(e) if e.meta.expire_at.is_some() => {

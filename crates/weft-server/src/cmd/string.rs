@@ -1,11 +1,11 @@
 //! String commands. A string's value lives inline in its metadata record,
 //! so `GET` is one engine read and `SET` one batch.
 
-use weft::{ReadOptions, WriteBatch};
+use weft::ReadOptions;
 
 use super::{err, int_arg, is, CmdError, CmdResult, Ctx, NOT_INT, OVERFLOW, SYNTAX, WRONGTYPE};
 use crate::encoding::{self, Kind};
-use crate::keyspace::{now_ms, Entry};
+use crate::keyspace::{now_ms, Batch, Entry};
 use crate::resp::Out;
 use crate::Shared;
 
@@ -66,7 +66,7 @@ fn set_generic(
     check_len(ctx, value.len())?;
     let ks = &ctx.shared.ks;
     let _g = ks.locks.lock(key);
-    let mut batch = WriteBatch::new();
+    let mut batch = Batch::new();
     let old = ks.load_for_write(key, &mut batch)?;
     if want_old && old.as_ref().is_some_and(|e| e.meta.kind != Kind::String) {
         return err(WRONGTYPE);
@@ -82,17 +82,14 @@ fn set_generic(
             Ttl::Keep => old.as_ref().and_then(|e| e.meta.expire_at),
             Ttl::At(t) => Some(t),
         };
-        if let Some(o) = old.as_ref().filter(|o| o.meta.kind == Kind::Hash) {
-            ks.delete_into(&mut batch, key, &o.meta)?;
-        }
         let raw = encoding::encode_string(value, expire_at);
-        ks.put_meta(
+        ks.put_replacing(
             &mut batch,
             key,
             old.as_ref().map(|e| &e.meta),
             &raw,
             expire_at,
-        );
+        )?;
     }
     // An expired key's cleanup is written even when NX/XX refuse the set.
     ks.write(batch)?;
@@ -201,27 +198,42 @@ pub fn mset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     for pair in a[1..].chunks(2) {
         check_len(ctx, pair[1].len())?;
     }
-    let ks = &ctx.shared.ks;
-    let _g = ks
-        .locks
-        .lock_many(a[1..].chunks(2).map(|p| p[0].as_slice()));
-    let mut batch = WriteBatch::new();
-    for pair in a[1..].chunks(2) {
-        let (k, v) = (&pair[0], &pair[1]);
-        let old = ks.load_for_write(k, &mut batch)?;
-        if let Some(o) = old.as_ref().filter(|o| o.meta.kind == Kind::Hash) {
-            ks.delete_into(&mut batch, k, &o.meta)?;
+    put_strings(ctx.shared, a[1..].chunks(2).map(|p| (&p[0][..], &p[1][..])))?;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// Writes string values as one atomic batch under the keys' stripe locks,
+/// as if one after the other: the last value of a repeated key wins, and
+/// each key is named once in the batch (the key counts rely on it).
+fn put_strings<'a>(
+    shared: &Shared,
+    pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+) -> CmdResult {
+    let mut pairs: Vec<(&[u8], &[u8])> = pairs.collect();
+    // Stable: among equal keys the original order stays, and the last wins.
+    pairs.sort_by(|x, y| x.0.cmp(y.0));
+    let mut unique: Vec<(&[u8], &[u8])> = Vec::with_capacity(pairs.len());
+    for p in pairs {
+        match unique.last_mut() {
+            Some(last) if last.0 == p.0 => *last = p,
+            _ => unique.push(p),
         }
-        ks.put_meta(
+    }
+    let ks = &shared.ks;
+    let _g = ks.locks.lock_many(unique.iter().map(|p| p.0));
+    let mut batch = Batch::new();
+    for (k, v) in unique {
+        let old = ks.load_for_write(k, &mut batch)?;
+        ks.put_replacing(
             &mut batch,
             k,
             old.as_ref().map(|e| &e.meta),
             &encoding::encode_string(v, None),
             None,
-        );
+        )?;
     }
     ks.write(batch)?;
-    ctx.out.ok();
     Ok(())
 }
 
@@ -248,26 +260,13 @@ pub fn is_plain_set(max_bulk: usize, a: &[Vec<u8>]) -> bool {
 /// in the given order, since nothing observes them in between; requests of
 /// different clients in one batch are concurrent, so any order is theirs.
 pub fn commit_sets(shared: &Shared, group: &[Vec<Vec<u8>>]) -> CmdResult {
-    let ks = &shared.ks;
-    let pairs = || group.iter().flat_map(|a| a[1..].chunks(2));
-    let _g = ks.locks.lock_many(pairs().map(|p| p[0].as_slice()));
-    let mut batch = WriteBatch::new();
-    for p in pairs() {
-        let (k, v) = (&p[0], &p[1]);
-        let old = ks.load_for_write(k, &mut batch)?;
-        if let Some(o) = old.as_ref().filter(|o| o.meta.kind == Kind::Hash) {
-            ks.delete_into(&mut batch, k, &o.meta)?;
-        }
-        ks.put_meta(
-            &mut batch,
-            k,
-            old.as_ref().map(|e| &e.meta),
-            &encoding::encode_string(v, None),
-            None,
-        );
-    }
-    ks.write(batch)?;
-    Ok(())
+    put_strings(
+        shared,
+        group
+            .iter()
+            .flat_map(|a| a[1..].chunks(2))
+            .map(|p| (&p[0][..], &p[1][..])),
+    )
 }
 
 /// Appends the replies of `n` requests committed by [`commit_sets`].
@@ -288,7 +287,7 @@ fn update<T>(
 ) -> Result<T, CmdError> {
     let ks = &ctx.shared.ks;
     let _g = ks.locks.lock(key);
-    let mut batch = WriteBatch::new();
+    let mut batch = Batch::new();
     let old = ks.load_for_write(key, &mut batch)?;
     if old.as_ref().is_some_and(|e| e.meta.kind != Kind::String) {
         return err(WRONGTYPE);
