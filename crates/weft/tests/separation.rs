@@ -11,13 +11,15 @@ mod common;
 use common::*;
 use weft::{Db, Error, Options, ReadOptions};
 
+const GC_MIN_GARBAGE: u64 = 64 << 10;
+
 fn options() -> Options {
     Options::default()
         .write_buffer_size(32 << 10)
         .table_size(64 << 10)
         .unsorted_limit(128 << 10)
         .min_blob_size(100)
-        .gc_min_garbage_bytes(64 << 10)
+        .gc_min_garbage_bytes(GC_MIN_GARBAGE)
         .gc_garbage_ratio(0.5)
 }
 
@@ -112,12 +114,17 @@ fn large_values_move_to_value_logs_and_gc_reclaims_their_space() {
         db.put(key(i), value(i, 5)).unwrap();
     }
     db.compact().unwrap();
-    // GC runs in the background after a merge reports garbage: wait for it.
+    // GC runs in the background after a merge reports garbage: wait until
+    // the partition is no longer due. Not until its garbage is exactly 0:
+    // a GC copies live values into the partition's current log, which later
+    // merges append to as well, so depending on how GCs and merges
+    // interleaved, a mostly live log may keep a few values that died since.
+    // Under `gc_min_garbage_bytes` that is by design (UniKV's greedy policy).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let s = db.stats();
         let p = &s.partitions[0];
-        if s.gcs > gcs_before && p.value_log_garbage_bytes == 0 {
+        if s.gcs > gcs_before && p.value_log_garbage_bytes < GC_MIN_GARBAGE {
             break;
         }
         assert!(
