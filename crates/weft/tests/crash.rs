@@ -374,6 +374,37 @@ fn lock_is_exclusive_in_process() {
     assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
 }
 
+/// Dropping the last handle releases the lock at once even while this
+/// process forks children (a child holds a copy of every descriptor until
+/// it execs; an flock released only by closing would outlive the drop).
+#[test]
+fn lock_released_at_drop_while_children_are_spawned() {
+    let dir = tempfile::tempdir().unwrap();
+    use std::sync::atomic::{AtomicBool, Ordering};
+    /// Stops the spawner even when an assertion below panics, so a failure
+    /// reports instead of hanging the scope.
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = std::process::Command::new("true").status();
+            }
+        });
+        let _stop = StopOnDrop(&stop);
+        for i in 0..300 {
+            let db = Db::open(dir.path(), Options::default())
+                .unwrap_or_else(|e| panic!("open {i} after the previous drop: {e}"));
+            drop(db);
+        }
+    });
+}
+
 #[test]
 fn lock_released_after_kill9() {
     let dir = tempfile::tempdir().unwrap();

@@ -38,7 +38,23 @@ use crate::wal::{LogRead, LogReader, LogWriter};
 
 /// The LOCK file, held with `flock` for as long as the database is open.
 pub(crate) struct DirLock {
-    _file: File,
+    file: File,
+}
+
+impl Drop for DirLock {
+    /// Unlocks explicitly before the descriptor closes. Closing alone is not
+    /// enough: a process this one forks holds a copy of the descriptor until
+    /// it execs (the descriptor is close-on-exec), and an flock lives as
+    /// long as any copy, so a `Db::open` right after the last handle drops
+    /// could find the directory still locked. `LOCK_UN` releases the lock
+    /// for every copy at once.
+    fn drop(&mut self) {
+        // SAFETY: `self.file` is an open descriptor owned by this value;
+        // flock only reads the descriptor number.
+        unsafe {
+            libc::flock(self.file.as_raw_fd(), libc::LOCK_UN);
+        }
+    }
 }
 
 impl DirLock {
@@ -60,9 +76,9 @@ impl DirLock {
             }
             return Err(Error::io(format!("locking {}", path.display()), err));
         }
-        // The lock is released when the descriptor closes: at drop, or when
-        // the process dies (kill -9 included).
-        Ok(DirLock { _file: file })
+        // The lock is released at drop, or when the process dies (kill -9
+        // included) and the kernel closes the descriptor.
+        Ok(DirLock { file })
     }
 }
 
