@@ -56,6 +56,14 @@ pub trait Engine: Send + Sync {
     fn memory_bytes(&self) -> Option<u64> {
         None
     }
+    /// Compacts the whole key space (db_bench's `compact`): for Weft, flush
+    /// the memtables and merge every partition's UnsortedStore into its
+    /// SortedStore.
+    fn compact(&self) -> Result<()> {
+        Err(Error::Engine(
+            "compact is not supported by this engine".into(),
+        ))
+    }
     /// Flushes and closes.
     fn close(self: Box<Self>) -> Result<()>;
 }
@@ -187,7 +195,14 @@ impl Engine for WeftEngine {
             "wal_bytes_written": s.wal_bytes_written,
             "flush_bytes_written": s.flush_bytes_written,
             "merge_bytes_written": s.merge_bytes_written,
+            "value_log_bytes_written": s.value_log_bytes_written,
             "gc_bytes_written": s.gc_bytes_written,
+            "split_bytes_written": s.split_bytes_written,
+            "consolidation_bytes_written": s.consolidation_bytes_written,
+            "manifest_bytes_written": s.manifest_bytes_written,
+            "get_bytes_read": s.get_bytes_read,
+            "scan_bytes_read": s.scan_bytes_read,
+            "background_bytes_read": s.background_bytes_read,
             "write_amplification": s.write_amplification,
             "flushes": s.flushes,
             "merges": s.merges,
@@ -220,6 +235,9 @@ impl Engine for WeftEngine {
         let s = self.db.stats();
         let index: u64 = s.partitions.iter().map(|p| p.index_bytes).sum();
         Some(s.active_memtable_bytes + s.immutable_memtable_bytes + s.block_cache.usage + index)
+    }
+    fn compact(&self) -> Result<()> {
+        Ok(self.db.compact()?)
     }
     fn close(self: Box<Self>) -> Result<()> {
         Ok(self.db.close()?)
@@ -317,6 +335,11 @@ mod peers {
                     p("rocksdb.cur-size-all-mem-tables").unwrap_or(0)
                         + p("rocksdb.block-cache-usage").unwrap_or(0),
                 )
+            }
+            fn compact(&self) -> Result<()> {
+                self.db.flush().map_err(err)?;
+                self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
+                Ok(())
             }
             fn close(self: Box<Self>) -> Result<()> {
                 self.db.flush_wal(true).map_err(err)

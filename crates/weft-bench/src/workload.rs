@@ -251,6 +251,14 @@ pub static REGISTRY: &[BenchmarkInfo] = &[
         make: |_| Box::new(DeleteRandom),
     },
     BenchmarkInfo {
+        name: "compact",
+        description: "compact the whole key space (one operation, on one thread)",
+        fresh_db: false,
+        prints_stats: false,
+        always_timed: false,
+        make: |_| Box::new(Compact),
+    },
+    BenchmarkInfo {
         name: "stats",
         description: "print the engine's statistics",
         fresh_db: false,
@@ -501,6 +509,23 @@ impl Workload for DeleteRandom {
             ctx.op_done(OpKind::Delete, t);
         }
         Ok(())
+    }
+}
+
+/// `compact`: thread 0 compacts everything; other threads do nothing.
+struct Compact;
+
+impl Workload for Compact {
+    fn run_thread(&self, ctx: &mut ThreadContext<'_>) -> Result<()> {
+        if ctx.tid == 0 {
+            let t = ctx.op_start();
+            ctx.db.compact()?;
+            ctx.op_done(OpKind::Write, t);
+        }
+        Ok(())
+    }
+    fn total_ops(&self, _: &BenchConfig) -> u64 {
+        1
     }
 }
 

@@ -48,7 +48,13 @@ pub fn to_json(s: &Stats) -> Value {
         "wal_bytes_written": s.wal_bytes_written,
         "flush_bytes_written": s.flush_bytes_written,
         "merge_bytes_written": s.merge_bytes_written,
+        "value_log_bytes_written": s.value_log_bytes_written,
+        "split_bytes_written": s.split_bytes_written,
+        "consolidation_bytes_written": s.consolidation_bytes_written,
         "manifest_bytes_written": s.manifest_bytes_written,
+        "get_bytes_read": s.get_bytes_read,
+        "scan_bytes_read": s.scan_bytes_read,
+        "background_bytes_read": s.background_bytes_read,
         // NaN/inf have no JSON form; serde_json turns them into null.
         "write_amplification": s.write_amplification,
         "block_cache": {
@@ -102,12 +108,28 @@ pub fn to_table(s: &Stats) -> String {
     row("flush bytes written", s.flush_bytes_written.to_string());
     row("merge bytes written", s.merge_bytes_written.to_string());
     row(
+        "value-log bytes written",
+        s.value_log_bytes_written.to_string(),
+    );
+    row("split bytes written", s.split_bytes_written.to_string());
+    row(
+        "consolidation bytes written",
+        s.consolidation_bytes_written.to_string(),
+    );
+    row(
         "manifest bytes written",
         s.manifest_bytes_written.to_string(),
     );
     row(
         "write amplification",
         format!("{:.3}", s.write_amplification),
+    );
+    row(
+        "bytes read from disk",
+        format!(
+            "{} by gets, {} by scans, {} by background jobs",
+            s.get_bytes_read, s.scan_bytes_read, s.background_bytes_read
+        ),
     );
     let c = &s.block_cache;
     let lookups = c.hits + c.misses;

@@ -466,6 +466,35 @@ fn bench_line_parser_accepts_db_bench_output() {
 }
 
 #[test]
+fn bench_compact_flushes_and_merges_everything() {
+    let (t, db) = temp_db();
+    let json = t.path().join("r.json");
+    let args = |benchmarks: &str| {
+        vec![
+            "bench".to_string(),
+            format!("--benchmarks={benchmarks}"),
+            "--num=2000".into(),
+            "--json".into(),
+            json.to_str().unwrap().to_string(),
+        ]
+    };
+    let end = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(&db, &args);
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        v["end"]["engine"].clone()
+    };
+    // Without it, 2000 small keys stay in the 64 MiB memtable.
+    let e = end(args("fillrandom"));
+    assert_eq!(e["flushes"], 0, "{e}");
+    let e = end(args("fillrandom,compact"));
+    assert!(e["flushes"].as_u64().unwrap() >= 1, "{e}");
+    assert!(e["merges"].as_u64().unwrap() >= 1, "{e}");
+    assert!(e["merge_bytes_written"].as_u64().unwrap() > 0, "{e}");
+}
+
+#[test]
 fn bench_new_benchmarks_parse_as_db_bench_lines_and_plot() {
     let (t, db) = temp_db();
     let json = t.path().join("r.json");
@@ -473,7 +502,7 @@ fn bench_new_benchmarks_parse_as_db_bench_lines_and_plot() {
         &db,
         &[
             "bench",
-            "--benchmarks=fillrandom,readmissing,readreverse,readwhilewriting,deleterandom,stats,ycsb_load,ycsb_a,ycsb_e",
+            "--benchmarks=fillrandom,readmissing,readreverse,readwhilewriting,deleterandom,compact,stats,ycsb_load,ycsb_a,ycsb_e",
             "--num=1500",
             "--record_count=1000",
             "--operation_count=400",
@@ -500,6 +529,7 @@ fn bench_new_benchmarks_parse_as_db_bench_lines_and_plot() {
             "readreverse",
             "readwhilewriting",
             "deleterandom",
+            "compact",
             "ycsb_load",
             "ycsb_a",
             "ycsb_e"
@@ -507,15 +537,16 @@ fn bench_new_benchmarks_parse_as_db_bench_lines_and_plot() {
         "{out}"
     );
     assert_eq!(found_of(&lines[1].tail), Some((0, 1500)), "{out}");
-    assert_eq!(lines[5].operations, 1000);
-    assert_eq!(lines[6].operations, 400);
+    assert_eq!(lines[5].operations, 1);
+    assert_eq!(lines[6].operations, 1000);
+    assert_eq!(lines[7].operations, 400);
     assert!(out.contains("  READ "), "{out}");
     assert!(out.contains("  SCAN "), "{out}");
 
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["schema"], "weft-bench/1");
-    assert_eq!(v["benchmarks"].as_array().unwrap().len(), 9);
+    assert_eq!(v["benchmarks"].as_array().unwrap().len(), 10);
     assert!(v["command"][0].as_str().unwrap().ends_with("weft"));
     assert_eq!(v["config"]["disable_wal"], true);
     assert!(v["end"]["engine"]["user_bytes_written"].as_u64().unwrap() > 0);

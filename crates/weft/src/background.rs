@@ -17,6 +17,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::cache::ReadPurpose;
 use crate::db::core::{Core, Counters, EngineState};
 use crate::error::Result;
 use crate::iter::{InternalIterator, MergedEntries};
@@ -27,6 +28,7 @@ use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPoli
 use crate::store::gc::ResolvingIter;
 use crate::store::sorted_run::SortedRunIter;
 use crate::store::value_log::ValueLogFile;
+use crate::store::value_reader::ValueReader;
 use crate::store::{
     index_add_table, FileMeta, LiveValueLog, Partition, Placement, TableFile, Version,
 };
@@ -458,21 +460,26 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
                 .collect();
             let children = unsorted
                 .iter()
-                .map(|t| Box::new(t.table.iter_with_fill_cache(false)) as Box<dyn InternalIterator>)
+                .map(|t| {
+                    Box::new(t.table.iter_for(ReadPurpose::Background)) as Box<dyn InternalIterator>
+                })
                 .collect();
             (unsorted, sorted, children)
         }
         Rewrite::Collect(_) => (Vec::new(), part.sorted.clone(), Vec::new()),
     };
     if !inputs_sorted.is_empty() {
-        let run: Box<dyn InternalIterator> =
-            Box::new(SortedRunIter::new(inputs_sorted.clone(), false));
+        let run: Box<dyn InternalIterator> = Box::new(SortedRunIter::new(
+            inputs_sorted.clone(),
+            ReadPurpose::Background,
+        ));
         children.push(match &job {
             Rewrite::Merge => run,
             Rewrite::Collect(victims) => Box::new(ResolvingIter::new(
                 run,
                 Arc::clone(&version),
                 victims.clone(),
+                ValueReader::new(ReadPurpose::Background, Arc::clone(core.cache.disk_reads())),
                 Arc::clone(&moved),
             )),
         });
@@ -627,7 +634,9 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
     }
     match job {
         Rewrite::Merge => {
-            Counters::add(&core.counters.merge_bytes, stats.bytes_written);
+            let log_bytes = stats.value_log.map_or(0, |(_, size)| size);
+            Counters::add(&core.counters.merge_bytes, stats.bytes_written - log_bytes);
+            Counters::add(&core.counters.value_log_bytes, log_bytes);
             Counters::add(&core.counters.merges, 1);
         }
         Rewrite::Collect(_) => {
@@ -671,7 +680,7 @@ fn pick_split(core: &Core, st: &EngineState) -> Option<u64> {
 /// The key to split a one-table sorted run at: the first key at or past its
 /// middle entry that is greater than its first key.
 fn median_key(t: &TableFile) -> Result<Option<Vec<u8>>> {
-    let mut it = t.table.iter_with_fill_cache(false);
+    let mut it = t.table.iter_for(ReadPurpose::Background);
     it.seek_to_first()?;
     let first = t.meta.smallest_user_key();
     let mut seen = 0;
@@ -753,7 +762,8 @@ fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
             min_blob_size: None,
             collect_keys: false,
         };
-        let mut input = MergedEntries::new(vec![Box::new(t.table.iter_with_fill_cache(false))]);
+        let mut input =
+            MergedEntries::new(vec![Box::new(t.table.iter_for(ReadPurpose::Background))]);
         input.seek_to_first()?;
         let left = write_tables(
             &mut input,
@@ -773,7 +783,7 @@ fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
         };
         let l = open_new_tables(core, &left).inspect_err(|_| remove_files(core, &right))?;
         let r = open_new_tables(core, &right).inspect_err(|_| remove_files(core, &left))?;
-        Counters::add(&core.counters.merge_bytes, stats.bytes_written);
+        Counters::add(&core.counters.split_bytes, stats.bytes_written);
         (key, l, r, Some(Arc::clone(t)))
     };
 
@@ -907,7 +917,7 @@ fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     let inputs = part.unsorted.clone();
     let children = inputs
         .iter()
-        .map(|t| Box::new(t.table.iter_with_fill_cache(false)) as Box<dyn InternalIterator>)
+        .map(|t| Box::new(t.table.iter_for(ReadPurpose::Background)) as Box<dyn InternalIterator>)
         .collect();
     let mut input = MergedEntries::new(children);
     input.seek_to_first()?;
@@ -976,7 +986,7 @@ fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     for t in &inputs {
         t.mark_obsolete();
     }
-    Counters::add(&core.counters.merge_bytes, stats.bytes_written);
+    Counters::add(&core.counters.consolidation_bytes, stats.bytes_written);
     Counters::add(&core.counters.consolidations, 1);
     Ok(())
 }

@@ -28,12 +28,26 @@ pub struct Stats {
     pub wal_bytes_written: u64,
     /// Bytes of tables written by flushes.
     pub flush_bytes_written: u64,
-    /// Bytes of tables written by merges.
+    /// Bytes of SortedStore tables written by merges.
     pub merge_bytes_written: u64,
+    /// Bytes of value logs written by merges (separated values).
+    pub value_log_bytes_written: u64,
+    /// Bytes of tables written by partition splits.
+    pub split_bytes_written: u64,
+    /// Bytes of tables written by UnsortedStore consolidations (for scans).
+    pub consolidation_bytes_written: u64,
     /// Bytes written to the manifest.
     pub manifest_bytes_written: u64,
-    /// All bytes written divided by user bytes written (0 when none).
+    /// All bytes written (WAL, tables and logs of every kind, GC, manifest)
+    /// divided by user bytes written (0 when none).
     pub write_amplification: f64,
+    /// Bytes point reads fetched from disk: table blocks missing from the
+    /// block cache and value-log records.
+    pub get_bytes_read: u64,
+    /// Bytes iterators fetched from disk (blocks and value-log readahead).
+    pub scan_bytes_read: u64,
+    /// Bytes background jobs (merge, GC, split, consolidation) read.
+    pub background_bytes_read: u64,
     /// Block cache counters.
     pub block_cache: CacheStats,
     /// Flushes completed.

@@ -254,3 +254,65 @@ fn reads_cost_one_table_when_recent_and_table_plus_log_when_old() {
         "nothing left in the UnsortedStore"
     );
 }
+
+/// Amplification counters (UniKV's write and read accounting): merges
+/// write separated values to logs and keys to tables, each counted under
+/// its own kind, and the kinds add up to the write amplification; a scan
+/// over separated values reads the logs in large windows, about each byte
+/// once, and a get reads one block and one record.
+#[test]
+fn bytes_written_and_read_are_counted_by_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options().block_cache_size(0).gc_min_garbage_bytes(u64::MAX);
+    let db = Db::open(dir.path(), opts).unwrap();
+    let n = 2000;
+    for i in 0..n {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    db.compact().unwrap();
+    let s = db.stats();
+    let separated: u64 = (0..n)
+        .filter(|i| !i.is_multiple_of(5))
+        .map(|i| value(i, 0).len() as u64)
+        .sum();
+    assert!(
+        s.value_log_bytes_written >= separated,
+        "{} value-log bytes written for {separated} bytes of large values",
+        s.value_log_bytes_written
+    );
+    assert!(s.merge_bytes_written > 0 && s.flush_bytes_written > 0);
+    let parts = s.wal_bytes_written
+        + s.flush_bytes_written
+        + s.merge_bytes_written
+        + s.value_log_bytes_written
+        + s.gc_bytes_written
+        + s.split_bytes_written
+        + s.consolidation_bytes_written
+        + s.manifest_bytes_written;
+    let wa = parts as f64 / s.user_bytes_written as f64;
+    assert!(
+        (wa - s.write_amplification).abs() < 1e-9,
+        "kinds add up to {wa}, stats say {}",
+        s.write_amplification
+    );
+    let log_bytes: u64 = s.partitions.iter().map(|p| p.value_log_bytes).sum();
+
+    let before = db.stats();
+    assert_eq!(scan_all(&db).len(), n as usize);
+    let after = db.stats();
+    let scanned = after.scan_bytes_read - before.scan_bytes_read;
+    assert!(
+        scanned >= log_bytes && scanned < log_bytes + log_bytes / 2 + (1 << 20),
+        "a full scan read {scanned} bytes; the logs hold {log_bytes}"
+    );
+    assert_eq!(after.get_bytes_read, before.get_bytes_read);
+
+    let before = db.stats();
+    assert_eq!(db.get(key(1)).unwrap(), Some(value(1, 0)));
+    let after = db.stats();
+    let got = after.get_bytes_read - before.get_bytes_read;
+    assert!(
+        got > value(1, 0).len() as u64 && got < 64 << 10,
+        "one get read {got} bytes"
+    );
+}

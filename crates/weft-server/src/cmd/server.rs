@@ -242,6 +242,8 @@ pub fn info(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
              immutable_memtables:{}\r\nimmutable_memtable_bytes:{}\r\nlive_snapshots:{}\r\n\
              partitions:{}\r\nunsorted_tables:{}\r\nsorted_tables:{}\r\nuser_bytes_written:{}\r\n\
              wal_bytes_written:{}\r\nflush_bytes_written:{}\r\nmerge_bytes_written:{}\r\n\
+             value_log_bytes_written:{}\r\ngc_bytes_written:{}\r\nsplit_bytes_written:{}\r\n\
+             get_bytes_read:{}\r\nscan_bytes_read:{}\r\n\
              write_amplification:{:.3}\r\nblock_cache_capacity:{}\r\nblock_cache_usage:{}\r\n\
              block_cache_hits:{}\r\nblock_cache_misses:{}\r\nflushes:{}\r\nmerges:{}\r\n\
              write_slowdowns:{}\r\nwrite_stalls:{}\r\n\r\n",
@@ -261,6 +263,11 @@ pub fn info(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             s.wal_bytes_written,
             s.flush_bytes_written,
             s.merge_bytes_written,
+            s.value_log_bytes_written,
+            s.gc_bytes_written,
+            s.split_bytes_written,
+            s.get_bytes_read,
+            s.scan_bytes_read,
             s.write_amplification,
             s.block_cache.capacity,
             s.block_cache.usage,

@@ -17,8 +17,15 @@
 //! Hit and miss counters live inside each shard and are updated under the
 //! lock the lookup already holds (no shared atomic bouncing between cores);
 //! [`BlockCache::stats`] sums them.
+//!
+//! The cache also keeps [`DiskReads`]: the bytes that reads which missed it
+//! (table blocks) or never go through it (separated values) fetched from
+//! disk, by [`ReadPurpose`]. Every table holds the cache, so this is the one
+//! place every read path already reaches; one relaxed atomic add is small
+//! beside the `pread` it accounts for.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -172,6 +179,64 @@ impl Shard {
 pub struct BlockCache {
     capacity: usize,
     shards: Box<[Mutex<Shard>]>,
+    disk_reads: Arc<DiskReads>,
+}
+
+/// Who a read from disk is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadPurpose {
+    /// A point read (`get`).
+    Get,
+    /// A user iterator; blocks it reads from disk are cached when
+    /// `fill_cache` (`ReadOptions::fill_cache`).
+    Scan {
+        /// Whether blocks read from disk enter the cache.
+        fill_cache: bool,
+    },
+    /// A background job (merge, GC, split, consolidation, index rebuild):
+    /// never fills the cache.
+    Background,
+}
+
+impl ReadPurpose {
+    /// Whether a block this read fetches from disk is added to the cache.
+    pub fn fills_cache(self) -> bool {
+        match self {
+            ReadPurpose::Get => true,
+            ReadPurpose::Scan { fill_cache } => fill_cache,
+            ReadPurpose::Background => false,
+        }
+    }
+}
+
+/// Bytes read from disk (table blocks missing from the cache, value-log
+/// records), by [`ReadPurpose`]; counts since open.
+#[derive(Debug, Default)]
+pub struct DiskReads {
+    get: AtomicU64,
+    scan: AtomicU64,
+    background: AtomicU64,
+}
+
+impl DiskReads {
+    /// Counts `bytes` read from disk for `purpose`.
+    pub fn add(&self, purpose: ReadPurpose, bytes: u64) {
+        let counter = match purpose {
+            ReadPurpose::Get => &self.get,
+            ReadPurpose::Scan { .. } => &self.scan,
+            ReadPurpose::Background => &self.background,
+        };
+        counter.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// (gets, scans, background jobs) bytes read so far.
+    pub fn totals(&self) -> (u64, u64, u64) {
+        (
+            self.get.load(Ordering::Relaxed),
+            self.scan.load(Ordering::Relaxed),
+            self.background.load(Ordering::Relaxed),
+        )
+    }
 }
 
 impl BlockCache {
@@ -186,7 +251,16 @@ impl BlockCache {
         let shards = (0..n)
             .map(|i| Mutex::new(Shard::new(capacity / n + usize::from(i < capacity % n))))
             .collect();
-        BlockCache { capacity, shards }
+        BlockCache {
+            capacity,
+            shards,
+            disk_reads: Arc::default(),
+        }
+    }
+
+    /// What reads fetched from disk, by purpose.
+    pub fn disk_reads(&self) -> &Arc<DiskReads> {
+        &self.disk_reads
     }
 
     fn shard(&self, file: u64, offset: u64) -> &Mutex<Shard> {

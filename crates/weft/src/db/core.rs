@@ -86,8 +86,16 @@ pub(crate) struct ActiveWal {
 pub(crate) struct Counters {
     pub user_bytes: AtomicU64,
     pub wal_bytes: AtomicU64,
+    /// UnsortedStore tables written by flushes.
     pub flush_bytes: AtomicU64,
+    /// SortedStore tables written by merges.
     pub merge_bytes: AtomicU64,
+    /// Value logs written by merges.
+    pub value_log_bytes: AtomicU64,
+    /// Tables written by partition splits.
+    pub split_bytes: AtomicU64,
+    /// Tables written by UnsortedStore consolidations (for scans).
+    pub consolidation_bytes: AtomicU64,
     pub manifest_bytes: AtomicU64,
     pub flushes: AtomicU64,
     pub merges: AtomicU64,

@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 use self::core::{Core, Counters};
 use self::watermark::OwnedReadGuard;
 use crate::batch::WriteBatch;
+use crate::cache::ReadPurpose;
 use crate::error::{Error, Result};
 use crate::iter::visible::VisibleIter;
 use crate::iter::{DbIterator, MergingIter, Range};
@@ -24,6 +25,7 @@ use crate::key::{SequenceNumber, ValueKind, MAX_KEY_SIZE};
 use crate::options::{prefix_successor, Options, ReadOptions, WriteOptions};
 use crate::snapshot::Snapshot;
 use crate::stats::{PartitionStats, ReadStats, Stats};
+use crate::store::value_reader::ValueReader;
 use crate::wal::{LogRead, LogReader};
 
 /// An open database. Cheap to clone (an `Arc` inside), `Send + Sync`: share
@@ -211,10 +213,12 @@ impl Db {
                 return Ok(found(f.kind, f.value));
             }
         }
-        Ok(match sv.version.get(key, seq, reads)? {
-            Some((_, ValueKind::Put, v)) => Some(v),
-            _ => None,
-        })
+        Ok(
+            match sv.version.get(key, seq, reads, core.cache.disk_reads())? {
+                Some((_, ValueKind::Put, v)) => Some(v),
+                _ => None,
+            },
+        )
     }
 
     fn read_sequence(&self, opts: &ReadOptions) -> SequenceNumber {
@@ -271,11 +275,18 @@ impl Db {
             children.push(VisibleIter::new(it, seq));
         }
         let merged = MergingIter::new(children);
+        let values = ValueReader::new(
+            ReadPurpose::Scan {
+                fill_cache: opts.fill_cache,
+            },
+            Arc::clone(self.core().cache.disk_reads()),
+        );
         DbIterator::new(
             merged,
             opts.lower_bound.clone(),
             opts.upper_bound.clone(),
             sv,
+            values,
             reading,
         )
     }
@@ -475,8 +486,13 @@ impl Db {
         let written = load(&c.wal_bytes)
             + load(&c.flush_bytes)
             + load(&c.merge_bytes)
+            + load(&c.value_log_bytes)
             + load(&c.gc_bytes)
+            + load(&c.split_bytes)
+            + load(&c.consolidation_bytes)
             + load(&c.manifest_bytes);
+        let (get_bytes_read, scan_bytes_read, background_bytes_read) =
+            core.cache.disk_reads().totals();
         Stats {
             sequence: core.visible(),
             memtable_kind: core.options.memtable.name().to_string(),
@@ -521,7 +537,13 @@ impl Db {
             wal_bytes_written: load(&c.wal_bytes),
             flush_bytes_written: load(&c.flush_bytes),
             merge_bytes_written: load(&c.merge_bytes),
+            value_log_bytes_written: load(&c.value_log_bytes),
+            split_bytes_written: load(&c.split_bytes),
+            consolidation_bytes_written: load(&c.consolidation_bytes),
             manifest_bytes_written: load(&c.manifest_bytes),
+            get_bytes_read,
+            scan_bytes_read,
+            background_bytes_read,
             write_amplification: if user == 0 {
                 0.0
             } else {

@@ -14,6 +14,7 @@ use crate::db::core::SuperVersion;
 use crate::db::watermark::OwnedReadGuard;
 use crate::error::Result;
 use crate::key::ValueKind;
+use crate::store::value_reader::ValueReader;
 
 /// A cursor over the database at one snapshot (an atomic scan), bounded by
 /// the `lower_bound` (inclusive) and `upper_bound` (exclusive) of its
@@ -29,6 +30,9 @@ pub struct DbIterator {
     valid: bool,
     /// The current value when it is separated (read from its value log).
     resolved: Option<Vec<u8>>,
+    /// Reads separated values, with readahead while the cursor walks a log
+    /// in order.
+    values: ValueReader,
     pin: Arc<SuperVersion>,
     /// Counts the iterator as a reader in flight for its whole life, so the
     /// memtables' read watermark stays at or below its sequence.
@@ -44,6 +48,7 @@ impl DbIterator {
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
         pin: Arc<SuperVersion>,
+        values: ValueReader,
         reading: OwnedReadGuard,
     ) -> Self {
         DbIterator {
@@ -52,6 +57,7 @@ impl DbIterator {
             upper,
             valid: false,
             resolved: None,
+            values,
             pin,
             _reading: reading,
         }
@@ -152,7 +158,7 @@ impl DbIterator {
         self.valid = self.merged.valid() && !self.past_upper() && !self.before_lower();
         self.resolved = None;
         if self.valid && self.merged.kind() == ValueKind::Pointer {
-            match self.pin.version.resolve(self.merged.value()) {
+            match self.values.read(&self.pin.version, self.merged.value()) {
                 Ok(v) => self.resolved = Some(v),
                 Err(e) => {
                     self.valid = false;

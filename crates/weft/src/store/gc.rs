@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::value_log::ValuePointer;
+use super::value_reader::ValueReader;
 use super::Version;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
@@ -22,6 +23,9 @@ pub struct ResolvingIter {
     inner: Box<dyn InternalIterator>,
     version: Arc<Version>,
     victims: BTreeSet<u64>,
+    /// Reads the victims' values; a rewrite walks each log in order, so
+    /// mostly from its readahead windows.
+    values: ValueReader,
     /// The value of the current entry when it was resolved from a victim.
     resolved: Option<Vec<u8>>,
     /// Bytes of records resolved per victim log (positions may be revisited
@@ -35,12 +39,14 @@ impl ResolvingIter {
         inner: Box<dyn InternalIterator>,
         version: Arc<Version>,
         victims: BTreeSet<u64>,
+        values: ValueReader,
         moved: Arc<parking_lot::Mutex<BTreeMap<u64, u64>>>,
     ) -> Self {
         ResolvingIter {
             inner,
             version,
             victims,
+            values,
             resolved: None,
             moved,
         }
@@ -54,7 +60,7 @@ impl ResolvingIter {
                 Error::corruption("(SortedStore entry)", 0, "malformed value pointer")
             })?;
             if self.victims.contains(&ptr.log) {
-                self.resolved = Some(self.version.resolve(raw)?);
+                self.resolved = Some(self.values.read(&self.version, raw)?);
                 *self.moved.lock().entry(ptr.log).or_default() += ptr.record_size();
             }
         }

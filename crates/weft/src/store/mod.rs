@@ -38,12 +38,13 @@ pub mod gc;
 pub mod hash_index;
 pub mod sorted_run;
 pub mod value_log;
+pub mod value_reader;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, DiskReads, ReadPurpose};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, SequenceNumber, ValueKind};
@@ -219,7 +220,7 @@ impl KeyList {
 /// Reads the distinct user keys of `table` (to rebuild a hash index).
 pub fn table_user_keys(table: &TableFile) -> Result<KeyList> {
     let mut keys = KeyList::default();
-    let mut it = table.table.iter_with_fill_cache(false);
+    let mut it = table.table.iter_for(ReadPurpose::Background);
     it.seek_to_first()?;
     while it.valid() {
         keys.push_distinct(it.user_key());
@@ -422,19 +423,28 @@ impl Version {
         }
     }
 
-    /// Reads the value behind an encoded [`value_log::ValuePointer`].
-    pub fn resolve(&self, raw: &[u8]) -> Result<Vec<u8>> {
-        let ptr = value_log::ValuePointer::decode(raw).ok_or_else(|| {
-            crate::Error::corruption("(SortedStore entry)", 0, "malformed value pointer")
-        })?;
+    /// The live value log `ptr` points into.
+    pub fn value_log(&self, ptr: &value_log::ValuePointer) -> Result<&value_log::ValueLogFile> {
         match self.value_logs.get(&ptr.log) {
-            Some(log) => log.file.read(&ptr),
+            Some(log) => Ok(&log.file),
             None => Err(crate::Error::corruption(
                 format!("{:06}.vlog", ptr.log),
                 ptr.offset,
                 "value pointer into a value log that is not live",
             )),
         }
+    }
+
+    /// Reads the value behind an encoded [`value_log::ValuePointer`] for a
+    /// get (one exact read, counted in `disk_reads`). Cursors use a
+    /// [`value_reader::ValueReader`] instead.
+    pub fn resolve(&self, raw: &[u8], disk_reads: &DiskReads) -> Result<Vec<u8>> {
+        let ptr = value_log::ValuePointer::decode(raw).ok_or_else(|| {
+            crate::Error::corruption("(SortedStore entry)", 0, "malformed value pointer")
+        })?;
+        let value = self.value_log(&ptr)?.read(&ptr)?;
+        disk_reads.add(ReadPurpose::Get, ptr.record_size());
+        Ok(value)
     }
 
     /// The partition whose range holds `key`.
@@ -447,19 +457,21 @@ impl Version {
         p
     }
 
-    /// The newest version of `key` at `snapshot` in the store.
+    /// The newest version of `key` at `snapshot` in the store; a separated
+    /// value is read from its log, its bytes counted in `disk_reads`.
     pub fn get(
         &self,
         key: &[u8],
         snapshot: SequenceNumber,
         counters: &ReadCounters,
+        disk_reads: &DiskReads,
     ) -> Result<Option<(SequenceNumber, ValueKind, Vec<u8>)>> {
         // Separated values are read from their value log, so a found version
         // is always `Put` or `Delete`.
         match self.partition_for(key).get(key, snapshot, counters)? {
             Some((seq, ValueKind::Pointer, raw)) => {
                 ReadCounters::bump(&counters.value_log_reads);
-                Ok(Some((seq, ValueKind::Put, self.resolve(&raw)?)))
+                Ok(Some((seq, ValueKind::Put, self.resolve(&raw, disk_reads)?)))
             }
             None => {
                 ReadCounters::bump(&counters.misses);
@@ -473,16 +485,17 @@ impl Version {
     /// one sorted run spanning all partitions' SortedStores (partitions are
     /// disjoint and ordered, so their runs concatenate).
     pub fn iters(&self, fill_cache: bool) -> Vec<Box<dyn InternalIterator>> {
+        let purpose = ReadPurpose::Scan { fill_cache };
         let mut out: Vec<Box<dyn InternalIterator>> = Vec::new();
         let mut run = Vec::new();
         for p in &self.partitions {
             for t in p.unsorted.iter().rev() {
-                out.push(Box::new(t.table.iter_with_fill_cache(fill_cache)));
+                out.push(Box::new(t.table.iter_for(purpose)));
             }
             run.extend(p.sorted.iter().cloned());
         }
         if !run.is_empty() {
-            out.push(Box::new(sorted_run::SortedRunIter::new(run, fill_cache)));
+            out.push(Box::new(sorted_run::SortedRunIter::new(run, purpose)));
         }
         out
     }

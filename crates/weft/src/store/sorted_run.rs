@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::TableFile;
+use crate::cache::ReadPurpose;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{compare_positions, parse_internal_key, SequenceNumber, ValueKind};
@@ -14,23 +15,23 @@ pub struct SortedRunIter {
     tables: Vec<Arc<TableFile>>,
     index: usize,
     current: Option<TableIter>,
-    fill_cache: bool,
+    purpose: ReadPurpose,
 }
 
 impl SortedRunIter {
     /// A cursor over `tables`, which must be ascending and disjoint.
-    pub fn new(tables: Vec<Arc<TableFile>>, fill_cache: bool) -> Self {
+    pub fn new(tables: Vec<Arc<TableFile>>, purpose: ReadPurpose) -> Self {
         SortedRunIter {
             tables,
             index: 0,
             current: None,
-            fill_cache,
+            purpose,
         }
     }
 
     fn open(&mut self, i: usize) -> &mut TableIter {
         self.index = i;
-        let it = self.tables[i].table.iter_with_fill_cache(self.fill_cache);
+        let it = self.tables[i].table.iter_for(self.purpose);
         self.current.insert(it)
     }
 

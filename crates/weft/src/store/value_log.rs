@@ -30,7 +30,8 @@ use std::sync::Arc;
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
 
-const HEADER: usize = 8;
+/// Bytes of a record before its value (checksum, length).
+pub(crate) const HEADER: usize = 8;
 const MASK_DELTA: u32 = 0xa282_ead8;
 
 fn mask(crc: u32) -> u32 {
@@ -222,32 +223,53 @@ impl ValueLogFile {
 
     /// Reads and verifies the value `ptr` points at.
     pub fn read(&self, ptr: &ValuePointer) -> Result<Vec<u8>> {
+        self.check_bounds(ptr)?;
+        let mut buf = vec![0u8; ptr.record_size() as usize];
+        self.read_raw(ptr.offset, &mut buf)?;
+        self.check_record(ptr, &buf)?;
+        buf.drain(..HEADER);
+        Ok(buf)
+    }
+
+    /// Checks that the record `ptr` names lies inside the log.
+    pub fn check_bounds(&self, ptr: &ValuePointer) -> Result<()> {
         debug_assert_eq!(ptr.log, self.number);
-        let bad = |why: String| Error::corruption(&self.path, ptr.offset, why);
         let end = ptr.offset.checked_add(ptr.record_size());
         if end.is_none_or(|e| e > self.size) {
-            return Err(bad(format!(
-                "value pointer past the end of the {}-byte log",
-                self.size
-            )));
+            return Err(Error::corruption(
+                &self.path,
+                ptr.offset,
+                format!("value pointer past the end of the {}-byte log", self.size),
+            ));
         }
-        let mut buf = vec![0u8; ptr.record_size() as usize];
+        Ok(())
+    }
+
+    /// Fills `buf` with the log's bytes at `offset` (unverified: records in
+    /// it are checked by [`ValueLogFile::check_record`]).
+    pub fn read_raw(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.file
-            .read_exact_at(&mut buf, ptr.offset)
-            .context(|| format!("reading value log {}", self.path.display()))?;
-        let crc = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
-        let len = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
+            .read_exact_at(buf, offset)
+            .context(|| format!("reading value log {}", self.path.display()))
+    }
+
+    /// Verifies `record`, the bytes of the whole record `ptr` names (header
+    /// and value), against the pointer and the checksum.
+    pub fn check_record(&self, ptr: &ValuePointer, record: &[u8]) -> Result<()> {
+        debug_assert_eq!(record.len() as u64, ptr.record_size());
+        let bad = |why: String| Error::corruption(&self.path, ptr.offset, why);
+        let crc = u32::from_le_bytes([record[0], record[1], record[2], record[3]]);
+        let len = u32::from_le_bytes([record[4], record[5], record[6], record[7]]);
         if len != ptr.len {
             return Err(bad(format!(
                 "record holds {len} bytes, the pointer says {}",
                 ptr.len
             )));
         }
-        if crc != record_crc(len, &buf[HEADER..]) {
+        if crc != record_crc(len, &record[HEADER..]) {
             return Err(bad("value checksum mismatch".into()));
         }
-        buf.drain(..HEADER);
-        Ok(buf)
+        Ok(())
     }
 
     /// Reads every record front to back, verifying each; returns the count.

@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use crate::cache::ReadPurpose;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{internal_key, parse_internal_key, SequenceNumber, ValueKind, MAX_SEQUENCE};
@@ -22,16 +23,16 @@ pub(crate) struct TwoLevel {
     index: BlockIter,
     data: Option<BlockIter>,
     data_handle: BlockHandle,
-    fill_cache: bool,
+    purpose: ReadPurpose,
 }
 
 impl TwoLevel {
-    pub(crate) fn new(index: Arc<Block>, fill_cache: bool) -> TwoLevel {
+    pub(crate) fn new(index: Arc<Block>, purpose: ReadPurpose) -> TwoLevel {
         TwoLevel {
             index: BlockIter::new(index),
             data: None,
             data_handle: BlockHandle::default(),
-            fill_cache,
+            purpose,
         }
     }
 
@@ -131,7 +132,7 @@ impl TwoLevel {
             return Ok(());
         }
         self.data = None;
-        let block = t.data_block(handle, self.fill_cache)?;
+        let block = t.data_block(handle, self.purpose)?;
         self.data = Some(BlockIter::new(block));
         self.data_handle = handle;
         Ok(())

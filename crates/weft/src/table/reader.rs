@@ -11,7 +11,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, ReadPurpose};
 use crate::error::{Error, Result};
 use crate::key::{internal_key, parse_internal_key, SequenceNumber, ValueKind, MAX_SEQUENCE};
 use crate::table::block::{Block, BlockIter};
@@ -116,7 +116,7 @@ impl Table {
             return Ok(None);
         }
         let target = internal_key(user_key, snapshot.min(MAX_SEQUENCE), ValueKind::MAX);
-        let mut cursor = TwoLevel::new(self.index.clone(), true);
+        let mut cursor = TwoLevel::new(self.index.clone(), ReadPurpose::Get);
         // Usually one data block; the next one only when the index separator
         // of the first lies between the last key of its block and the target.
         cursor.seek(self, &target)?;
@@ -129,16 +129,18 @@ impl Table {
         }
     }
 
-    /// A cursor over every entry; data blocks it reads go into the cache.
+    /// A cursor over every entry for a user scan; data blocks it reads go
+    /// into the cache.
     pub fn iter(self: &Arc<Self>) -> TableIter {
-        self.iter_with_fill_cache(true)
+        self.iter_for(ReadPurpose::Scan { fill_cache: true })
     }
 
-    /// A cursor over every entry; with `fill_cache == false` blocks found in
-    /// the cache are used but blocks read from disk are not added (bulk scans
-    /// and merges would otherwise evict the hot set).
-    pub fn iter_with_fill_cache(self: &Arc<Self>, fill_cache: bool) -> TableIter {
-        TableIter::new(self.clone(), TwoLevel::new(self.index.clone(), fill_cache))
+    /// A cursor over every entry, reading for `purpose`: blocks found in the
+    /// cache are used; blocks read from disk are added only if
+    /// `purpose.fills_cache()` (bulk scans and merges would otherwise evict
+    /// the hot set).
+    pub fn iter_for(self: &Arc<Self>, purpose: ReadPurpose) -> TableIter {
+        TableIter::new(self.clone(), TwoLevel::new(self.index.clone(), purpose))
     }
 
     /// Reads and verifies every block (data, filter, index) from disk,
@@ -204,14 +206,21 @@ impl Table {
         }
     }
 
-    /// A data block, from the cache or from disk (verified, and cached if
-    /// `fill_cache`).
-    pub(crate) fn data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
+    /// A data block, from the cache or from disk (verified, counted for
+    /// `purpose`, and cached if the purpose fills the cache).
+    pub(crate) fn data_block(
+        &self,
+        handle: BlockHandle,
+        purpose: ReadPurpose,
+    ) -> Result<Arc<Block>> {
         if let Some(block) = self.cache.get(self.file_number, handle.offset) {
             return Ok(block);
         }
         let block = Arc::new(read_block(&self.file, &self.path, handle)?);
-        if fill_cache {
+        self.cache
+            .disk_reads()
+            .add(purpose, handle.size + BLOCK_TRAILER_SIZE as u64);
+        if purpose.fills_cache() {
             let charge = block.charge();
             self.cache
                 .insert(self.file_number, handle.offset, block.clone(), charge);

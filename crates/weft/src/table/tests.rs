@@ -102,7 +102,7 @@ fn model_seek(entries: &[Entry], key: &[u8], seq: u64) -> usize {
 }
 
 fn check_against_model(table: &Arc<Table>, entries: &[Entry], rng: &mut StdRng, fill: bool) {
-    let mut it = table.iter_with_fill_cache(fill);
+    let mut it = table.iter_for(crate::cache::ReadPurpose::Scan { fill_cache: fill });
     // Full forward and backward scans.
     it.seek_to_first().unwrap();
     for e in entries {
@@ -343,7 +343,7 @@ fn cache_is_filled_only_when_asked() {
     let summary = build(&path, &entries, options);
     let cache = Arc::new(BlockCache::new(8 << 20));
     let table = Table::open(&path, 9, summary.file_size, cache.clone()).unwrap();
-    let mut it = table.iter_with_fill_cache(false);
+    let mut it = table.iter_for(crate::cache::ReadPurpose::Background);
     it.seek_to_first().unwrap();
     while it.valid() {
         it.next().unwrap();
@@ -453,7 +453,7 @@ fn read_everything(path: &Path, size: u64, entries: &[Entry]) -> Option<Error> {
         assert!(e.is_corruption(), "{e}");
         first_error.get_or_insert(e);
     };
-    let mut it = table.iter_with_fill_cache(false);
+    let mut it = table.iter_for(crate::cache::ReadPurpose::Background);
     let mut r = it.seek_to_first();
     let mut i = 0;
     while r.is_ok() && it.valid() {
