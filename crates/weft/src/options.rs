@@ -17,9 +17,10 @@ pub struct Options {
     /// Bytes of memory an active memtable may hold before it is rotated and
     /// queued for flush. Default 64 MiB (RocksDB's default).
     pub write_buffer_size: usize,
-    /// Immutable memtables allowed to wait for flush. Writers are slowed when
-    /// the queue is one short of this and stalled (never failed) when it is
-    /// full. Default 2.
+    /// Immutable memtables allowed to wait for flush. Writers are stalled
+    /// (never failed) when the queue is full; with 3 or more, they are also
+    /// slowed when it is one short of full (as RocksDB with more than three
+    /// write buffers). Default 2: no slowdown while one flush runs.
     pub max_immutable_memtables: usize,
     /// Target uncompressed size of a table data block. Default 4 KiB.
     pub block_size: usize,

@@ -596,6 +596,35 @@ fn compact_empties_unsorted_stores_and_checksums_verify() {
     assert!(st.user_bytes_written > 0 && st.wal_bytes_written > 0 && st.flush_bytes_written > 0);
 }
 
+/// One flush in progress is the steady state of a write-heavy load: with
+/// the default queue of two immutable memtables, writers are never slowed
+/// for it (they were paused 1 ms per write group, which stopped a lone
+/// writer for the whole flush); with a queue of three they are, when it is
+/// one short of full.
+#[test]
+fn a_flush_in_progress_does_not_slow_writers() {
+    let run = |max_imm: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options::default()
+            .write_buffer_size(64 << 10)
+            .max_immutable_memtables(max_imm)
+            .unsorted_limit(1 << 40)
+            .unsorted_slowdown_tables(10_000)
+            .unsorted_stop_tables(20_000);
+        let db = Db::open(dir.path(), opts).unwrap();
+        let value = vec![7u8; 200];
+        for i in 0..20_000u32 {
+            db.put(format!("key{i:08}"), &value).unwrap();
+        }
+        db.stats()
+    };
+    let st = run(2);
+    assert!(st.flushes >= 20, "{st:?}");
+    assert_eq!(st.write_slowdowns, 0, "{st:?}");
+    let st = run(3);
+    assert!(st.write_slowdowns > 0, "{st:?}");
+}
+
 #[test]
 fn options_are_validated() {
     let dir = tempfile::tempdir().unwrap();
