@@ -239,6 +239,14 @@ impl Conn {
         self.state = State::Closed;
     }
 
+    /// Closes without sending what is queued (the writes those replies
+    /// acknowledge may be lost).
+    pub fn abort(&mut self) {
+        self.out.buf.clear();
+        self.sent = 0;
+        self.close();
+    }
+
     /// Reads once: up to [`READ_CHUNK`], or what a pending bulk string
     /// needs (bounded). Level-triggered polling reports the socket again if
     /// more is waiting, so one read per wake-up keeps connections fair.
@@ -282,6 +290,11 @@ impl Conn {
         let mut exhausted = false;
         loop {
             if self.unsent() >= OUT_HIGH_WATER {
+                // These replies may acknowledge writes of this wake-up.
+                if shared.ks.db.flush_wal().is_err() {
+                    self.abort();
+                    return;
+                }
                 self.write_out();
                 if self.unsent() >= OUT_HIGH_WATER {
                     break; // paused until the client reads

@@ -156,6 +156,7 @@ impl EventLoop {
                 }
             }
             self.commit_group();
+            self.flush_wal();
             self.settle_touched();
             let now = Instant::now();
             if now.duration_since(self.last_sweep) >= TICK {
@@ -207,6 +208,22 @@ impl EventLoop {
         self.group.sets.clear();
         self.group.owners.clear();
         self.group.keys = 0;
+    }
+
+    /// Hands the WAL records of this wake-up's writes to the OS before any
+    /// of their replies is sent (the database runs with
+    /// `manual_wal_flush`; see the crate docs). On failure the database is
+    /// poisoned, and the touched connections are closed unanswered: their
+    /// writes may be lost, so they get no `+OK`.
+    fn flush_wal(&mut self) {
+        if self.loops.shared.ks.db.flush_wal().is_ok() {
+            return;
+        }
+        for &slot in &self.touched {
+            if let Some(conn) = self.conns[slot].as_mut() {
+                conn.abort();
+            }
+        }
     }
 
     /// Sends replies of the connections touched in this wake-up, updates

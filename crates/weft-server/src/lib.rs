@@ -65,11 +65,22 @@
 //! - `always`: every write batch is written with `WriteOptions::sync(true)`:
 //!   the reply is sent after the WAL's fdatasync (group commit shares it).
 //! - `everysec` (default): writes use `sync(false)`; a background thread,
-//!   once a second and only if something was written, does a synced put of
-//!   the internal record `s` `sync` (a counter). That fsyncs the WAL, which
-//!   holds every earlier write, so at most about a second is lost on a
-//!   machine crash (nothing on a process crash).
+//!   once a second and only if something was written, calls
+//!   `Db::sync_wal` (an fdatasync of the WAL on a second handle, writers
+//!   not held up), so at most about a second is lost on a machine crash
+//!   (nothing on a process crash).
 //! - `no`: `sync(false)` only; the OS decides when the WAL reaches the disk.
+//!
+//! Under `everysec` and `no` the database runs with
+//! `Options::manual_wal_flush`: the WAL records of the writes an event loop
+//! runs in one wake-up stay in the engine's buffer, and the loop calls
+//! `Db::flush_wal` — one `write` — before it sends any reply (Redis writes
+//! its AOF buffer before replies the same way). So a reply always follows
+//! the WAL record of every write it acknowledges, and a kill -9 loses no
+//! acknowledged write. As in Redis, a client on another loop may read a
+//! write whose own reply is not yet out. If the flush fails the database
+//! is poisoned and the loop closes the connections it was about to answer
+//! instead of acknowledging writes that may be lost.
 //!
 //! # Bad input
 //!

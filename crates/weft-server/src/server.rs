@@ -89,7 +89,14 @@ impl Server {
         listener
             .set_nonblocking(true)
             .map_err(|e| Error::io("configuring the listener", e))?;
-        let db = weft::Db::open(&config.dir, config.db_options.clone())?;
+        // Replies go out only after the loop's `flush_wal` (see
+        // `event_loop`), so the WAL records of a wake-up's writes can wait
+        // for that one `write`. `always` syncs every write anyway.
+        let db_options = config
+            .db_options
+            .clone()
+            .manual_wal_flush(config.sync != SyncMode::Always);
+        let db = weft::Db::open(&config.dir, db_options)?;
         let shared = Arc::new(Shared {
             ks: Keyspace::new(db, config.sync)?,
             config,

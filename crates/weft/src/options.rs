@@ -59,6 +59,17 @@ pub struct Options {
     /// ...and a partition's collectable logs hold at least this many dead
     /// bytes together. Default 64 MiB.
     pub gc_min_garbage_bytes: u64,
+    /// Leave the WAL records of writes without `sync` in a user-space buffer
+    /// instead of writing each group's record to the file (RocksDB's
+    /// `manual_wal_flush`). They reach the OS at the next [`crate::Db::flush_wal`],
+    /// `sync` write, [`crate::Db::sync_wal`], memtable rotation or close, or
+    /// once 1 MiB waits. Until then a *process* crash may lose them even
+    /// though `write` returned — so a caller acknowledges them to others
+    /// only after `flush_wal`, as `weft serve` does once per event-loop
+    /// wake-up (one `write` for all its clients' commands, like Redis's AOF
+    /// buffer before replies go out). Recovery still yields a prefix of the
+    /// write history. Default `false`.
+    pub manual_wal_flush: bool,
 }
 
 impl Default for Options {
@@ -81,6 +92,7 @@ impl Default for Options {
             scan_merge_limit: 8,
             gc_garbage_ratio: 0.5,
             gc_min_garbage_bytes: 64 << 20,
+            manual_wal_flush: false,
         }
     }
 }
@@ -132,6 +144,8 @@ impl Options {
         gc_garbage_ratio: f64,
         /// Sets [`Options::gc_min_garbage_bytes`].
         gc_min_garbage_bytes: u64,
+        /// Sets [`Options::manual_wal_flush`].
+        manual_wal_flush: bool,
     }
 
     /// Checks that every field is in range.

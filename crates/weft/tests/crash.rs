@@ -509,3 +509,72 @@ fn unlogged_writes_are_lost_logged_ones_kept_after_kill9() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+// ----------------------------------------------------- manual_wal_flush ----
+
+/// Child side of [`manual_wal_flush_keeps_flushed_writes_after_kill9`].
+#[test]
+fn child_deferred_writer() {
+    let Some(dir) = env_of("WEFT_DEFERRED_DIR") else {
+        return;
+    };
+    let db = Db::open(&dir, Options::default().manual_wal_flush(true)).expect("child: open");
+    for i in 0..100u32 {
+        db.put(format!("flushed{i:03}"), b"v").expect("child: put");
+    }
+    db.flush_wal().expect("child: flush_wal");
+    for i in 0..100u32 {
+        db.put(format!("deferred{i:03}"), b"v").expect("child: put");
+    }
+    // Readable before they reach the file.
+    assert_eq!(db.get(b"deferred099").unwrap().as_deref(), Some(&b"v"[..]));
+    db.put_opt(b"synced", b"v", &WriteOptions::new().sync(true))
+        .expect("child: put synced");
+    db.put(b"after-sync", b"v").expect("child: put");
+    let mut out = std::io::stdout();
+    writeln!(out, "\nwritten").unwrap();
+    out.flush().unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+    drop(db);
+}
+
+/// `Options::manual_wal_flush`: writes reach the WAL file at `flush_wal` or
+/// with the next `sync` write (everything before it, in order); a kill -9
+/// loses only what was written after the last of those.
+#[test]
+fn manual_wal_flush_keeps_flushed_writes_after_kill9() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let stderr_path = logs.path().join("deferred.stderr");
+    let (mut child, rx, reader) = spawn_child(
+        "child_deferred_writer",
+        &[("WEFT_DEFERRED_DIR", dir.path().display().to_string())],
+        &stderr_path,
+    );
+    let mut lines = Vec::new();
+    let written = wait_for_line(&rx, "written", Duration::from_secs(60), &mut lines);
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    reader.join().unwrap();
+    assert!(
+        written,
+        "child never wrote\nchild stderr:\n{}",
+        child_stderr(&stderr_path)
+    );
+    let db = Db::open(dir.path(), Options::default()).expect("reopen");
+    for i in 0..100u32 {
+        for prefix in ["flushed", "deferred"] {
+            assert_eq!(
+                db.get(format!("{prefix}{i:03}")).unwrap().as_deref(),
+                Some(&b"v"[..]),
+                "{prefix}{i:03} (written before a flush_wal or a sync write)"
+            );
+        }
+    }
+    assert_eq!(db.get(b"synced").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(
+        db.get(b"after-sync").unwrap(),
+        None,
+        "a deferred write reached the file without flush_wal"
+    );
+}

@@ -388,13 +388,33 @@ impl Db {
     pub fn sync_wal(&self) -> Result<()> {
         let core = self.core();
         core.check_writable()?;
-        // Earlier WALs were synced when they were rotated out.
-        let handle = core.wal.lock().writer.sync_handle()?;
+        // Earlier WALs were synced when they were rotated out. Deferred
+        // records (`manual_wal_flush`) are written first.
+        let handle = core
+            .wal
+            .lock()
+            .writer
+            .sync_handle()
+            .inspect_err(|e| core.poison(e))?;
         handle.sync_data().map_err(|e| {
             let e = Error::io("syncing the write-ahead log", e);
             core.poison(&e);
             e
         })
+    }
+
+    /// Hands the WAL records that [`Options::manual_wal_flush`] left in the
+    /// buffer to the OS, in one `write`: the writes acknowledged so far
+    /// survive a process crash once this returns (cheap when nothing waits).
+    /// A failure poisons the database, as any failed WAL write does.
+    pub fn flush_wal(&self) -> Result<()> {
+        let core = self.core();
+        let mut wal = core.wal.lock();
+        if !wal.writer.has_deferred() {
+            return Ok(());
+        }
+        core.check_writable()?;
+        wal.writer.flush_buffer().inspect_err(|e| core.poison(e))
     }
 
     /// Flushes, then merges every partition's UnsortedStore into its

@@ -262,22 +262,29 @@ impl Core {
         // sequences on replay, and the unlogged ones leave gaps).
         let sync = group.iter().any(|m| m.sync);
         let logged: Vec<&Arc<Writer>> = group.iter().filter(|m| m.logged).collect();
+        // With `manual_wal_flush`, the record waits in the writer's buffer
+        // for `Db::flush_wal` (a sync writes it anyway).
+        let defer = self.options.manual_wal_flush && !sync;
         let wal_result = if logged.is_empty() {
             Ok(())
         } else {
             let mut wal = self.wal.lock();
+            let mut add = |payload: &[u8]| match defer {
+                true => wal.writer.add_record_deferred(payload),
+                false => wal.writer.add_record(payload),
+            };
             let r = if logged.len() == 1 {
-                wal.writer.add_record(logged[0].batch.lock().encoded())
+                add(logged[0].batch.lock().encoded())
             } else if logged.len() < group.len() {
                 logged.iter().try_fold(0, |sum, m| {
-                    Ok::<_, Error>(sum + wal.writer.add_record(m.batch.lock().encoded())?)
+                    Ok::<_, Error>(sum + add(m.batch.lock().encoded())?)
                 })
             } else {
                 let mut all = logged[0].batch.lock().clone();
                 for m in &logged[1..] {
                     all.append(&m.batch.lock());
                 }
-                wal.writer.add_record(all.encoded())
+                add(all.encoded())
             };
             r.and_then(|n| {
                 Counters::add(&self.counters.wal_bytes, n);

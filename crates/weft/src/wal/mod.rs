@@ -30,7 +30,12 @@
 //!
 //! [`LogWriter::add_record`] hands the whole record to the kernel before it
 //! returns (no user-space buffer outlives the call), so an acknowledged record
-//! survives a process kill. [`LogWriter::sync`] (fdatasync) makes it survive a
+//! survives a process kill. [`LogWriter::add_record_deferred`] instead keeps
+//! the record in a user-space buffer until [`LogWriter::flush_buffer`] (or the
+//! next immediate record, sync or [`MAX_DEFERRED`] bytes) writes everything
+//! buffered in one call, in order — the WAL side of
+//! `Options::manual_wal_flush`, for callers that acknowledge many writes at
+//! once. Dropping a writer flushes its buffer (best effort). [`LogWriter::sync`] (fdatasync) makes it survive a
 //! machine crash. [`LogWriter::create`] fsyncs the parent directory so the
 //! file's *name* is durable too.
 //!
@@ -116,6 +121,10 @@ fn sync_parent_dir(path: &Path) -> Result<()> {
         .map_err(|e| Error::io(format!("syncing directory {}", parent.display()), e))
 }
 
+/// Bytes of deferred records after which they are written without waiting
+/// for [`LogWriter::flush_buffer`].
+pub const MAX_DEFERRED: usize = 1 << 20;
+
 /// Appends checksummed records to a log file.
 ///
 /// Not internally synchronized: the WAL's group commit (or the manifest's
@@ -124,7 +133,10 @@ pub struct LogWriter {
     path: PathBuf,
     name: String,
     file: File,
+    /// Bytes in the file plus bytes in `deferred`.
     size: u64,
+    /// Whole records not yet handed to the kernel, oldest first.
+    deferred: Vec<u8>,
     /// Set after a failed write or sync; see the module doc.
     failed: bool,
 }
@@ -145,6 +157,7 @@ impl LogWriter {
             name,
             file,
             size: 0,
+            deferred: Vec::new(),
             failed: false,
         })
     }
@@ -159,12 +172,18 @@ impl LogWriter {
         Ok(())
     }
 
-    /// Appends one record; it has reached the OS (survives a process crash)
-    /// when this returns. Returns the bytes written (header included).
+    /// Appends one record; it (and every deferred record before it) has
+    /// reached the OS (survives a process crash) when this returns. Returns
+    /// the bytes written (header included).
     pub fn add_record(&mut self, payload: &[u8]) -> Result<u64> {
         self.check_usable()?;
         let header = encode_header(payload)?;
-        if let Err(e) = write_all_vectored(&mut self.file, &header, payload) {
+        if !self.deferred.is_empty() {
+            // Behind the buffered records, in one write with them.
+            self.deferred.extend_from_slice(&header);
+            self.deferred.extend_from_slice(payload);
+            self.flush_buffer()?;
+        } else if let Err(e) = write_all_vectored(&mut self.file, &header, payload) {
             self.failed = true;
             return Err(Error::io(format!("writing log {}", self.name), e));
         }
@@ -173,8 +192,51 @@ impl LogWriter {
         Ok(n)
     }
 
-    /// fdatasync: the records appended so far survive a machine crash.
+    /// Appends one record to the user-space buffer: it reaches the OS with
+    /// the next [`LogWriter::flush_buffer`], immediate record or sync, or
+    /// once [`MAX_DEFERRED`] bytes wait. Returns the record's bytes.
+    pub fn add_record_deferred(&mut self, payload: &[u8]) -> Result<u64> {
+        self.check_usable()?;
+        let header = encode_header(payload)?;
+        self.deferred.extend_from_slice(&header);
+        self.deferred.extend_from_slice(payload);
+        let n = (HEADER_SIZE + payload.len()) as u64;
+        self.size += n;
+        if self.deferred.len() >= MAX_DEFERRED {
+            self.flush_buffer()?;
+        }
+        Ok(n)
+    }
+
+    /// True when deferred records wait in the buffer.
+    pub fn has_deferred(&self) -> bool {
+        !self.deferred.is_empty()
+    }
+
+    /// Hands every deferred record to the OS (one `write`): they survive a
+    /// process crash once this returns.
+    pub fn flush_buffer(&mut self) -> Result<()> {
+        if self.deferred.is_empty() {
+            return Ok(());
+        }
+        self.check_usable()?;
+        if let Err(e) = self.file.write_all(&self.deferred) {
+            // Part of the buffer may be in the file: a torn tail at worst,
+            // and nothing more may follow it.
+            self.failed = true;
+            return Err(Error::io(format!("writing log {}", self.name), e));
+        }
+        self.deferred.clear();
+        if self.deferred.capacity() > MAX_DEFERRED {
+            self.deferred = Vec::new();
+        }
+        Ok(())
+    }
+
+    /// fdatasync: the records appended so far (deferred ones too) survive a
+    /// machine crash.
     pub fn sync(&mut self) -> Result<()> {
+        self.flush_buffer()?;
         self.check_usable()?;
         if let Err(e) = self.file.sync_data() {
             self.failed = true;
@@ -184,15 +246,17 @@ impl LogWriter {
     }
 
     /// A second handle on the log file, to fdatasync it without holding the
-    /// writer: a sync through any handle covers every byte written so far.
-    pub fn sync_handle(&self) -> Result<File> {
+    /// writer: a sync through any handle covers every byte written so far
+    /// (deferred records are written first).
+    pub fn sync_handle(&mut self) -> Result<File> {
+        self.flush_buffer()?;
         self.check_usable()?;
         self.file
             .try_clone()
             .map_err(|e| Error::io(format!("duplicating the handle of log {}", self.name), e))
     }
 
-    /// Bytes in the file.
+    /// Bytes of records appended (in the file or deferred).
     pub fn size(&self) -> u64 {
         self.size
     }
@@ -200,6 +264,16 @@ impl LogWriter {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+impl Drop for LogWriter {
+    /// Writes deferred records (best effort: an error here has no caller to
+    /// reach; `Db::close` flushes and reports).
+    fn drop(&mut self) {
+        if !self.failed {
+            let _ = self.flush_buffer();
+        }
     }
 }
 
@@ -440,6 +514,54 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Deferred records stay out of the file until a flush (or an
+    /// immediate record, or a sync) writes them, in order; past
+    /// `MAX_DEFERRED` bytes they are written without being asked.
+    #[test]
+    fn deferred_records_reach_the_file_in_order_when_flushed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000001.log");
+        let file_len = || std::fs::metadata(&path).unwrap().len();
+        let mut w = LogWriter::create(&path).unwrap();
+        w.add_record(b"first").unwrap();
+        let after_first = file_len();
+        w.add_record_deferred(b"second").unwrap();
+        w.add_record_deferred(b"third").unwrap();
+        assert!(w.has_deferred());
+        assert_eq!(file_len(), after_first, "deferred records were written");
+        assert_eq!(w.size(), after_first + 2 * HEADER_SIZE as u64 + 11);
+        w.flush_buffer().unwrap();
+        assert!(!w.has_deferred());
+        assert_eq!(file_len(), w.size());
+
+        // An immediate record goes behind the deferred ones.
+        w.add_record_deferred(b"fourth").unwrap();
+        w.add_record(b"fifth").unwrap();
+        assert_eq!(file_len(), w.size());
+        // A sync writes them too.
+        w.add_record_deferred(b"sixth").unwrap();
+        w.sync().unwrap();
+        assert_eq!(file_len(), w.size());
+        // So does the size bound.
+        let big = vec![9u8; MAX_DEFERRED];
+        w.add_record_deferred(&big).unwrap();
+        assert!(!w.has_deferred());
+        assert_eq!(file_len(), w.size());
+        // And dropping the writer.
+        w.add_record_deferred(b"last").unwrap();
+        let size = w.size();
+        drop(w);
+        assert_eq!(file_len(), size);
+
+        let (records, end) = read_all(&path);
+        assert_eq!(end, LogRead::End);
+        let got: Vec<&[u8]> = records.iter().map(|(_, p)| p.as_slice()).collect();
+        let want: Vec<&[u8]> = vec![
+            b"first", b"second", b"third", b"fourth", b"fifth", b"sixth", &big, b"last",
+        ];
+        assert_eq!(got, want);
     }
 
     #[test]
