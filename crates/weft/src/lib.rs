@@ -57,6 +57,7 @@ pub mod key;
 pub mod manifest;
 pub mod memtable;
 pub mod options;
+mod pread;
 pub mod snapshot;
 pub mod stats;
 pub mod store;

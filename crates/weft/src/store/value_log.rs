@@ -224,8 +224,9 @@ impl ValueLogFile {
     /// Reads and verifies the value `ptr` points at.
     pub fn read(&self, ptr: &ValuePointer) -> Result<Vec<u8>> {
         self.check_bounds(ptr)?;
-        let mut buf = vec![0u8; ptr.record_size() as usize];
-        self.read_raw(ptr.offset, &mut buf)?;
+        let mut buf =
+            crate::pread::read_exact_at(&self.file, ptr.record_size() as usize, ptr.offset)
+                .context(|| format!("reading value log {}", self.path.display()))?;
         self.check_record(ptr, &buf)?;
         buf.drain(..HEADER);
         Ok(buf)

@@ -78,7 +78,17 @@ pub fn put_varint32(dst: &mut Vec<u8>, v: u32) {
 
 /// Decodes a varint of at most 64 bits at `src[pos..]`; returns the value
 /// and the position after it. `None` if truncated or overlong.
-pub fn get_varint64(src: &[u8], mut pos: usize) -> Option<(u64, usize)> {
+#[inline]
+pub fn get_varint64(src: &[u8], pos: usize) -> Option<(u64, usize)> {
+    // Most varints in a block (shared and unshared key lengths, small value
+    // lengths) are one byte.
+    match src.get(pos) {
+        Some(&b) if b < 0x80 => Some((u64::from(b), pos + 1)),
+        _ => get_varint64_long(src, pos),
+    }
+}
+
+fn get_varint64_long(src: &[u8], mut pos: usize) -> Option<(u64, usize)> {
     let mut result = 0u64;
     let mut shift = 0u32;
     while shift <= 63 {

@@ -7,7 +7,6 @@
 //! is parsed or cached; a cache hit is trusted (it was checked on the way in).
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -75,8 +74,9 @@ impl Table {
                 "file too short for a table footer",
             ));
         };
-        let mut raw = [0u8; FOOTER_SIZE];
-        read_at(&file, path, &mut raw, footer_offset)?;
+        let raw: [u8; FOOTER_SIZE] = read_exact_at(&file, path, FOOTER_SIZE, footer_offset)?
+            .try_into()
+            .expect("read_exact_at returns exactly the bytes asked for");
         let footer = Footer::decode(&raw, footer_offset)
             .map_err(|reason| Error::corruption(path, footer_offset, reason))?;
         let index = Arc::new(read_block(&file, path, footer.index)?);
@@ -237,9 +237,10 @@ impl Table {
     }
 }
 
-/// Reads `buf.len()` bytes at `offset`; a short file is corruption.
-fn read_at(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<()> {
-    file.read_exact_at(buf, offset).map_err(|e| {
+/// Reads `len` bytes at `offset` into a new buffer; a short file is
+/// corruption.
+fn read_exact_at(file: &File, path: &Path, len: usize, offset: u64) -> Result<Vec<u8>> {
+    crate::pread::read_exact_at(file, len, offset).map_err(|e| {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             Error::corruption(path, offset, "table truncated")
         } else {
@@ -255,8 +256,7 @@ fn read_block_contents(file: &File, path: &Path, handle: BlockHandle) -> Result<
         .ok()
         .and_then(|n| n.checked_add(BLOCK_TRAILER_SIZE))
         .ok_or_else(|| Error::corruption(path, handle.offset, "block size overflows"))?;
-    let mut raw = vec![0u8; len];
-    read_at(file, path, &mut raw, handle.offset)?;
+    let mut raw = read_exact_at(file, path, len, handle.offset)?;
     let n = check_block(&raw).map_err(|reason| Error::corruption(path, handle.offset, reason))?;
     raw.truncate(n);
     Ok(raw)
