@@ -228,11 +228,19 @@ mod tests {
                 })
             })
             .collect();
-        for s in 2..200_000u64 {
+        // 200k advances, then more until the watermark has risen (bounded):
+        // with more threads than cores a reader can be descheduled while it
+        // holds a guard, and the watermark rightly waits for it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut s = 2u64;
+        while s < 200_000
+            || (watermark.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline)
+        {
             visible.store(s, Ordering::SeqCst);
             if let Some(w) = t.advance(s, || None) {
                 watermark.fetch_max(w, Ordering::SeqCst);
             }
+            s += 1;
         }
         stop.store(true, Ordering::Relaxed);
         for r in readers {
