@@ -117,6 +117,8 @@ pub struct StoreKnobs {
     pub gc_garbage_ratio: Option<f64>,
     /// `--gc_min_garbage_bytes`.
     pub gc_min_garbage_bytes: Option<u64>,
+    /// `--max_value_logs`.
+    pub max_value_logs: Option<usize>,
 }
 
 impl Default for BenchConfig {

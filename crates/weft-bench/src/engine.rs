@@ -128,6 +128,9 @@ pub fn weft_options(c: &BenchConfig) -> Options {
     if let Some(v) = s.gc_min_garbage_bytes {
         o = o.gc_min_garbage_bytes(v);
     }
+    if let Some(v) = s.max_value_logs {
+        o = o.max_value_logs(v);
+    }
     o
 }
 

@@ -218,6 +218,9 @@ pub struct BenchArgs {
     /// Weft: ...and its partition holds this many dead bytes
     #[arg(long = "gc_min_garbage_bytes")]
     pub gc_min_garbage_bytes: Option<u64>,
+    /// Weft: fold a partition's value logs into one past this many
+    #[arg(long = "max_value_logs")]
+    pub max_value_logs: Option<usize>,
     /// YCSB records loaded by ycsb_load, in total [default: num]
     #[arg(long = "record_count")]
     pub record_count: Option<u64>,
@@ -353,7 +356,8 @@ impl BenchArgs {
             unsorted_limit,
             min_blob_size,
             gc_garbage_ratio,
-            gc_min_garbage_bytes
+            gc_min_garbage_bytes,
+            max_value_logs
         );
         c.json = self.json.clone();
         c

@@ -384,6 +384,31 @@ fn merge_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
 /// the partition's logs as a whole would let the newest log — all live, just
 /// written by a merge — dilute the ratio and keep fully dead logs forever.
 fn pick_gc(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u64>)> {
+    pick_gc_for_garbage(core, st).or_else(|| pick_gc_for_order(core, st))
+}
+
+/// A partition whose SortedStore points into more than `max_value_logs`
+/// logs, and all of them: collected into one log in key order (see
+/// [`crate::Options::max_value_logs`]). The most scattered partition first.
+fn pick_gc_for_order(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u64>)> {
+    let max = core.options.max_value_logs;
+    let v = &st.version;
+    v.partitions
+        .iter()
+        .map(|p| {
+            let logs: BTreeSet<u64> = v
+                .value_logs
+                .iter()
+                .filter(|(_, l)| l.refs.contains(&p.id))
+                .map(|(n, _)| *n)
+                .collect();
+            (p.id, logs)
+        })
+        .filter(|(_, logs)| logs.len() > max)
+        .max_by_key(|(_, logs)| logs.len())
+}
+
+fn pick_gc_for_garbage(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u64>)> {
     let opts = &core.options;
     let v = &st.version;
     v.partitions

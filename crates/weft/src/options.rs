@@ -59,6 +59,15 @@ pub struct Options {
     /// ...and a partition's collectable logs hold at least this many dead
     /// bytes together. Default 64 MiB.
     pub gc_min_garbage_bytes: u64,
+    /// A partition whose SortedStore points into more than this many value
+    /// logs has them all collected into one, in key order, dead bytes or
+    /// not. Each merge writes a log of its own, so without this the values
+    /// of neighbouring keys sit in different logs and a scan reads them one
+    /// by one; after it they are contiguous and the scan's readahead reads
+    /// them in large windows. The price: every such collection rewrites the
+    /// partition's live separated values. `usize::MAX` disables it.
+    /// Default 8.
+    pub max_value_logs: usize,
     /// Leave the WAL records of writes without `sync` in a user-space buffer
     /// instead of writing each group's record to the file (RocksDB's
     /// `manual_wal_flush`). They reach the OS at the next [`crate::Db::flush_wal`],
@@ -93,6 +102,7 @@ impl Default for Options {
             gc_garbage_ratio: 0.5,
             gc_min_garbage_bytes: 64 << 20,
             manual_wal_flush: false,
+            max_value_logs: 8,
         }
     }
 }
@@ -146,6 +156,8 @@ impl Options {
         gc_min_garbage_bytes: u64,
         /// Sets [`Options::manual_wal_flush`].
         manual_wal_flush: bool,
+        /// Sets [`Options::max_value_logs`].
+        max_value_logs: usize,
     }
 
     /// Checks that every field is in range.
@@ -171,6 +183,9 @@ impl Options {
         }
         if self.min_blob_size == 0 {
             return bad("min_blob_size must be at least 1 (usize::MAX disables separation)");
+        }
+        if self.max_value_logs == 0 {
+            return bad("max_value_logs must be at least 1 (usize::MAX disables it)");
         }
         if self.unsorted_stop_tables <= self.unsorted_slowdown_tables {
             return bad("unsorted_stop_tables must exceed unsorted_slowdown_tables");

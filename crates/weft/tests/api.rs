@@ -639,6 +639,7 @@ fn options_are_validated() {
             Options::default().max_immutable_memtables(0),
         ),
         ("table_size 1", Options::default().table_size(1)),
+        ("max_value_logs 0", Options::default().max_value_logs(0)),
     ] {
         match Db::open(dir.path(), o) {
             Err(Error::InvalidArgument(_)) => {}

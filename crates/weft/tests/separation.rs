@@ -316,3 +316,48 @@ fn bytes_written_and_read_are_counted_by_kind() {
         "one get read {got} bytes"
     );
 }
+
+/// `max_value_logs`: every merge writes a log of its own; once a partition
+/// points into more than the limit, GC folds them all into one log in key
+/// order (no garbage needed), and the data stays exact.
+#[test]
+fn scattered_value_logs_are_folded_into_one_in_key_order() {
+    let run = |max_logs: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = options()
+            .gc_min_garbage_bytes(u64::MAX)
+            .max_value_logs(max_logs)
+            .block_cache_size(0);
+        let db = Db::open(dir.path(), opts).unwrap();
+        let n = 3000;
+        // Random key order: every merge's log holds keys from all over.
+        for i in 0..n {
+            db.put(key(i), value(i, 0)).unwrap();
+        }
+        db.compact().unwrap();
+        // Let the background GC (if due) finish.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while db
+            .stats()
+            .partitions
+            .iter()
+            .any(|p| p.value_logs > max_logs)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        check_all(&db, n, 0, &format!("max_value_logs {max_logs}"));
+        let s = db.stats();
+        let logs: Vec<usize> = s.partitions.iter().map(|p| p.value_logs).collect();
+        (logs, s.gcs)
+    };
+    let (logs, gcs) = run(usize::MAX);
+    assert!(
+        logs.iter().any(|&l| l > 3),
+        "the workload should leave several logs per partition: {logs:?}"
+    );
+    assert_eq!(gcs, 0);
+    let (logs, gcs) = run(3);
+    assert!(gcs > 0, "no GC folded the logs");
+    assert!(logs.iter().all(|&l| l <= 3), "{logs:?}");
+}
