@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use weft::{Db, Options, ReadOptions, WriteOptions};
 
 use crate::config::BenchConfig;
@@ -189,39 +189,7 @@ impl Engine for WeftEngine {
         Ok(n)
     }
     fn stats(&self) -> Value {
-        let s = self.db.stats();
-        let r = s.reads;
-        json!({
-            "memtable_kind": s.memtable_kind,
-            "partitions": s.partitions.len(),
-            "user_bytes_written": s.user_bytes_written,
-            "wal_bytes_written": s.wal_bytes_written,
-            "flush_bytes_written": s.flush_bytes_written,
-            "merge_bytes_written": s.merge_bytes_written,
-            "value_log_bytes_written": s.value_log_bytes_written,
-            "gc_bytes_written": s.gc_bytes_written,
-            "split_bytes_written": s.split_bytes_written,
-            "consolidation_bytes_written": s.consolidation_bytes_written,
-            "manifest_bytes_written": s.manifest_bytes_written,
-            "get_bytes_read": s.get_bytes_read,
-            "scan_bytes_read": s.scan_bytes_read,
-            "background_bytes_read": s.background_bytes_read,
-            "write_amplification": s.write_amplification,
-            "flushes": s.flushes,
-            "merges": s.merges,
-            "gcs": s.gcs,
-            "splits": s.splits,
-            "write_slowdowns": s.write_slowdowns,
-            "write_stalls": s.write_stalls,
-            "active_memtable_bytes": s.active_memtable_bytes,
-            "immutable_memtable_bytes": s.immutable_memtable_bytes,
-            "block_cache": {"capacity": s.block_cache.capacity, "usage": s.block_cache.usage,
-                            "hits": s.block_cache.hits, "misses": s.block_cache.misses},
-            "reads": {"memtable_hits": r.memtable_hits, "unsorted_hits": r.unsorted_hits,
-                      "sorted_hits": r.sorted_hits, "misses": r.misses,
-                      "unsorted_probes": r.unsorted_probes, "sorted_probes": r.sorted_probes,
-                      "value_log_reads": r.value_log_reads},
-        })
+        crate::stats_json::to_json(&self.db.stats())
     }
     fn write_amplification(&self) -> Option<f64> {
         let s = self.db.stats();
@@ -251,6 +219,7 @@ impl Engine for WeftEngine {
 #[cfg(any(feature = "rocksdb", feature = "fjall", feature = "redb"))]
 mod peers {
     use super::*;
+    use serde_json::json;
 
     fn err(e: impl std::fmt::Display) -> Error {
         Error::Engine(e.to_string())

@@ -30,6 +30,7 @@ pub mod json;
 pub mod keygen;
 pub mod plot;
 pub mod report;
+pub mod stats_json;
 pub mod sys;
 pub mod workload;
 pub mod ycsb;

@@ -1,89 +1,10 @@
 //! Rendering of [`weft::Stats`] for `weft stats`: a table for people, JSON
-//! for scripts.
-//!
-//! JSON keys are the `Stats` field names, so a script's field means exactly
-//! what the library's doc says. Byte-string keys (partition bounds) are
-//! rendered with `escape_ascii`, the same escaping `weft scan` uses, because
-//! JSON strings cannot carry arbitrary bytes.
+//! for scripts (the JSON is [`weft_bench::stats_json`], shared with
+//! `weft bench`).
 
-use serde_json::{json, Value};
 use weft::Stats;
-
-fn esc(bytes: &[u8]) -> String {
-    bytes.escape_ascii().to_string()
-}
-
-/// Stats as a JSON object.
-pub fn to_json(s: &Stats) -> Value {
-    let partitions: Vec<Value> = s
-        .partitions
-        .iter()
-        .map(|p| {
-            json!({
-                "id": p.id,
-                "lower": esc(&p.lower),
-                "upper": p.upper.as_deref().map(esc),
-                "unsorted_tables": p.unsorted_tables,
-                "unsorted_bytes": p.unsorted_bytes,
-                "sorted_tables": p.sorted_tables,
-                "sorted_bytes": p.sorted_bytes,
-                "value_logs": p.value_logs,
-                "value_log_bytes": p.value_log_bytes,
-                "value_log_garbage_bytes": p.value_log_garbage_bytes,
-                "index_entries": p.index_entries,
-                "index_bytes": p.index_bytes,
-            })
-        })
-        .collect();
-    json!({
-        "sequence": s.sequence,
-        "memtable_kind": s.memtable_kind,
-        "active_memtable_bytes": s.active_memtable_bytes,
-        "immutable_memtables": s.immutable_memtables,
-        "immutable_memtable_bytes": s.immutable_memtable_bytes,
-        "live_snapshots": s.live_snapshots,
-        "read_watermark": s.read_watermark,
-        "partitions": partitions,
-        "user_bytes_written": s.user_bytes_written,
-        "wal_bytes_written": s.wal_bytes_written,
-        "flush_bytes_written": s.flush_bytes_written,
-        "merge_bytes_written": s.merge_bytes_written,
-        "value_log_bytes_written": s.value_log_bytes_written,
-        "split_bytes_written": s.split_bytes_written,
-        "consolidation_bytes_written": s.consolidation_bytes_written,
-        "manifest_bytes_written": s.manifest_bytes_written,
-        "get_bytes_read": s.get_bytes_read,
-        "scan_bytes_read": s.scan_bytes_read,
-        "background_bytes_read": s.background_bytes_read,
-        // NaN/inf have no JSON form; serde_json turns them into null.
-        "write_amplification": s.write_amplification,
-        "block_cache": {
-            "capacity": s.block_cache.capacity,
-            "usage": s.block_cache.usage,
-            "hits": s.block_cache.hits,
-            "misses": s.block_cache.misses,
-        },
-        "flushes": s.flushes,
-        "merges": s.merges,
-        "gcs": s.gcs,
-        "gc_bytes_written": s.gc_bytes_written,
-        "write_slowdowns": s.write_slowdowns,
-        "write_stalls": s.write_stalls,
-        "wal_tail_truncated_bytes": s.wal_tail_truncated_bytes,
-        "splits": s.splits,
-        "consolidations": s.consolidations,
-        "reads": {
-            "memtable_hits": s.reads.memtable_hits,
-            "unsorted_hits": s.reads.unsorted_hits,
-            "sorted_hits": s.reads.sorted_hits,
-            "misses": s.reads.misses,
-            "unsorted_probes": s.reads.unsorted_probes,
-            "unsorted_false_probes": s.reads.unsorted_false_probes,
-            "sorted_probes": s.reads.sorted_probes,
-            "value_log_reads": s.reads.value_log_reads,
-        },
-    })
-}
+use weft_bench::stats_json::esc;
+pub use weft_bench::stats_json::to_json;
 
 /// Stats as an aligned, human-readable table.
 pub fn to_table(s: &Stats) -> String {
@@ -220,6 +141,7 @@ pub fn to_table(s: &Stats) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn default_stats_render() {

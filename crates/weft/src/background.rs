@@ -376,13 +376,8 @@ fn merge_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
     Ok(())
 }
 
-/// A partition whose value logs hold enough garbage to collect, and the
-/// logs to collect (UniKV: the partition with the most garbage first).
-///
-/// A log is a victim when *its own* dead share reaches `gc_garbage_ratio`;
-/// the partition is due when its victims hold `gc_min_garbage_bytes`. Judging
-/// the partition's logs as a whole would let the newest log — all live, just
-/// written by a merge — dilute the ratio and keep fully dead logs forever.
+/// A partition due for value-log GC and the logs to collect: for garbage
+/// first, else (if enabled) for key order.
 fn pick_gc(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u64>)> {
     pick_gc_for_garbage(core, st).or_else(|| pick_gc_for_order(core, st))
 }
@@ -396,18 +391,22 @@ fn pick_gc_for_order(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u64
     v.partitions
         .iter()
         .map(|p| {
-            let logs: BTreeSet<u64> = v
-                .value_logs
-                .iter()
-                .filter(|(_, l)| l.refs.contains(&p.id))
-                .map(|(n, _)| *n)
-                .collect();
-            (p.id, logs)
+            (
+                p.id,
+                v.logs_of(p.id).map(|(n, _)| n).collect::<BTreeSet<u64>>(),
+            )
         })
         .filter(|(_, logs)| logs.len() > max)
         .max_by_key(|(_, logs)| logs.len())
 }
 
+/// A partition whose value logs hold enough garbage to collect, and the
+/// logs to collect (UniKV: the partition with the most garbage first).
+///
+/// A log is a victim when *its own* dead share reaches `gc_garbage_ratio`;
+/// the partition is due when its victims hold `gc_min_garbage_bytes`. Judging
+/// the partition's logs as a whole would let the newest log — all live, just
+/// written by a merge — dilute the ratio and keep fully dead logs forever.
 fn pick_gc_for_garbage(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u64>)> {
     let opts = &core.options;
     let v = &st.version;
@@ -415,14 +414,12 @@ fn pick_gc_for_garbage(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u
         .iter()
         .filter_map(|p| {
             let victims: BTreeSet<u64> = v
-                .value_logs
-                .iter()
+                .logs_of(p.id)
                 .filter(|(_, l)| {
-                    l.refs.contains(&p.id)
-                        && l.garbage > 0
+                    l.garbage > 0
                         && l.garbage as f64 >= opts.gc_garbage_ratio * l.file.size() as f64
                 })
-                .map(|(n, _)| *n)
+                .map(|(n, _)| n)
                 .collect();
             let garbage: u64 = victims.iter().map(|n| v.value_logs[n].garbage).sum();
             (garbage >= opts.gc_min_garbage_bytes).then_some((garbage, p.id, victims))
@@ -677,10 +674,8 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
 /// half in each side).
 fn partition_bytes(v: &Version, p: &Partition) -> u64 {
     let logs: u64 = v
-        .value_logs
-        .values()
-        .filter(|l| l.refs.contains(&p.id))
-        .map(|l| l.file.size().saturating_sub(l.garbage) / l.refs.len().max(1) as u64)
+        .logs_of(p.id)
+        .map(|(_, l)| l.file.size().saturating_sub(l.garbage) / l.refs.len().max(1) as u64)
         .sum();
     p.sorted_bytes() + logs
 }
@@ -821,10 +816,8 @@ fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
     right.sorted = right_tables;
     let shared: Vec<(u64, u64)> = st
         .version
-        .value_logs
-        .iter()
-        .filter(|(_, l)| l.refs.contains(&pid))
-        .map(|(n, l)| (*n, l.file.size()))
+        .logs_of(pid)
+        .map(|(n, l)| (n, l.file.size()))
         .collect();
     let mut edit = VersionEdit {
         next_file_number: Some(st.next_file_number),

@@ -442,6 +442,37 @@ fn lock_released_after_kill9() {
     );
 }
 
+// ------------------------------------------ write, then wait for kill -9 ----
+
+/// Child side of [`kill_once_written`]: says `written`, then waits to be
+/// killed holding `db` open (no close, no flush).
+fn written_then_wait_for_kill(db: Db) {
+    let mut out = std::io::stdout();
+    writeln!(out, "\nwritten").unwrap();
+    out.flush().unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+    drop(db);
+}
+
+/// Runs the child test `name` on `dir` (passed in `env`), waits for it to
+/// say `written`, and kills it with SIGKILL.
+fn kill_once_written(name: &str, env: &str, dir: &Path) {
+    let logs = tempfile::tempdir().unwrap();
+    let stderr_path = logs.path().join(format!("{name}.stderr"));
+    let (mut child, rx, reader) =
+        spawn_child(name, &[(env, dir.display().to_string())], &stderr_path);
+    let mut lines = Vec::new();
+    let written = wait_for_line(&rx, "written", Duration::from_secs(60), &mut lines);
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    reader.join().unwrap();
+    assert!(
+        written,
+        "{name} never wrote\nchild stderr:\n{}",
+        child_stderr(&stderr_path)
+    );
+}
+
 // ---------------------------------------------------------- disable_wal ----
 
 /// Child side of [`unlogged_writes_are_lost_logged_ones_kept_after_kill9`].
@@ -458,11 +489,7 @@ fn child_unlogged_writer() {
     db.put_opt(b"c", b"logged, synced", &WriteOptions::new().sync(true))
         .expect("child: put c");
     assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&b"unlogged"[..]));
-    let mut out = std::io::stdout();
-    writeln!(out, "\nwritten").unwrap();
-    out.flush().unwrap();
-    std::thread::sleep(Duration::from_secs(60));
-    drop(db);
+    written_then_wait_for_kill(db);
 }
 
 /// `WriteOptions::disable_wal`: the write is served from the memtable but
@@ -471,23 +498,7 @@ fn child_unlogged_writer() {
 #[test]
 fn unlogged_writes_are_lost_logged_ones_kept_after_kill9() {
     let dir = tempfile::tempdir().unwrap();
-    let logs = tempfile::tempdir().unwrap();
-    let stderr_path = logs.path().join("unlogged.stderr");
-    let (mut child, rx, reader) = spawn_child(
-        "child_unlogged_writer",
-        &[("WEFT_UNLOGGED_DIR", dir.path().display().to_string())],
-        &stderr_path,
-    );
-    let mut lines = Vec::new();
-    let written = wait_for_line(&rx, "written", Duration::from_secs(60), &mut lines);
-    child.kill().expect("kill");
-    child.wait().expect("wait");
-    reader.join().unwrap();
-    assert!(
-        written,
-        "child never wrote\nchild stderr:\n{}",
-        child_stderr(&stderr_path)
-    );
+    kill_once_written("child_unlogged_writer", "WEFT_UNLOGGED_DIR", dir.path());
     let db = Db::open(dir.path(), Options::default()).expect("reopen");
     assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"logged"[..]));
     assert_eq!(
@@ -531,11 +542,7 @@ fn child_deferred_writer() {
     db.put_opt(b"synced", b"v", &WriteOptions::new().sync(true))
         .expect("child: put synced");
     db.put(b"after-sync", b"v").expect("child: put");
-    let mut out = std::io::stdout();
-    writeln!(out, "\nwritten").unwrap();
-    out.flush().unwrap();
-    std::thread::sleep(Duration::from_secs(60));
-    drop(db);
+    written_then_wait_for_kill(db);
 }
 
 /// `Options::manual_wal_flush`: writes reach the WAL file at `flush_wal` or
@@ -544,23 +551,7 @@ fn child_deferred_writer() {
 #[test]
 fn manual_wal_flush_keeps_flushed_writes_after_kill9() {
     let dir = tempfile::tempdir().unwrap();
-    let logs = tempfile::tempdir().unwrap();
-    let stderr_path = logs.path().join("deferred.stderr");
-    let (mut child, rx, reader) = spawn_child(
-        "child_deferred_writer",
-        &[("WEFT_DEFERRED_DIR", dir.path().display().to_string())],
-        &stderr_path,
-    );
-    let mut lines = Vec::new();
-    let written = wait_for_line(&rx, "written", Duration::from_secs(60), &mut lines);
-    child.kill().expect("kill");
-    child.wait().expect("wait");
-    reader.join().unwrap();
-    assert!(
-        written,
-        "child never wrote\nchild stderr:\n{}",
-        child_stderr(&stderr_path)
-    );
+    kill_once_written("child_deferred_writer", "WEFT_DEFERRED_DIR", dir.path());
     let db = Db::open(dir.path(), Options::default()).expect("reopen");
     for i in 0..100u32 {
         for prefix in ["flushed", "deferred"] {

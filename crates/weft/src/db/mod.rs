@@ -526,13 +526,8 @@ impl Db {
                 .partitions
                 .iter()
                 .map(|p| {
-                    let logs = sv
-                        .version
-                        .value_logs
-                        .values()
-                        .filter(|l| l.refs.contains(&p.id));
                     let (mut n, mut bytes, mut garbage) = (0, 0, 0);
-                    for l in logs {
+                    for (_, l) in sv.version.logs_of(p.id) {
                         n += 1;
                         bytes += l.file.size();
                         garbage += l.garbage;

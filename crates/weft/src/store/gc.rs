@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::value_log::ValuePointer;
 use super::value_reader::ValueReader;
 use super::Version;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
 
@@ -56,9 +56,7 @@ impl ResolvingIter {
         self.resolved = None;
         if self.inner.valid() && self.inner.kind() == ValueKind::Pointer {
             let raw = self.inner.value();
-            let ptr = ValuePointer::decode(raw).ok_or_else(|| {
-                Error::corruption("(SortedStore entry)", 0, "malformed value pointer")
-            })?;
+            let ptr = ValuePointer::parse(raw)?;
             if self.victims.contains(&ptr.log) {
                 self.resolved = Some(self.values.read(&self.version, raw)?);
                 *self.moved.lock().entry(ptr.log).or_default() += ptr.record_size();

@@ -423,6 +423,14 @@ impl Version {
         }
     }
 
+    /// The live value logs partition `pid` points into, by file number.
+    pub fn logs_of(&self, pid: u64) -> impl Iterator<Item = (u64, &LiveValueLog)> {
+        self.value_logs
+            .iter()
+            .filter(move |(_, l)| l.refs.contains(&pid))
+            .map(|(n, l)| (*n, l))
+    }
+
     /// The live value log `ptr` points into.
     pub fn value_log(&self, ptr: &value_log::ValuePointer) -> Result<&value_log::ValueLogFile> {
         match self.value_logs.get(&ptr.log) {
@@ -439,9 +447,7 @@ impl Version {
     /// get (one exact read, counted in `disk_reads`). Cursors use a
     /// [`value_reader::ValueReader`] instead.
     pub fn resolve(&self, raw: &[u8], disk_reads: &DiskReads) -> Result<Vec<u8>> {
-        let ptr = value_log::ValuePointer::decode(raw).ok_or_else(|| {
-            crate::Error::corruption("(SortedStore entry)", 0, "malformed value pointer")
-        })?;
+        let ptr = value_log::ValuePointer::parse(raw)?;
         let value = self.value_log(&ptr)?.read(&ptr)?;
         disk_reads.add(ReadPurpose::Get, ptr.record_size());
         Ok(value)

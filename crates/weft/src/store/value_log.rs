@@ -93,6 +93,13 @@ impl ValuePointer {
         src.is_empty().then_some(ValuePointer { log, offset, len })
     }
 
+    /// Decodes the value of a SortedStore entry of kind `Pointer`; a
+    /// malformed one is corruption.
+    pub fn parse(raw: &[u8]) -> Result<ValuePointer> {
+        ValuePointer::decode(raw)
+            .ok_or_else(|| Error::corruption("(SortedStore entry)", 0, "malformed value pointer"))
+    }
+
     /// Bytes the record occupies in its log.
     pub fn record_size(&self) -> u64 {
         HEADER as u64 + self.len as u64

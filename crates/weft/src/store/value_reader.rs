@@ -38,7 +38,7 @@ use std::sync::Arc;
 use super::value_log::{ValueLogFile, ValuePointer};
 use super::Version;
 use crate::cache::{DiskReads, ReadPurpose};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Smallest readahead window.
 pub const FIRST_WINDOW: usize = 4 << 10;
@@ -105,12 +105,9 @@ impl ValueReader {
 
     /// The value behind the encoded pointer `raw`, from a log of `version`.
     pub fn read(&mut self, version: &Version, raw: &[u8]) -> Result<Vec<u8>> {
-        let ptr = ValuePointer::decode(raw).ok_or_else(|| {
-            Error::corruption("(SortedStore entry)", 0, "malformed value pointer")
-        })?;
+        let ptr = ValuePointer::parse(raw)?;
         let log = version.value_log(&ptr)?;
         log.check_bounds(&ptr)?;
-        let (offset, end) = (ptr.offset, ptr.offset + ptr.record_size());
         let i = match self.windows.iter().position(|w| w.log == ptr.log) {
             Some(i) => i,
             None => {
@@ -131,7 +128,7 @@ impl ValueReader {
         // Most recently used goes last.
         let mut w = self.windows.remove(i);
         let cap = (READAHEAD_BUDGET / (self.windows.len() + 1)).clamp(FIRST_WINDOW, MAX_WINDOW);
-        let result = self.serve(&mut w, log, &ptr, offset, end, cap);
+        let result = self.serve(&mut w, log, &ptr, cap);
         self.windows.push(w);
         result
     }
@@ -141,10 +138,11 @@ impl ValueReader {
         w: &mut Window,
         log: &ValueLogFile,
         ptr: &ValuePointer,
-        offset: u64,
-        end: u64,
         cap: usize,
     ) -> Result<Vec<u8>> {
+        let (offset, end) = (ptr.offset, ptr.offset + ptr.record_size());
+        // At most one holds: the record starts after the last one ended, or
+        // ends before it started.
         let forward = offset >= w.last.1 && offset - w.last.1 <= NEAR;
         let backward = end <= w.last.0 && w.last.0 - end <= NEAR;
         w.last = (offset, end);
@@ -166,7 +164,7 @@ impl ValueReader {
                 return Ok(value);
             }
             let want = record.max(w.next_size) as u64;
-            let (start, stop) = if backward && !forward {
+            let (start, stop) = if backward {
                 (end.saturating_sub(want), end)
             } else {
                 (offset, (offset + want).min(log.size()))
