@@ -61,6 +61,10 @@
 //!   one node at a time from the head let the backlog grow to most of the
 //!   puts, and the first seek after them waited for it — seek + 10 ran at
 //!   0.43× the `skiplist` kind; sorted finger linking brought it to 1.8×.
+//!   The batch is then linked as eight runs whose searches advance in turn
+//!   with prefetches (`SkipLevels::link_sorted`), so their cache misses
+//!   overlap: 1 M keys queued 1 000 at a time into one memtable, 1.6 µs
+//!   per key before, 0.52 µs after.
 //! * The hash grows (see `cuckoo::map`) instead of being fixed; `is_full`
 //!   keeps the `cuckoo` kind's budget.
 //! * One worker per memtable, started with the first new key; it parks when
@@ -115,6 +119,12 @@ fn key_prefix(key: &[u8]) -> u64 {
     u64::from_be_bytes(p)
 }
 
+/// Length of the longest common prefix of `a` and `b`.
+#[inline]
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
 /// State shared by the memtable, its cursors and its worker.
 pub(crate) struct Shared {
     nodes: HashedNodes,
@@ -153,9 +163,18 @@ impl Shared {
         if n == 0 {
             return 0;
         }
-        // Sort by an 8-byte key prefix read once per node (one miss each),
-        // full keys only on ties, then link in order with a finger search.
-        let mut sorted: Vec<(u64, Node)> = batch.iter().map(|n| (key_prefix(n.key()), n)).collect();
+        // Sort by 8 key bytes read once per node (one miss each), full keys
+        // only on ties, then link in order with a finger search. The 8 bytes
+        // start after the prefix the whole batch shares, so keys like
+        // `user:000123` sort by the bytes that differ.
+        let first = batch.iter().next().map_or(&[][..], |n| n.key());
+        let shared = batch
+            .iter()
+            .fold(first.len(), |l, n| l.min(common_prefix_len(first, n.key())));
+        let mut sorted: Vec<(u64, Node)> = batch
+            .iter()
+            .map(|n| (key_prefix(&n.key()[shared..]), n))
+            .collect();
         sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.key().cmp(b.1.key())));
         let nodes: Vec<Node> = sorted.into_iter().map(|(_, n)| n).collect();
         self.levels.link_sorted(

@@ -132,6 +132,17 @@ impl SkipLevels {
     /// among the linked nodes — a backlog after a burst of new keys — the
     /// walk is a few steps per level instead of a search from the head, and
     /// the predecessors it visits are still in cache.
+    ///
+    /// The walk is bound by memory latency, not by compares: nine tenths of
+    /// its time is the load of the next node's key (a miss for every step
+    /// below the levels the previous search left in cache). So the batch is
+    /// cut into [`LINK_STREAMS`] runs of consecutive nodes, each with its
+    /// own fingers, and their searches advance in turn, one step each: every
+    /// step prefetches the node its run looks at next, and the misses of
+    /// the runs overlap instead of following one another. The runs are
+    /// disjoint key ranges linked by one thread with the same CAS protocol
+    /// as concurrent linkers, so a run whose neighbour linked a node next to
+    /// its predecessor just retries that level from its finger.
     pub(crate) fn link_sorted(
         &self,
         nodes: &[Node],
@@ -139,45 +150,150 @@ impl SkipLevels {
         linked_at_0: impl Fn(Node),
     ) {
         debug_assert!(nodes.windows(2).all(|w| w[0].key() < w[1].key()));
-        let mut finger = [self.head; MAX_HEIGHT];
-        for &node in nodes {
-            let h = height(node);
-            debug_assert!((1..=MAX_HEIGHT).contains(&h));
-            self.raise_height(h);
-            let key = node.key();
-            let top = self.height().max(h);
-            let mut next: [Option<Node>; MAX_HEIGHT] = [None; MAX_HEIGHT];
-            let mut x = self.head;
-            for level in (0..top).rev() {
-                // Both `x` (from the level above) and the finger sort
-                // before `key`: start from whichever is further right.
-                let f = finger[level];
-                if f != self.head && (x == self.head || f.key() > x.key()) {
-                    x = f;
-                }
-                let (p, n) = Self::splice(key, x, level);
-                debug_assert!(n.is_none_or(|n| n.key() != key), "key linked twice");
-                finger[level] = p;
-                next[level] = n;
-                x = p;
-            }
-            for level in 0..h {
-                loop {
-                    node.set_next_unpublished(level, next[level]);
-                    if finger[level].cas_next(level, next[level], node) {
-                        break;
-                    }
-                    let (p, n) = Self::splice(key, finger[level], level);
-                    finger[level] = p;
-                    next[level] = n;
-                }
-                if level == 0 {
-                    linked_at_0(node);
-                }
-                // The next node of the batch is larger: ours precedes it.
-                finger[level] = node;
+        if nodes.is_empty() {
+            return;
+        }
+        let per_run = nodes.len().div_ceil(LINK_STREAMS).max(MIN_RUN);
+        let mut runs: Vec<LinkRun<'_>> = nodes
+            .chunks(per_run)
+            .map(|chunk| LinkRun::new(self, chunk, &height))
+            .collect();
+        let mut active = runs.len();
+        while active > 0 {
+            active = 0;
+            for run in runs.iter_mut().filter(|r| !r.done()) {
+                run.step(self, &height, &linked_at_0);
+                active += usize::from(!run.done());
             }
         }
+    }
+}
+
+/// Runs of a batch that [`SkipLevels::link_sorted`] searches at once.
+/// Eight misses in flight is about what one core sustains (its fill
+/// buffers); more runs only add cold starts from the head.
+const LINK_STREAMS: usize = 8;
+/// Fewest nodes in a run: a run's first search starts from the head, so
+/// small batches are not cut finer than this.
+const MIN_RUN: usize = 16;
+
+/// One run of [`SkipLevels::link_sorted`]: consecutive nodes of the batch,
+/// linked one after the other with their own fingers, and the state of the
+/// search for the current one, suspended at the node it prefetched.
+struct LinkRun<'a> {
+    /// Nodes not linked yet; the first is being searched for.
+    nodes: &'a [Node],
+    /// Per level, the predecessor the last search found there.
+    finger: [Node; MAX_HEIGHT],
+    /// Per level, the successor found there by the current search.
+    next: [Option<Node>; MAX_HEIGHT],
+    /// The current node's height.
+    height: usize,
+    /// The level being searched, and the node there known to sort before
+    /// the current key.
+    level: usize,
+    x: Node,
+    /// `x.next(level)`, prefetched, its key not yet compared.
+    candidate: Option<Node>,
+}
+
+impl<'a> LinkRun<'a> {
+    fn new(levels: &SkipLevels, nodes: &'a [Node], height: &impl Fn(Node) -> usize) -> Self {
+        let mut run = LinkRun {
+            nodes,
+            finger: [levels.head; MAX_HEIGHT],
+            next: [None; MAX_HEIGHT],
+            height: 0,
+            level: 0,
+            x: levels.head,
+            candidate: None,
+        };
+        run.begin(levels, height);
+        run
+    }
+
+    fn done(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Starts the search for the first remaining node at the top level.
+    fn begin(&mut self, levels: &SkipLevels, height: &impl Fn(Node) -> usize) {
+        let Some(&node) = self.nodes.first() else {
+            return;
+        };
+        let h = height(node);
+        debug_assert!((1..=MAX_HEIGHT).contains(&h));
+        levels.raise_height(h);
+        self.height = h;
+        self.x = levels.head;
+        self.enter_level(levels, levels.height().max(h) - 1);
+    }
+
+    /// Moves the search to `level`, from whichever of the node above and
+    /// the finger sorts later (both sort before the key), and prefetches
+    /// the node to compare next.
+    fn enter_level(&mut self, levels: &SkipLevels, level: usize) {
+        self.level = level;
+        let f = self.finger[level];
+        if f != levels.head && (self.x == levels.head || f.key() > self.x.key()) {
+            self.x = f;
+        }
+        self.load_candidate();
+    }
+
+    fn load_candidate(&mut self) {
+        self.candidate = self.x.next(self.level);
+        if let Some(c) = self.candidate {
+            c.prefetch();
+            c.prefetch_link(self.level);
+        }
+    }
+
+    /// One step of the search: compares the prefetched candidate, then
+    /// walks on, goes down a level, or — past level 0 — links the node
+    /// and begins the next.
+    fn step(
+        &mut self,
+        levels: &SkipLevels,
+        height: &impl Fn(Node) -> usize,
+        linked_at_0: &impl Fn(Node),
+    ) {
+        let node = self.nodes[0];
+        let key = node.key();
+        match self.candidate {
+            Some(c) if c.key() < key => {
+                self.x = c;
+                self.load_candidate();
+                return;
+            }
+            c => {
+                debug_assert!(c.is_none_or(|c| c.key() != key), "key linked twice");
+                self.finger[self.level] = self.x;
+                self.next[self.level] = c;
+            }
+        }
+        if self.level > 0 {
+            self.enter_level(levels, self.level - 1);
+            return;
+        }
+        for level in 0..self.height {
+            loop {
+                node.set_next_unpublished(level, self.next[level]);
+                if self.finger[level].cas_next(level, self.next[level], node) {
+                    break;
+                }
+                let (p, n) = SkipLevels::splice(key, self.finger[level], level);
+                self.finger[level] = p;
+                self.next[level] = n;
+            }
+            if level == 0 {
+                linked_at_0(node);
+            }
+            // The next node of the run is larger: ours precedes it.
+            self.finger[level] = node;
+        }
+        self.nodes = &self.nodes[1..];
+        self.begin(levels, height);
     }
 }
 

@@ -139,6 +139,20 @@ impl Node {
         }
     }
 
+    /// Hints the CPU to load the cache line of the link at `level` (a
+    /// tall tower's upper links sit lines before the key).
+    #[inline]
+    pub(crate) fn prefetch_link(self, level: usize) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults and reads nothing into the
+        // program; the address is the node's own link (see `link`).
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let p = self.0.as_ptr().wrapping_sub(level * LINK_SIZE);
+            _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>());
+        }
+    }
+
     /// Sets a link of a node not yet published at `level`.
     #[inline]
     pub(crate) fn set_next_unpublished(self, level: usize, next: Option<Node>) {
