@@ -23,7 +23,9 @@
 //! A connection stops parsing while more than [`OUT_HIGH_WATER`] reply
 //! bytes wait for a client that does not read, and stops reading while it
 //! is paused, so a client can hold at most one read's worth of requests
-//! plus one high-water mark of replies. One incomplete request may hold
+//! plus one high-water mark of replies and the last replies that crossed
+//! it: one request's, or one run of up to [`MAX_GET_RUN`] plain `GET`s
+//! (answered by one engine read, see [`cmd::answer_gets`]). One incomplete request may hold
 //! `max_query_buffer` bytes (and never less than one `max_bulk` string).
 
 use std::io::{self, Read, Write};
@@ -44,6 +46,9 @@ pub(crate) const OUT_HIGH_WATER: usize = 64 << 10;
 const MAX_READ_CHUNK: usize = 4 << 20;
 /// Most keys written by one connection's own batch of SET/MSET requests.
 const MAX_RUN_KEYS: usize = 512;
+/// Most plain GETs answered by one engine read. Their replies are
+/// appended together, so this many values may pass the high-water mark.
+const MAX_GET_RUN: usize = 16;
 /// How long a closing connection keeps reading (and discarding) what the
 /// client still sends, so that the kernel does not reset the connection
 /// and destroy the final reply before the client reads it.
@@ -285,6 +290,10 @@ impl Conn {
         let max_bulk = shared.config.max_bulk;
         let mut run: Vec<Args> = Vec::new();
         let mut run_keys = 0usize;
+        // Plain GETs waiting to be answered together. At most one of `run`
+        // and `gets` holds requests: each is settled before a request of
+        // another kind runs, so replies and effects keep request order.
+        let mut gets: Vec<Args> = Vec::new();
         let mut done = 0u64;
         let mut stop = false;
         let mut exhausted = false;
@@ -304,6 +313,7 @@ impl Conn {
                 Ok(Some(args)) => {
                     done += 1;
                     if cmd::is_plain_set(max_bulk, &args) {
+                        self.answer_gets(shared, &mut gets);
                         if run_keys >= MAX_RUN_KEYS {
                             self.commit_run(shared, &mut run);
                             run_keys = 0;
@@ -314,6 +324,14 @@ impl Conn {
                     }
                     self.commit_run(shared, &mut run);
                     run_keys = 0;
+                    if cmd::is_plain_get(&args) {
+                        gets.push(args);
+                        if gets.len() >= MAX_GET_RUN {
+                            self.answer_gets(shared, &mut gets);
+                        }
+                        continue;
+                    }
+                    self.answer_gets(shared, &mut gets);
                     let mut ctx = Ctx {
                         shared,
                         session: &mut self.session,
@@ -331,12 +349,14 @@ impl Conn {
                 }
                 Err(e) => {
                     self.commit_run(shared, &mut run);
+                    self.answer_gets(shared, &mut gets);
                     self.out.error(&e.to_string());
                     stop = true;
                     break;
                 }
             }
         }
+        self.answer_gets(shared, &mut gets);
         if done > 0 {
             shared.counters.commands.fetch_add(done, Ordering::Relaxed);
         }
@@ -366,6 +386,15 @@ impl Conn {
     }
 
     /// Commits this connection's own run of plain SETs and queues replies.
+    /// Answers the plain GETs gathered by `run_requests`, in order.
+    fn answer_gets(&mut self, shared: &Shared, gets: &mut Vec<Args>) {
+        if gets.is_empty() {
+            return;
+        }
+        cmd::answer_gets(shared, gets, &mut self.out);
+        gets.clear();
+    }
+
     fn commit_run(&mut self, shared: &Shared, run: &mut Vec<Args>) {
         if run.is_empty() {
             return;

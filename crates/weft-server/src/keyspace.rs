@@ -231,6 +231,44 @@ impl Keyspace {
         Ok((!e.meta.expired(now_ms())).then_some(e))
     }
 
+    /// The live entries of `keys`, in order, read at one sequence (see
+    /// [`weft::Db::multi_get_opt`]: their memtable lookups overlap).
+    pub fn get_many(&self, keys: &[&[u8]], opts: &ReadOptions) -> Vec<StoreResult<Option<Entry>>> {
+        let meta_keys: Vec<Vec<u8>> = keys.iter().map(|k| encoding::meta_key(k)).collect();
+        let now = now_ms();
+        self.db
+            .multi_get_opt(&meta_keys, opts)
+            .into_iter()
+            .zip(keys)
+            .map(|(raw, key)| match raw? {
+                None => Ok(None),
+                Some(raw) => {
+                    let e = decode_entry(key, raw)?;
+                    Ok((!e.meta.expired(now)).then_some(e))
+                }
+            })
+            .collect()
+    }
+
+    /// [`Keyspace::load_for_write`] of several keys, whose locks the caller
+    /// holds, in one engine read.
+    pub fn load_many_for_write(
+        &self,
+        keys: &[&[u8]],
+        batch: &mut Batch,
+    ) -> StoreResult<Vec<Option<Entry>>> {
+        let meta_keys: Vec<Vec<u8>> = keys.iter().map(|k| encoding::meta_key(k)).collect();
+        let now = now_ms();
+        let mut out = Vec::with_capacity(keys.len());
+        for (raw, key) in self.db.multi_get(&meta_keys).into_iter().zip(keys) {
+            out.push(match raw? {
+                None => None,
+                Some(raw) => self.live_or_delete(key, decode_entry(key, raw)?, now, batch)?,
+            });
+        }
+        Ok(out)
+    }
+
     /// For writers holding `key`'s lock: the live entry of `key`; an expired
     /// one is deleted into `batch` (with everything it owns) and reported
     /// absent.
@@ -238,8 +276,18 @@ impl Keyspace {
         let Some(raw) = self.db.get(encoding::meta_key(key))? else {
             return Ok(None);
         };
-        let e = decode_entry(key, raw)?;
-        if e.meta.expired(now_ms()) {
+        self.live_or_delete(key, decode_entry(key, raw)?, now_ms(), batch)
+    }
+
+    /// `e` if live at `now`; else its deletion goes into `batch`.
+    fn live_or_delete(
+        &self,
+        key: &[u8],
+        e: Entry,
+        now: u64,
+        batch: &mut Batch,
+    ) -> StoreResult<Option<Entry>> {
+        if e.meta.expired(now) {
             self.delete_into(batch, key, &e.meta)?;
             return Ok(None);
         }

@@ -162,3 +162,57 @@ fn several_loops_serve_distinct_clients() {
         assert_eq!(c.cmd(&["DBSIZE"]), V::Int(9));
     }
 }
+
+/// Plain GETs pipelined together are answered by one engine read; they
+/// must still behave as if run one by one: each sees the writes before it
+/// in the pipeline and none after, a GET of a hash gets WRONGTYPE between
+/// its neighbours' values, other commands keep their place, and a
+/// malformed frame after a run of GETs is answered after their values.
+#[test]
+fn pipelined_gets_keep_request_order_and_effects() {
+    let s = TestServer::with(|c| c.threads = 1);
+    let mut r = s.raw();
+    assert_eq!(r.cmd(&["HSET", "h", "f", "1"]), V::Int(1));
+    let mut blob = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..40 {
+        let v = i.to_string();
+        blob.extend(Raw::encode(&[b"GET", b"k"]));
+        want.push(if i == 0 {
+            V::Nil
+        } else {
+            V::bulk(&(i - 1).to_string())
+        });
+        blob.extend(Raw::encode(&[b"GET", b"h"]));
+        want.push(V::Err(
+            "WRONGTYPE Operation against a key holding the wrong kind of value".into(),
+        ));
+        blob.extend(Raw::encode(&[b"SET", b"k", v.as_bytes()]));
+        want.push(V::Simple("OK".into()));
+        // A run longer than one engine read, spanning the write above.
+        for j in 0..(i % 3) * 10 {
+            blob.extend(Raw::encode(&[b"GET", b"k"]));
+            want.push(V::bulk(&v));
+            if j == 5 {
+                blob.extend(Raw::encode(&[b"APPEND", b"k", b"+"]));
+                want.push(V::Int(v.len() as i64 + 1));
+                blob.extend(Raw::encode(&[b"SET", b"k", v.as_bytes()]));
+                want.push(V::Simple("OK".into()));
+            }
+        }
+    }
+    blob.extend(Raw::encode(&[b"GET", b"k"]));
+    want.push(V::bulk("39"));
+    blob.extend(Raw::encode(&[b"GET", b"missing"]));
+    want.push(V::Nil);
+    blob.extend_from_slice(b"*1\r\n$x\r\n"); // malformed
+    r.send_bytes(&blob);
+    for (i, w) in want.iter().enumerate() {
+        assert_eq!(&r.read(), w, "reply {i}");
+    }
+    let V::Err(e) = r.read() else {
+        panic!("no protocol error after the GETs");
+    };
+    assert!(e.starts_with("ERR Protocol error"), "{e}");
+    assert!(r.closed(), "a malformed frame closes the connection");
+}

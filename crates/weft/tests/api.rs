@@ -836,3 +836,73 @@ fn read_watermark_rises_but_never_passes_a_live_reader() {
         );
     }
 }
+
+/// `multi_get` answers every key as `get` would, in the caller's order
+/// (duplicates included), from memtables, immutable memtables and tables
+/// alike; under a snapshot it sees that snapshot; an invalid key fails
+/// only its own entry; a closed database fails every entry.
+#[test]
+fn multi_get_matches_get_key_by_key() {
+    each_kind(|kind| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), tiny_options(kind)).unwrap();
+        let mut r = rng(7);
+        let mut model = Model::new();
+        let mut frozen = None;
+        for round in 0..4u32 {
+            for _ in 0..300 {
+                let k = format!("k{:04}", r.gen_range(0..600u32)).into_bytes();
+                if r.gen_bool(0.15) {
+                    db.delete(&k).unwrap();
+                    model.remove(&k);
+                } else {
+                    let v = format!("r{round}-{}", "v".repeat(r.gen_range(0..80))).into_bytes();
+                    db.put(&k, &v).unwrap();
+                    model.insert(k, v);
+                }
+            }
+            if round == 1 {
+                frozen = Some((db.snapshot(), model.clone()));
+                db.flush().unwrap();
+            }
+        }
+        let mut keys: Vec<Vec<u8>> = (0..700u32)
+            .map(|i| format!("k{i:04}").into_bytes())
+            .collect();
+        keys.push(b"k0003".to_vec()); // a duplicate, answered twice
+        keys.reverse(); // not in key order
+        let got = db.multi_get(&keys);
+        assert_eq!(got.len(), keys.len());
+        for (k, g) in keys.iter().zip(got) {
+            assert_eq!(g.unwrap(), model.get(k).cloned(), "{kind:?} {}", show(k));
+        }
+        let (snap, old) = frozen.unwrap();
+        let got = db.multi_get_opt(&keys, &ReadOptions::new().snapshot(&snap));
+        for (k, g) in keys.iter().zip(got) {
+            assert_eq!(
+                g.unwrap(),
+                old.get(k).cloned(),
+                "{kind:?} at snapshot {}",
+                show(k)
+            );
+        }
+        let too_long = vec![b'x'; weft::key::MAX_KEY_SIZE + 1];
+        let mixed: Vec<&[u8]> = vec![b"k0001", &too_long, b"k0002"];
+        let got = db.multi_get(&mixed);
+        assert_eq!(got[0].as_ref().unwrap(), &model.get(&b"k0001"[..]).cloned());
+        assert!(
+            matches!(got[1], Err(Error::InvalidArgument(_))),
+            "{:?}",
+            got[1]
+        );
+        assert_eq!(got[2].as_ref().unwrap(), &model.get(&b"k0002"[..]).cloned());
+        drop(snap);
+        let other = db.clone();
+        db.close().unwrap();
+        let got = other.multi_get(&[b"k0001", b"k0002"]);
+        assert!(
+            got.iter().all(|g| matches!(g, Err(Error::Closed))),
+            "{got:?}"
+        );
+    });
+}

@@ -177,7 +177,7 @@ fn unknown_command(args: &[Vec<u8>]) -> String {
     format!("ERR unknown command '{name}', with args beginning with: {rest}")
 }
 
-pub use string::{commit_sets, is_plain_set, reply_sets};
+pub use string::{answer_gets, commit_sets, is_plain_get, is_plain_set, reply_sets};
 
 /// Runs one request, appending exactly one reply to `ctx.out`.
 pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) {

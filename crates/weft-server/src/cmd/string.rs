@@ -176,12 +176,11 @@ pub fn getset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn mget(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
-    let snap = ks.db.snapshot();
-    let opts = ReadOptions::new().snapshot(&snap);
-    ctx.out.array(a.len() - 1);
-    for k in &a[1..] {
-        match ks.get(k, &opts)? {
+    let keys: Vec<&[u8]> = a[1..].iter().map(|k| &k[..]).collect();
+    let entries = ctx.shared.ks.get_many(&keys, &ReadOptions::new());
+    ctx.out.array(keys.len());
+    for e in entries {
+        match e? {
             Some(e) if e.meta.kind == Kind::String => ctx.out.bulk(e.payload()),
             _ => ctx.out.null(),
         }
@@ -223,8 +222,9 @@ fn put_strings<'a>(
     let ks = &shared.ks;
     let _g = ks.locks.lock_many(unique.iter().map(|p| p.0));
     let mut batch = Batch::new();
-    for (k, v) in unique {
-        let old = ks.load_for_write(k, &mut batch)?;
+    let keys: Vec<&[u8]> = unique.iter().map(|p| p.0).collect();
+    let olds = ks.load_many_for_write(&keys, &mut batch)?;
+    for ((k, v), old) in unique.into_iter().zip(olds) {
         ks.put_replacing(
             &mut batch,
             k,
@@ -267,6 +267,28 @@ pub fn commit_sets(shared: &Shared, group: &[Vec<Vec<u8>>]) -> CmdResult {
             .flat_map(|a| a[1..].chunks(2))
             .map(|p| (&p[0][..], &p[1][..])),
     )
+}
+
+/// True for `GET key`: a read a connection may answer together with the
+/// `GET`s next to it in its pipeline ([`answer_gets`]).
+pub fn is_plain_get(a: &[Vec<u8>]) -> bool {
+    a.len() == 2 && a[0].len() == 3 && a[0].eq_ignore_ascii_case(b"get")
+}
+
+/// Answers consecutive plain `GET`s of one connection (see
+/// [`is_plain_get`]) with one engine read: all at one sequence, as if run
+/// back to back with nothing in between, and with the memtable lookups of
+/// all the keys overlapping (`Db::multi_get`). Appends one reply each.
+pub fn answer_gets(shared: &Shared, gets: &[Vec<Vec<u8>>], out: &mut Out) {
+    let keys: Vec<&[u8]> = gets.iter().map(|a| &a[1][..]).collect();
+    for e in shared.ks.get_many(&keys, &ReadOptions::new()) {
+        match e {
+            Ok(None) => out.null(),
+            Ok(Some(e)) if e.meta.kind == Kind::String => out.bulk(e.payload()),
+            Ok(Some(_)) => out.error(WRONGTYPE),
+            Err(e) => out.error(&CmdError::from(e).0),
+        }
+    }
 }
 
 /// Appends the replies of `n` requests committed by [`commit_sets`].

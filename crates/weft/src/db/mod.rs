@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
-use self::core::{Core, Counters};
+use self::core::{Core, Counters, SuperVersion};
 use self::watermark::OwnedReadGuard;
 use crate::batch::WriteBatch;
 use crate::cache::ReadPurpose;
@@ -205,6 +205,58 @@ impl Db {
         let _reading = core.read_tracker.enter();
         let sv = core.super_version();
         let seq = self.read_sequence(opts);
+        self.get_pinned(&sv, key, seq)
+    }
+
+    /// The latest values of `keys`, in order, all read at one sequence.
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
+        self.multi_get_opt(keys, &ReadOptions::new())
+    }
+
+    /// The values of `keys` under `opts`, in order, all read at one
+    /// sequence (a consistent view, as at a snapshot). An invalid key fails
+    /// only its own entry.
+    ///
+    /// Cheaper than one `get` each: the memtables and tables are pinned
+    /// once, and the memtable lookups of all keys start loading their
+    /// memory before the first one is answered (`Memtable::prefetch`), so
+    /// their cache misses overlap instead of following one another.
+    pub fn multi_get_opt<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        opts: &ReadOptions,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        let core = self.core();
+        if core.check_open().is_err() {
+            // Closed and poisoned are final: every key gets the same error.
+            return keys
+                .iter()
+                .map(|_| core.check_open().map(|()| None))
+                .collect();
+        }
+        let _reading = core.read_tracker.enter();
+        let sv = core.super_version();
+        let seq = self.read_sequence(opts);
+        for key in keys {
+            sv.mem.prefetch(key.as_ref());
+        }
+        keys.iter()
+            .map(|key| {
+                let key = key.as_ref();
+                check_key(key)?;
+                self.get_pinned(&sv, key, seq)
+            })
+            .collect()
+    }
+
+    /// The value of `key` at `seq` in the pinned `sv`.
+    fn get_pinned(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        seq: SequenceNumber,
+    ) -> Result<Option<Vec<u8>>> {
+        let core = self.core();
         let found = |kind: ValueKind, v: &[u8]| kind.is_value().then(|| v.to_vec());
         let reads = &core.reads;
         for m in std::iter::once(&sv.mem).chain(&sv.imms) {

@@ -87,6 +87,12 @@ impl HashedNodes {
         }
     }
 
+    /// See `Memtable::prefetch`.
+    #[inline]
+    pub(crate) fn prefetch(&self, user_key: &[u8]) {
+        self.map.prefetch(KeyHash::of(user_key));
+    }
+
     /// The node of `user_key`, if committed.
     #[inline]
     pub(crate) fn find(&self, user_key: &[u8]) -> Option<Node> {
@@ -205,6 +211,10 @@ impl Memtable for CuckooMemtable {
 
     fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<Found<'_>> {
         self.nodes.get(user_key, snapshot)
+    }
+
+    fn prefetch(&self, user_key: &[u8]) {
+        self.nodes.prefetch(user_key);
     }
 
     fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {

@@ -30,6 +30,21 @@ use std::sync::Arc;
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
 
+/// Hints the CPU to load the cache line holding `p` into every level of
+/// its caches, so a read of it a little later does not wait for memory.
+#[inline]
+pub(crate) fn prefetch_line<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it never faults and reads nothing into
+    // the program, whatever the address, so any pointer is sound here.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Which memtable implementation a database uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
@@ -116,6 +131,12 @@ pub trait Memtable: Send + Sync + 'static {
 
     /// The newest version of `user_key` with sequence `<= snapshot`, if any.
     fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<Found<'_>>;
+
+    /// A hint that `get(user_key, ..)` follows soon: a kind whose lookup
+    /// starts with a computable memory address (a hash bucket) starts
+    /// loading it, so that the misses of several lookups overlap
+    /// (`Db::multi_get`). Others do nothing.
+    fn prefetch(&self, _user_key: &[u8]) {}
 
     /// A cursor over every version in internal order. The cursor keeps the
     /// memtable alive. Entries inserted after its creation may or may not be

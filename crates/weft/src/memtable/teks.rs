@@ -377,6 +377,10 @@ impl Memtable for TeksMemtable {
         self.shared.nodes.get(user_key, snapshot)
     }
 
+    fn prefetch(&self, user_key: &[u8]) {
+        self.shared.nodes.prefetch(user_key);
+    }
+
     fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
         // A flush iterates without `prepare_scan`: link everything.
         self.prepare_scan(MAX_SEQUENCE);

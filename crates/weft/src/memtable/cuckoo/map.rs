@@ -54,6 +54,7 @@ use std::sync::atomic::{
 use parking_lot::Mutex;
 
 use crate::memtable::jellyfish::node::Node;
+use crate::memtable::prefetch_line;
 use crate::store::hash_index::key_hash;
 use crate::stripe::thread_stripe;
 
@@ -517,6 +518,16 @@ impl KeyMap {
     /// Slots of the current table.
     pub(crate) fn slots(&self) -> usize {
         self.table().slots()
+    }
+
+    /// Starts loading `kh`'s two candidate buckets (see
+    /// `Memtable::prefetch`).
+    #[inline]
+    pub(crate) fn prefetch(&self, kh: KeyHash) {
+        let t = self.table();
+        for i in kh.buckets(t.mask) {
+            prefetch_line(t.bucket(i));
+        }
     }
 
     /// The node of `key`, if a committed entry exists.

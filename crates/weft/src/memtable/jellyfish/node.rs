@@ -55,6 +55,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 use crate::key::{pack_trailer, SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::memtable::arena::Arena;
+use crate::memtable::prefetch_line;
 
 // Tower heights are shared with the `skiplist` kind (branching 4).
 pub(crate) use crate::memtable::height::{random_height, MAX_HEIGHT};
@@ -129,28 +130,14 @@ impl Node {
     /// that will step onto it next overlaps that miss with its current work.
     #[inline]
     pub(crate) fn prefetch(self) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch is a hint: it never faults, reads nothing into
-        // the program and is harmless even for an invalid address; `self`
-        // is a live node anyway.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.0.as_ptr().cast::<i8>());
-        }
+        prefetch_line(self.0.as_ptr());
     }
 
     /// Hints the CPU to load the cache line of the link at `level` (a
     /// tall tower's upper links sit lines before the key).
     #[inline]
     pub(crate) fn prefetch_link(self, level: usize) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch never faults and reads nothing into the
-        // program; the address is the node's own link (see `link`).
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let p = self.0.as_ptr().wrapping_sub(level * LINK_SIZE);
-            _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>());
-        }
+        prefetch_line(self.0.as_ptr().wrapping_sub(level * LINK_SIZE));
     }
 
     /// Sets a link of a node not yet published at `level`.
