@@ -65,7 +65,8 @@
 //!   with prefetches (`SkipLevels::link_sorted`), so their cache misses
 //!   overlap: 1 M keys queued 1 000 at a time into one memtable, 1.6 µs
 //!   per key before, 0.52 µs after.
-//! * The hash grows (see `cuckoo::map`) instead of being fixed; `is_full`
+//! * The hash is sized for the memtable's budget up front and grows only
+//!   past it (see the `cuckoo` kind), instead of being fixed; `is_full`
 //!   keeps the `cuckoo` kind's budget.
 //! * One worker per memtable, started with the first new key; it parks when
 //!   the queue is empty and a writer pushing onto an empty queue wakes it.
@@ -87,7 +88,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use self::queue::LinkQueue;
-use super::cuckoo::{full_keys, HashedNodes, INITIAL_KEYS};
+use super::cuckoo::{full_keys, initial_keys, HashedNodes};
 use super::jellyfish::levels::SkipLevels;
 use super::jellyfish::node::{random_height, Node};
 use super::jellyfish::{Cursor, KeyIndex};
@@ -290,7 +291,7 @@ impl TeksMemtable {
     pub fn new(write_buffer_size: usize) -> Self {
         let full = full_keys(write_buffer_size);
         TeksMemtable {
-            shared: Arc::new(Shared::new(INITIAL_KEYS.min(full))),
+            shared: Arc::new(Shared::new(initial_keys(full))),
             full_keys: full,
             worker: Mutex::new(None),
             thread: OnceLock::new(),

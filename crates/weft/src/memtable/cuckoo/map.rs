@@ -188,8 +188,15 @@ struct Table {
 impl Table {
     fn new(buckets: usize) -> Box<Table> {
         debug_assert!(buckets.is_power_of_two() && buckets >= 2);
+        let zeroed = Box::<[Bucket]>::new_zeroed_slice(buckets);
+        // SAFETY: a bucket is a u32 and u64 atomics (and padding); all-zero
+        // bytes are a valid value of each, the empty bucket that
+        // `Bucket::default` builds. Zeroed memory from the allocator comes
+        // from the OS as untouched pages for large tables, so a table costs
+        // memory only where keys land.
+        let buckets_mem = unsafe { zeroed.assume_init() };
         Box::new(Table {
-            buckets: (0..buckets).map(|_| Bucket::default()).collect(),
+            buckets: buckets_mem,
             mask: buckets - 1,
             frozen: AtomicBool::new(false),
             claimers: Default::default(),
@@ -480,7 +487,8 @@ impl Drop for KeyMap {
 impl KeyMap {
     /// An empty map with room for about `expected` keys before it grows.
     pub(crate) fn with_capacity(expected: usize) -> KeyMap {
-        let buckets = (expected * GROW_LOAD.1 / GROW_LOAD.0 / SLOTS + 1)
+        let buckets = (expected * GROW_LOAD.1)
+            .div_ceil(GROW_LOAD.0 * SLOTS)
             .next_power_of_two()
             .max(2);
         let t = Table::new(buckets);
