@@ -20,6 +20,7 @@ pub mod cuckoo;
 pub mod esl;
 mod height;
 pub mod jellyfish;
+mod pages;
 pub mod skiplist;
 pub mod teks;
 #[cfg(test)]

@@ -54,6 +54,7 @@ use std::sync::atomic::{
 use parking_lot::Mutex;
 
 use crate::memtable::jellyfish::node::Node;
+use crate::memtable::pages::ZeroedPages;
 use crate::memtable::prefetch_line;
 use crate::store::hash_index::key_hash;
 use crate::stripe::thread_stripe;
@@ -178,7 +179,9 @@ impl Bucket {
 struct Stripe(AtomicUsize);
 
 struct Table {
-    buckets: Box<[Bucket]>,
+    /// In its own mapping: untouched pages cost nothing, and a dropped
+    /// table goes back to the OS (see `pages`).
+    buckets: ZeroedPages<Bucket>,
     mask: usize,
     /// Set by the grower: no new claim may start.
     frozen: AtomicBool,
@@ -188,15 +191,12 @@ struct Table {
 impl Table {
     fn new(buckets: usize) -> Box<Table> {
         debug_assert!(buckets.is_power_of_two() && buckets >= 2);
-        let zeroed = Box::<[Bucket]>::new_zeroed_slice(buckets);
-        // SAFETY: a bucket is a u32 and u64 atomics (and padding); all-zero
-        // bytes are a valid value of each, the empty bucket that
-        // `Bucket::default` builds. Zeroed memory from the allocator comes
-        // from the OS as untouched pages for large tables, so a table costs
-        // memory only where keys land.
-        let buckets_mem = unsafe { zeroed.assume_init() };
+        // SAFETY: a bucket is a u32 and u64 atomics (and padding): all-zero
+        // bytes are the empty bucket `Bucket::default` builds, and none
+        // needs a drop.
+        let table = unsafe { ZeroedPages::<Bucket>::new(buckets) };
         Box::new(Table {
-            buckets: buckets_mem,
+            buckets: table,
             mask: buckets - 1,
             frozen: AtomicBool::new(false),
             claimers: Default::default(),
