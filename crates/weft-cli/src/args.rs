@@ -108,7 +108,7 @@ pub struct ServeArgs {
     #[arg(long, value_parser = parse_memtable)]
     pub memtable: Option<MemtableKind>,
     /// Event-loop threads serving the connections [default: half the
-    /// cores, at least 2 where there are 2]
+    /// cores, at least 1]
     #[arg(long)]
     pub threads: Option<usize>,
 }
