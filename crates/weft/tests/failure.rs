@@ -208,3 +208,61 @@ fn wal_write_failure_poisons_and_loses_nothing() {
 fn background_merge_failure_poisons_and_loses_nothing() {
     run_scenario("merge");
 }
+
+/// A memtable rotation that cannot create its new WAL (here: the database
+/// directory was deleted under the open database, as an operator's `rm -rf`
+/// or a vanished mount would do) fails the write with an error and poisons
+/// the database; it must not hang. It once did: the rotation held the
+/// engine's state lock and poisoning took it again, so the writer — and
+/// `weft serve`'s shutdown flush behind it — waited forever. Reads keep
+/// working from memory.
+#[test]
+fn a_rotation_that_cannot_create_its_wal_fails_instead_of_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path, Options::default().write_buffer_size(64 << 10)).unwrap();
+    for i in 0..100 {
+        db.put(key(i), value(i)).unwrap();
+    }
+    // Background work may create a file while the tree is removed: retry.
+    let mut tries = 0;
+    while let Err(e) = std::fs::remove_dir_all(&path) {
+        tries += 1;
+        assert!(tries < 100, "could not remove {}: {e}", path.display());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = db.clone();
+    std::thread::spawn(move || {
+        // Enough to fill the 64 KiB memtable several times over.
+        let r = (100..20_000).try_for_each(|i| writer.put(key(i), value(i)));
+        let _ = tx.send(r);
+    });
+    let r = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("a write that needed a new WAL hung instead of failing");
+    let e = r.expect_err("writes went on with no directory to put a WAL in");
+    assert!(
+        matches!(e, Error::Io { .. } | Error::Poisoned(_)),
+        "unexpected error: {e:?}"
+    );
+    assert!(
+        matches!(db.put(b"later", b"x"), Err(Error::Poisoned(_))),
+        "a poisoned database accepted a write"
+    );
+    for i in 0..100 {
+        assert_eq!(
+            db.get(key(i)).unwrap(),
+            Some(value(i)),
+            "key {i} after the failure"
+        );
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(db.flush());
+    });
+    let r = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("flush of a poisoned database hung");
+    assert!(r.is_err(), "flush of a poisoned database succeeded");
+}

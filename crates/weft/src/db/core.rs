@@ -208,16 +208,32 @@ impl Core {
     }
 
     /// Refuses writes from now on (a WAL, manifest or flush failure).
+    ///
+    /// Takes the state lock to wake stalled writers and flush waiters, so
+    /// the caller must hold neither it nor the WAL lock (rotation takes the
+    /// state, then the WAL): a caller inside the state lock uses
+    /// [`Core::poison_holding_state`].
     pub fn poison(&self, reason: &Error) {
+        self.mark_poisoned(reason);
+        // Wake stalled writers and flush waiters so they see it. Taking the
+        // lock orders this after any waiter's check of the flag.
+        let _st = self.state.lock();
+        self.state_cv.notify_all();
+    }
+
+    /// [`Core::poison`] for a caller that holds the state lock (whose
+    /// holding makes the wake-up race-free, as the lock does in `poison`).
+    pub fn poison_holding_state(&self, reason: &Error, _st: &mut EngineState) {
+        self.mark_poisoned(reason);
+        self.state_cv.notify_all();
+    }
+
+    fn mark_poisoned(&self, reason: &Error) {
         let mut r = self.poison_reason.lock();
         if r.is_none() {
             *r = Some(reason.to_string());
         }
         self.poisoned.store(true, Ordering::Release);
-        drop(r);
-        // Wake stalled writers and flush waiters so they see it.
-        let _st = self.state.lock();
-        self.state_cv.notify_all();
     }
 
     /// `Err(Poisoned)` if an earlier failure poisoned the database, and

@@ -442,12 +442,9 @@ impl Db {
         core.check_writable()?;
         // Earlier WALs were synced when they were rotated out. Deferred
         // records (`manual_wal_flush`) are written first.
-        let handle = core
-            .wal
-            .lock()
-            .writer
-            .sync_handle()
-            .inspect_err(|e| core.poison(e))?;
+        // The WAL lock is released before a failure poisons (see `poison`).
+        let handle = core.wal.lock().writer.sync_handle();
+        let handle = handle.inspect_err(|e| core.poison(e))?;
         handle.sync_data().map_err(|e| {
             let e = Error::io("syncing the write-ahead log", e);
             core.poison(&e);
@@ -466,7 +463,9 @@ impl Db {
             return Ok(());
         }
         core.check_writable()?;
-        wal.writer.flush_buffer().inspect_err(|e| core.poison(e))
+        let r = wal.writer.flush_buffer();
+        drop(wal); // before `poison`, which takes the state lock
+        r.inspect_err(|e| core.poison(e))
     }
 
     /// Flushes, then merges every partition's UnsortedStore into its

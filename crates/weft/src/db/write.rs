@@ -395,7 +395,7 @@ impl Core {
         let writer = match LogWriter::create(&path) {
             Ok(w) => w,
             Err(e) => {
-                self.poison(&e);
+                self.poison_holding_state(&e, st);
                 return Err(e);
             }
         };
@@ -406,7 +406,7 @@ impl Core {
             // one: otherwise a machine crash could keep later writes and lose
             // earlier ones, breaking the prefix guarantee.
             if let Err(e) = wal.writer.sync() {
-                self.poison(&e);
+                self.poison_holding_state(&e, st);
                 return Err(e);
             }
             *wal = ActiveWal { writer };
