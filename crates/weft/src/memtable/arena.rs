@@ -210,7 +210,11 @@ impl Arena {
     /// the list and counts it. Called with the mutex held.
     fn new_chunk(&self, chunks: &mut Chunks, size: usize) -> NonNull<ChunkHeader> {
         let layout = chunk_layout(size);
-        let base = if is_mapped(size) {
+        let base = if size == pages::PREFAULTED_CHUNK {
+            // A full-size shared chunk: faulted in ahead by another thread.
+            pages::take_prefaulted()
+                .or_else(|| pages::map_zeroed(pages::PREFAULTED_CHUNK, pages::PREFAULTED_CHUNK))
+        } else if is_mapped(size) {
             pages::map_zeroed(
                 pages::round_to_pages(size),
                 layout.align().max(pages::page_size()),
