@@ -95,6 +95,18 @@ pub fn decode_entry(key: &[u8], raw: Vec<u8>) -> StoreResult<Entry> {
     })
 }
 
+/// The entry of `key` decoded from its metadata record `raw`, if live at
+/// `now` (expired keys are absent to readers).
+fn live_at(key: &[u8], raw: Vec<u8>, now: u64) -> StoreResult<Option<Entry>> {
+    let e = decode_entry(key, raw)?;
+    Ok((!e.meta.expired(now)).then_some(e))
+}
+
+/// The engine keys of the metadata records of `keys`.
+fn meta_keys(keys: &[&[u8]]) -> Vec<Vec<u8>> {
+    keys.iter().map(|k| encoding::meta_key(k)).collect()
+}
+
 /// A write batch that tallies the user keys (and deadlines) it creates and
 /// deletes, for the key counts (see the module doc).
 #[derive(Default)]
@@ -224,28 +236,23 @@ impl Keyspace {
 
     /// The live entry of `key` (expired keys are absent).
     pub fn get(&self, key: &[u8], opts: &ReadOptions) -> StoreResult<Option<Entry>> {
-        let Some(raw) = self.db.get_opt(encoding::meta_key(key), opts)? else {
-            return Ok(None);
-        };
-        let e = decode_entry(key, raw)?;
-        Ok((!e.meta.expired(now_ms())).then_some(e))
+        match self.db.get_opt(encoding::meta_key(key), opts)? {
+            Some(raw) => live_at(key, raw, now_ms()),
+            None => Ok(None),
+        }
     }
 
     /// The live entries of `keys`, in order, read at one sequence (see
     /// [`weft::Db::multi_get_opt`]: their memtable lookups overlap).
     pub fn get_many(&self, keys: &[&[u8]], opts: &ReadOptions) -> Vec<StoreResult<Option<Entry>>> {
-        let meta_keys: Vec<Vec<u8>> = keys.iter().map(|k| encoding::meta_key(k)).collect();
         let now = now_ms();
         self.db
-            .multi_get_opt(&meta_keys, opts)
+            .multi_get_opt(&meta_keys(keys), opts)
             .into_iter()
             .zip(keys)
             .map(|(raw, key)| match raw? {
+                Some(raw) => live_at(key, raw, now),
                 None => Ok(None),
-                Some(raw) => {
-                    let e = decode_entry(key, raw)?;
-                    Ok((!e.meta.expired(now)).then_some(e))
-                }
             })
             .collect()
     }
@@ -257,10 +264,9 @@ impl Keyspace {
         keys: &[&[u8]],
         batch: &mut Batch,
     ) -> StoreResult<Vec<Option<Entry>>> {
-        let meta_keys: Vec<Vec<u8>> = keys.iter().map(|k| encoding::meta_key(k)).collect();
         let now = now_ms();
         let mut out = Vec::with_capacity(keys.len());
-        for (raw, key) in self.db.multi_get(&meta_keys).into_iter().zip(keys) {
+        for (raw, key) in self.db.multi_get(&meta_keys(keys)).into_iter().zip(keys) {
             out.push(match raw? {
                 None => None,
                 Some(raw) => self.live_or_delete(key, decode_entry(key, raw)?, now, batch)?,

@@ -210,24 +210,29 @@ impl Arena {
     /// the list and counts it. Called with the mutex held.
     fn new_chunk(&self, chunks: &mut Chunks, size: usize) -> NonNull<ChunkHeader> {
         let layout = chunk_layout(size);
-        let base = if size == pages::PREFAULTED_CHUNK {
-            // A full-size shared chunk: faulted in ahead by another thread.
+        // A full-size shared chunk comes faulted in ahead, by another thread
+        // (and advised for huge pages there), when one is ready.
+        let prefaulted = if size == pages::PREFAULTED_CHUNK {
             pages::take_prefaulted()
-                .or_else(|| pages::map_zeroed(pages::PREFAULTED_CHUNK, pages::PREFAULTED_CHUNK))
-        } else if is_mapped(size) {
-            pages::map_zeroed(
-                pages::round_to_pages(size),
-                layout.align().max(pages::page_size()),
-            )
         } else {
-            // SAFETY: `layout` has a non-zero size (at least HEADER_SIZE).
-            NonNull::new(unsafe { alloc::alloc(layout) })
+            None
         };
+        let base = prefaulted.or_else(|| {
+            if is_mapped(size) {
+                pages::map_zeroed(
+                    pages::round_to_pages(size),
+                    layout.align().max(pages::page_size()),
+                )
+            } else {
+                // SAFETY: `layout` has a non-zero size (at least HEADER_SIZE).
+                NonNull::new(unsafe { alloc::alloc(layout) })
+            }
+        });
         let Some(base) = base else {
             alloc::handle_alloc_error(layout)
         };
-        if layout.align() == HUGE_PAGE {
-            advise_huge_pages(base, size);
+        if prefaulted.is_none() && layout.align() == HUGE_PAGE {
+            pages::advise_huge_pages(base, size);
         }
         let header = base.cast::<ChunkHeader>();
         // SAFETY: `base` is a fresh allocation of at least HEADER_SIZE bytes
@@ -251,9 +256,9 @@ impl Drop for Arena {
         let mut chunk = self.chunks.get_mut().newest;
         while let Some(c) = NonNull::new(chunk) {
             // SAFETY: every chunk in the list was made by `new_chunk`: a
-            // mapping of `round_to_pages(size)` bytes when `is_mapped(size)`,
-            // else an allocation with `chunk_layout(size)`; its header is
-            // initialised and
+            // mapping of `round_to_pages(size)` bytes when `is_mapped(size)`
+            // (a pre-faulted chunk is one too), else an allocation with
+            // `chunk_layout(size)`; its header is initialised and
             // immutable apart from `used`, and `&mut self` means no other
             // thread can use the arena or memory it handed out (borrowers of
             // the arena's memory are tied to the arena's lifetime).
@@ -334,20 +339,6 @@ fn chunk_layout(size: usize) -> Layout {
         Err(_) => too_large(size),
     }
 }
-
-/// Asks the kernel to back `[base, base + size)` with transparent huge
-/// pages (when THP is in `madvise` mode, as on Debian; a no-op in `always`
-/// mode). Advice only: a refusal changes speed, never behaviour.
-#[cfg(target_os = "linux")]
-fn advise_huge_pages(base: NonNull<u8>, size: usize) {
-    // SAFETY: `[base, base + size)` is one live allocation of ours, aligned
-    // to HUGE_PAGE (a multiple of the page size) as madvise requires;
-    // MADV_HUGEPAGE changes no content and no mapping permissions.
-    let _ = unsafe { libc::madvise(base.as_ptr().cast(), size, libc::MADV_HUGEPAGE) };
-}
-
-#[cfg(not(target_os = "linux"))]
-fn advise_huge_pages(_base: NonNull<u8>, _size: usize) {}
 
 #[cold]
 fn too_large(size: usize) -> ! {

@@ -23,6 +23,8 @@ use std::sync::OnceLock;
 
 use parking_lot::{Condvar, Mutex};
 
+use super::arena::HUGE_PAGE;
+
 /// `len` values of `T` in an anonymous mapping, all bytes zero at first.
 pub(crate) struct ZeroedPages<T> {
     ptr: NonNull<T>,
@@ -160,7 +162,7 @@ pub(crate) unsafe fn unmap(p: NonNull<u8>, bytes: usize) {
 
 /// Size of the chunks [`take_prefaulted`] hands out: the arena's largest
 /// shared chunk, one transparent huge page.
-pub(crate) const PREFAULTED_CHUNK: usize = 2 << 20;
+pub(crate) const PREFAULTED_CHUNK: usize = HUGE_PAGE;
 /// Chunks kept ready (8 MiB: four huge pages).
 const PREFAULTED_READY: usize = 4;
 
@@ -223,19 +225,31 @@ fn refill(pool: &Prefaulted) {
     }
 }
 
+/// Asks the kernel to back `[base, base + size)` with transparent huge
+/// pages (when THP is in `madvise` mode, as on Debian; a no-op in `always`
+/// mode). Advice only: a refusal changes speed, never behaviour.
+#[cfg(target_os = "linux")]
+pub(crate) fn advise_huge_pages(base: NonNull<u8>, size: usize) {
+    // SAFETY: `[base, base + size)` is one live allocation or mapping of
+    // ours, aligned to a huge page (a multiple of the page size) as madvise
+    // requires; MADV_HUGEPAGE changes no content and no permissions.
+    let _ = unsafe { libc::madvise(base.as_ptr().cast(), size, libc::MADV_HUGEPAGE) };
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn advise_huge_pages(_base: NonNull<u8>, _size: usize) {}
+
 /// Makes every page of the fresh mapping `[p, p + bytes)` present, as huge
 /// pages where the kernel allows.
 fn fault_in(p: NonNull<u8>, bytes: usize) {
+    advise_huge_pages(p, bytes);
     #[cfg(target_os = "linux")]
     {
         // SAFETY: `[p, p + bytes)` is a whole private anonymous mapping of
-        // ours that nothing else uses yet; MADV_HUGEPAGE and
-        // MADV_POPULATE_WRITE change no content (its pages are zero either
-        // way) and no permissions.
-        let populated = unsafe {
-            libc::madvise(p.as_ptr().cast(), bytes, libc::MADV_HUGEPAGE);
-            libc::madvise(p.as_ptr().cast(), bytes, libc::MADV_POPULATE_WRITE) == 0
-        };
+        // ours that nothing else uses yet; MADV_POPULATE_WRITE changes no
+        // content (its pages are zero either way) and no permissions.
+        let populated =
+            unsafe { libc::madvise(p.as_ptr().cast(), bytes, libc::MADV_POPULATE_WRITE) == 0 };
         if populated {
             return;
         }
@@ -253,6 +267,18 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
 
+    /// Asserts `[p, p + bytes)` is aligned to `align`, all zero and
+    /// writable, then unmaps it.
+    fn check_and_unmap(p: NonNull<u8>, bytes: usize, align: usize) {
+        assert_eq!(p.as_ptr() as usize % align, 0, "{bytes} at {align}");
+        // SAFETY: `p` is a fresh mapping of `bytes` bytes owned by the test.
+        let s = unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), bytes) };
+        assert!(s.iter().all(|&b| b == 0));
+        s.fill(0xa5);
+        // SAFETY: the same mapping, used no more.
+        unsafe { unmap(p, bytes) };
+    }
+
     #[test]
     fn mappings_are_aligned_zeroed_and_writable() {
         for (bytes, align) in [
@@ -261,14 +287,7 @@ mod tests {
             (2 << 20, 2 << 20),
             (6 << 20, 2 << 20),
         ] {
-            let p = map_zeroed(bytes, align).expect("mmap");
-            assert_eq!(p.as_ptr() as usize % align, 0, "{bytes} at {align}");
-            // SAFETY: `p` is a fresh mapping of `bytes` bytes.
-            let s = unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), bytes) };
-            assert!(s.iter().all(|&b| b == 0));
-            s.fill(0xa5);
-            // SAFETY: the mapping just made, used no more.
-            unsafe { unmap(p, bytes) };
+            check_and_unmap(map_zeroed(bytes, align).expect("mmap"), bytes, align);
         }
     }
 
@@ -284,13 +303,7 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
             let p = p.expect("the refill thread never delivered a chunk");
-            assert_eq!(p.as_ptr() as usize % PREFAULTED_CHUNK, 0);
-            // SAFETY: a mapping of PREFAULTED_CHUNK bytes that is ours now.
-            let s = unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), PREFAULTED_CHUNK) };
-            assert!(s.iter().all(|&b| b == 0));
-            s.fill(1);
-            // SAFETY: as above; used no more.
-            unsafe { unmap(p, PREFAULTED_CHUNK) };
+            check_and_unmap(p, PREFAULTED_CHUNK, PREFAULTED_CHUNK);
         }
     }
 
