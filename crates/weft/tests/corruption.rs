@@ -68,6 +68,27 @@ impl WalImage {
 
 const WAL_WRITES: usize = 12;
 
+/// The end of the last record of a log, by its documented framing (8-byte
+/// header: CRC, then the payload length, both u32 LE): the WAL may carry
+/// reserved zeros past its records, so its length is not their end.
+fn records_end(log: &Path) -> u64 {
+    let bytes = std::fs::read(log).unwrap();
+    let mut at = 0usize;
+    while at + 8 <= bytes.len() && bytes[at..at + 8] != [0u8; 8] {
+        let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        assert!(
+            at + 8 + len <= bytes.len(),
+            "record at {at} runs past the end"
+        );
+        at += 8 + len;
+    }
+    assert!(
+        bytes[at..].iter().all(|&b| b == 0),
+        "non-zero bytes after the records"
+    );
+    at as u64
+}
+
 /// Writes `WAL_WRITES` puts one by one to a fresh database with a large write
 /// buffer, measuring the WAL after each so record boundaries are known
 /// (every `put` reaches the OS before it returns), then takes a crash image.
@@ -85,12 +106,12 @@ fn make_wal_image() -> WalImage {
         .clone();
     let mut starts = Vec::new();
     let mut ends = Vec::new();
-    let mut pos = file_len(&log);
+    let mut pos = records_end(&log);
     for i in 0..WAL_WRITES {
         let k = format!("key{i:02}").into_bytes();
         let v = format!("value-{i:02}-{}", "v".repeat(80)).into_bytes();
         db.put(&k, &v).unwrap();
-        let end = file_len(&log);
+        let end = records_end(&log);
         assert!(
             end > pos,
             "WAL {} did not grow after put #{i}: the test assumes each put appends \

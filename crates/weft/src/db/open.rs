@@ -166,7 +166,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     // A fresh WAL and a fresh manifest naming it.
     let wal_number = state.next_file_number;
     state.next_file_number += 1;
-    let wal_writer = LogWriter::create(&filename::wal_path(&dir, wal_number))?;
+    let wal_writer = LogWriter::create_mapped(&filename::wal_path(&dir, wal_number))?;
     state.log_number = wal_number;
     let manifest_number = state.next_file_number;
     state.next_file_number += 1;

@@ -104,9 +104,13 @@
 //! entries). With 16-byte keys and 256-byte values that is ~3.6 % of the
 //! UnsortedStore bytes (10 B / ~280 B per entry), ~1 % at 1 KiB values.
 //! Overload costs little memory but each lookup then walks a chain (~0.5
-//! entries at load 1.5), so past [`RECOMMENDED_MAX_LOAD_FACTOR`] = 1.5 the
-//! engine should rebuild a bigger index by re-reading the tables' keys (the
-//! index cannot grow without them: it does not store them).
+//! entries at load 1.5), and each insert first tries displacements that
+//! mostly fail — a chain of dependent cache misses, far dearer at the
+//! sizes of a real UnsortedStore (millions of keys, an index beyond the
+//! cache) than in the table above. So the engine rebuilds a bigger index,
+//! by re-reading the tables' keys (the index cannot grow without them: it
+//! does not store them), before an added table would take it past load
+//! 0.95 (`store::INDEX_GROW_LOAD`).
 //!
 //! # Checkpoint
 //!
@@ -139,10 +143,6 @@ pub const MAX_TABLES: usize = u16::MAX as usize;
 
 /// Bucket utilisation that [`HashIndex::with_capacity`] sizes for (UniKV: ~80 %).
 pub const TARGET_LOAD_FACTOR: f64 = 0.8;
-
-/// Past this [`HashIndex::load_factor`] the engine should rebuild a bigger
-/// index (from the tables' keys). See the module docs for the measurements.
-pub const RECOMMENDED_MAX_LOAD_FACTOR: f64 = 1.5;
 
 /// Fewest buckets an index has.
 pub const MIN_BUCKETS: u32 = 8;
@@ -459,15 +459,9 @@ impl HashIndex {
             + self.by_table.capacity() * (std::mem::size_of::<(u64, u16)>() + 1)
     }
 
-    /// Entries / buckets. The engine should rebuild a bigger index (re-reading
-    /// the tables' keys) past [`RECOMMENDED_MAX_LOAD_FACTOR`].
+    /// Entries / buckets.
     pub fn load_factor(&self) -> f64 {
         self.entries as f64 / f64::from(self.bucket_count())
-    }
-
-    /// Whether [`Self::load_factor`] is past [`RECOMMENDED_MAX_LOAD_FACTOR`].
-    pub fn needs_resize(&self) -> bool {
-        self.load_factor() > RECOMMENDED_MAX_LOAD_FACTOR
     }
 
     /// Checkpoint (UniKV §III-G): a self-describing byte image (magic, format
