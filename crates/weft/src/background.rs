@@ -30,7 +30,8 @@ use crate::store::sorted_run::SortedRunIter;
 use crate::store::value_log::ValueLogFile;
 use crate::store::value_reader::ValueReader;
 use crate::store::{
-    index_add_table, FileMeta, LiveValueLog, Partition, Placement, TableFile, Version,
+    grown_index, index_capacity_hint, FileMeta, KeyList, LiveValueLog, Partition, Placement,
+    TableFile, Version,
 };
 
 enum Job {
@@ -205,7 +206,7 @@ fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     crate::fault::crash_point("flush.tables_written");
     // Index the new tables before any version lists them, so a reader that
     // sees a table always finds it through the index (UniKV §III-B).
-    index_new_tables(&version, &files, &stats)?;
+    index_new_tables(&version, &files, &stats, core.options.unsorted_limit)?;
     let metas: Vec<FileMeta> = files.iter().map(|(_, f)| f.clone()).collect();
     let opened: Vec<(u64, Arc<TableFile>)> = files
         .iter()
@@ -331,7 +332,12 @@ fn checkpoint_index(core: &Arc<Core>, pid: u64) -> Result<()> {
 
 /// Adds each new table's keys to its partition's hash index, rebuilding
 /// the index bigger (from the tables' keys) when it gets too loaded.
-fn index_new_tables(version: &Version, files: &[(u64, FileMeta)], stats: &JobStats) -> Result<()> {
+fn index_new_tables(
+    version: &Version,
+    files: &[(u64, FileMeta)],
+    stats: &JobStats,
+    unsorted_limit: u64,
+) -> Result<()> {
     for (pid, f) in files {
         let Some(part) = version.partitions.iter().find(|p| p.id == *pid) else {
             continue;
@@ -339,11 +345,24 @@ fn index_new_tables(version: &Version, files: &[(u64, FileMeta)], stats: &JobSta
         let Some((_, keys)) = stats.table_keys.iter().find(|(n, _)| *n == f.number) else {
             continue;
         };
-        // Built from the older tables while holding the write lock only if
-        // the index must grow (rare: its load doubled since the last time).
-        let mut index = part.index.write();
-        index_add_table(&mut index, &part.unsorted, f.number, keys)?;
+        index_table(part, f, keys, unsorted_limit)?;
     }
+    Ok(())
+}
+
+/// Adds the new table `f` of `part` to the partition's index. A bigger
+/// index, when one is needed, is built from the older tables under the
+/// read lock (only this thread changes the index, and readers keep using
+/// it meanwhile); the write lock covers the swap and the inserts.
+fn index_table(part: &Partition, f: &FileMeta, keys: &KeyList, unsorted_limit: u64) -> Result<()> {
+    let hint = index_capacity_hint(keys.len(), f.size, unsorted_limit);
+    let bigger = grown_index(&part.index.read(), &part.unsorted, keys.len(), hint)?;
+    let mut index = part.index.write();
+    if let Some(bigger) = bigger {
+        *index = bigger;
+    }
+    // A table the index cannot take is probed directly by readers.
+    let _ = index.add_table(f.number, keys.iter());
     Ok(())
 }
 
@@ -958,8 +977,7 @@ fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     crate::fault::crash_point("consolidate.tables_written");
     for t in &opened {
         if let Some((_, keys)) = stats.table_keys.iter().find(|(n, _)| *n == t.meta.number) {
-            let mut index = part.index.write();
-            index_add_table(&mut index, &part.unsorted, t.meta.number, keys)?;
+            index_table(&part, &t.meta, keys, core.options.unsorted_limit)?;
         }
     }
     let mut st = core.state.lock();

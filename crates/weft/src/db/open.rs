@@ -31,8 +31,8 @@ use crate::store::compaction::JobStats;
 use crate::store::hash_index::HashIndex;
 use crate::store::value_log::ValueLogFile;
 use crate::store::{
-    build_index, index_add_table, table_user_keys, LiveValueLog, Partition, Placement, TableFile,
-    Version,
+    build_index, index_add_table, index_capacity_hint, table_user_keys, LiveValueLog, Partition,
+    Placement, TableFile, Version,
 };
 use crate::wal::{LogRead, LogReader, LogWriter};
 
@@ -191,7 +191,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         // The hash index: its checkpoint plus the tables flushed after it,
         // or, without a usable checkpoint, rebuilt from all the tables.
         let checkpoint = state.index_checkpoints.get(id).copied();
-        *p.index.write() = restore_index(&dir, checkpoint, &p.unsorted)?;
+        *p.index.write() = restore_index(&dir, checkpoint, &p.unsorted, options.unsorted_limit)?;
         partitions.push(Arc::new(p));
     }
     partitions.sort_by(|a, b| a.lower.cmp(&b.lower));
@@ -242,6 +242,7 @@ fn restore_index(
     dir: &Path,
     checkpoint: Option<u64>,
     unsorted: &[Arc<TableFile>],
+    unsorted_limit: u64,
 ) -> Result<HashIndex> {
     let restored = checkpoint.and_then(|n| {
         let bytes = std::fs::read(filename::index_checkpoint_path(dir, n)).ok()?;
@@ -262,7 +263,8 @@ fn restore_index(
     for (i, t) in unsorted.iter().enumerate() {
         if !index.contains_table(t.meta.number) {
             let keys = table_user_keys(t)?;
-            index_add_table(&mut index, &unsorted[..i], t.meta.number, &keys)?;
+            let hint = index_capacity_hint(keys.len(), t.meta.size, unsorted_limit);
+            index_add_table(&mut index, &unsorted[..i], t.meta.number, &keys, hint)?;
         }
     }
     Ok(index)

@@ -232,15 +232,16 @@ pub fn table_user_keys(table: &TableFile) -> Result<KeyList> {
 /// Builds the hash index of an UnsortedStore from its tables' keys, oldest
 /// table first, sized for the keys it will hold.
 pub fn build_index(tables: &[Arc<TableFile>]) -> Result<hash_index::HashIndex> {
-    build_index_with_room(tables, 0, 1)
+    build_index_with_room(tables, 0, 1, 0)
 }
 
-/// [`build_index`], sized for `room` more keys beyond the tables', times
-/// `headroom`.
+/// [`build_index`], with room for `room` more keys beyond the tables',
+/// times `growth`, and for at least `at_least` keys.
 fn build_index_with_room(
     tables: &[Arc<TableFile>],
     room: usize,
-    headroom: usize,
+    growth: usize,
+    at_least: usize,
 ) -> Result<hash_index::HashIndex> {
     let lists: Vec<(u64, KeyList)> = tables
         .iter()
@@ -249,7 +250,8 @@ fn build_index_with_room(
     let total: usize = lists.iter().map(|(_, k)| k.len()).sum();
     let capacity = total
         .saturating_add(room)
-        .saturating_mul(headroom)
+        .saturating_mul(growth)
+        .max(at_least)
         .max(INITIAL_INDEX_CAPACITY);
     let mut index = hash_index::HashIndex::with_capacity(capacity);
     for (n, keys) in &lists {
@@ -268,26 +270,62 @@ fn build_index_with_room(
 /// below 0.5 — a fifth of all CPU samples of the run.
 pub const INDEX_GROW_LOAD: f64 = 0.95;
 
-/// A rebuilt index is sized for this many times the keys it takes (load
-/// ~0.4), so rebuilds — which re-read every older table's keys — come at
-/// geometrically growing sizes, O(1) amortized per key.
+/// A rebuilt index has room for at least this many times the keys it takes
+/// (load ~0.4), so rebuilds — which re-read every older table's keys — come
+/// at geometrically growing sizes, O(1) amortized per key.
 pub const INDEX_GROWTH: usize = 2;
 
-/// Adds table `number` (the newest) to `index`. When its keys would take the
-/// index past [`INDEX_GROW_LOAD`], the index is first rebuilt from `older`
-/// (the UnsortedStore's tables before this one) with room for
-/// [`INDEX_GROWTH`] times their keys and this table's. Flush and open both
-/// grow the index through this one step, so an index restored on open is
-/// laid out exactly as the one it replaces.
+/// The keys a partition's UnsortedStore holds when it reaches
+/// `unsorted_limit` (and is merged), estimated from one of its tables: what
+/// a growing index is sized for at least. Without it, the index of a
+/// 64 MiB-flush, 256 MiB-limit store grew from its initial size three times
+/// before its first merge, and each rebuild re-read every older table (up
+/// to 440 ms, a flush's worth of time).
+pub fn index_capacity_hint(table_keys: usize, table_bytes: u64, unsorted_limit: u64) -> usize {
+    let tables = unsorted_limit.div_ceil(table_bytes.max(1));
+    table_keys.saturating_mul(usize::try_from(tables).unwrap_or(usize::MAX))
+}
+
+/// The index to add a table of `keys` keys to, when `index` is too small
+/// for it: rebuilt from `older` (the UnsortedStore's tables before the new
+/// one) with room for [`INDEX_GROWTH`] times their keys and the new ones,
+/// and for `hint` keys ([`index_capacity_hint`]; at most
+/// [`HINT_MAX_GROWTH`] times those keys). `None` while the new keys
+/// keep `index` within [`INDEX_GROW_LOAD`]. Reads the older tables: the
+/// caller may hold a read lock on `index`, not a write lock.
+pub fn grown_index(
+    index: &hash_index::HashIndex,
+    older: &[Arc<TableFile>],
+    keys: usize,
+    hint: usize,
+) -> Result<Option<hash_index::HashIndex>> {
+    let after = index.entries().saturating_add(keys);
+    if after as f64 <= INDEX_GROW_LOAD * f64::from(index.bucket_count()) {
+        return Ok(None);
+    }
+    // A hint from a small table (a short session's recovered WAL, a tiny
+    // write buffer) may be far off what the store will ever hold.
+    let at_least = hint.min(after.saturating_mul(HINT_MAX_GROWTH));
+    build_index_with_room(older, keys, INDEX_GROWTH, at_least).map(Some)
+}
+
+/// A growing index takes at most this many times the keys it must hold from
+/// [`index_capacity_hint`].
+const HINT_MAX_GROWTH: usize = 8;
+
+/// Adds table `number` (the newest) to `index`, first growing it when
+/// needed ([`grown_index`]; `hint` from [`index_capacity_hint`]). Flush and open both grow the
+/// index by this rule, so an index restored on open is laid out exactly as
+/// the one it replaces.
 pub fn index_add_table(
     index: &mut hash_index::HashIndex,
     older: &[Arc<TableFile>],
     number: u64,
     keys: &KeyList,
+    hint: usize,
 ) -> Result<()> {
-    let after = index.entries().saturating_add(keys.len());
-    if after as f64 > INDEX_GROW_LOAD * f64::from(index.bucket_count()) {
-        *index = build_index_with_room(older, keys.len(), INDEX_GROWTH)?;
+    if let Some(bigger) = grown_index(index, older, keys.len(), hint)? {
+        *index = bigger;
     }
     // A table the index cannot take is probed directly by readers.
     let _ = index.add_table(number, keys.iter());
@@ -617,7 +655,7 @@ mod tests {
                 .collect();
             let table = write_table(dir.path(), t, &keys, &cache);
             let list = table_user_keys(&table).unwrap();
-            index_add_table(&mut index, &older, t, &list).unwrap();
+            index_add_table(&mut index, &older, t, &list, 0).unwrap();
             older.push(table);
             assert!(
                 index.load_factor() <= INDEX_GROW_LOAD,
