@@ -18,10 +18,18 @@
 //! A write fault on a hole would have to allocate a block, and when the
 //! disk is full the only way to report that is `SIGBUS`, which kills the
 //! process. So the file is grown with `fallocate` (real blocks, reading as
-//! zeros) in [`RESERVE`] steps before any byte of a step is stored: a full
-//! disk (or `RLIMIT_FSIZE`) fails that call with `ENOSPC`/`EFBIG`, a clean
-//! error for the write that needed the room. When a whole step does not fit,
-//! exactly the bytes the record needs are tried before giving up.
+//! zeros) in [`RESERVE`] steps before any byte of a step is stored: on ext4
+//! and XFS a full disk fails that call with `ENOSPC`, a clean error for the
+//! write that needed the room (`RLIMIT_FSIZE` behaves as for `write`:
+//! `SIGXFSZ`, or `EFBIG` where it is ignored). When a whole step does not
+//! fit, exactly the bytes the record needs are tried before giving up.
+//!
+//! What a mapping cannot turn into an error: a copy-on-write file system
+//! (btrfs) that must allocate at the first store into a page even after
+//! `fallocate`, an I/O error while faulting back in a partly written page
+//! the kernel evicted, or a file system shut down under the database. Each
+//! raises `SIGBUS` where `write` would have returned an error. Where
+//! `fallocate` is not available at all, the WAL is written with `write`.
 //!
 //! # What the file looks like
 //!
@@ -31,6 +39,11 @@
 //! cuts it back to the records. After a crash the zeros stay; the reader
 //! treats a record boundary followed only by zero bytes as the end of the
 //! log (`LogReader`), and an all-zero header is never a valid record.
+//!
+//! Stores are made in log order, each record's header before its payload
+//! (`LogWriter` hands records over one at a time), so a process killed in
+//! the middle of a store leaves a record with a bad checksum followed only
+//! by zeros: a torn tail. A zeroed header with data after it is damage.
 //!
 //! The mapping covers one [`WINDOW`]-aligned window of the file at a time;
 //! moving to the next window unmaps the previous one, which loses nothing
@@ -76,7 +89,7 @@ impl MappedAppender {
             window: None,
         };
         match appender.reserve(file, 0, RESERVE) {
-            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => None,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOSYS)) => None,
             _ => Some(appender),
         }
     }

@@ -267,10 +267,7 @@ impl LogWriter {
         }
         self.check_usable()?;
         let stored = match &mut self.mapped {
-            Some(m) => {
-                let at = self.size - self.deferred.len() as u64;
-                m.write_at(&self.file, at, &[&self.deferred])
-            }
+            Some(m) => store_records(m, &self.file, self.size, &self.deferred),
             None => self.file.write_all(&self.deferred),
         };
         if let Err(e) = stored {
@@ -333,6 +330,25 @@ impl Drop for LogWriter {
             let _ = m.finish(&self.file, self.size);
         }
     }
+}
+
+/// Stores the framed records of `buf`, which end at file offset `end`,
+/// through the mapping one record at a time, each header before its payload.
+/// A single copy of the whole buffer would not do: `memcpy` may store its
+/// first bytes last, and a kill in between would leave a zeroed header with
+/// records behind it, which the reader must treat as damage.
+fn store_records(m: &mut MappedAppender, file: &File, end: u64, buf: &[u8]) -> std::io::Result<()> {
+    let mut at = end - buf.len() as u64;
+    let mut rest = buf;
+    while !rest.is_empty() {
+        let len = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]) as usize;
+        let (record, tail) = rest.split_at(HEADER_SIZE + len);
+        let (header, payload) = record.split_at(HEADER_SIZE);
+        m.write_at(file, at, &[header, payload])?;
+        at += record.len() as u64;
+        rest = tail;
+    }
+    Ok(())
 }
 
 /// Writes `header` then `payload` fully, with as few syscalls as the kernel
@@ -458,8 +474,20 @@ impl LogReader {
         // is not zero, see `zero_header_is_never_a_record`): zeros from a
         // record boundary to the end of the file are space a mapped writer
         // reserved and never filled (`MappedAppender`), the end of the log.
-        if header[..got].iter().all(|&b| b == 0) && self.rest_is_zero()? {
-            return Ok(LogRead::End);
+        if header[..got].iter().all(|&b| b == 0) {
+            if self.rest_is_zero()? {
+                return Ok(LogRead::End);
+            }
+            // Decided here: the scan above moved the reader past the bytes
+            // that follow. A writer stores a record's header before its
+            // payload and records in order (`MappedAppender`), so a
+            // zeroed header with data behind it is damage, never a write
+            // cut short.
+            return Ok(LogRead::Bad {
+                offset,
+                reason: "zeroed record header followed by non-zero bytes".into(),
+                at_tail: false,
+            });
         }
         if got < HEADER_SIZE {
             return Ok(LogRead::Bad {
@@ -1023,6 +1051,38 @@ mod tests {
         }
         // A non-zero byte far behind it makes the same damage corruption.
         bytes[len + 5000] = 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let (_, term) = read_all(&path);
+        assert!(
+            matches!(term, LogRead::Bad { at_tail: false, .. }),
+            "{term:?}"
+        );
+    }
+
+    #[test]
+    fn a_zeroed_record_among_small_ones_before_reserved_zeros_is_corruption() {
+        // Damage that zeroes one record near the end of a mapped WAL, with
+        // valid records and then reserved zeros behind it, must not read as
+        // a torn tail (which would drop the records after it silently).
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.log");
+        let ps: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i + 1; 50]).collect();
+        let offsets = write_log(&path, &ps);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let (at, next) = (offsets[5] as usize, offsets[6] as usize);
+        bytes[at..at + HEADER_SIZE].fill(0);
+        bytes.resize(bytes.len() + 8192, 0);
+        std::fs::write(&path, &bytes).unwrap();
+        let (recs, term) = read_all(&path);
+        assert_eq!(recs.len(), 5);
+        match term {
+            LogRead::Bad {
+                offset, at_tail, ..
+            } => assert_eq!((offset, at_tail), (at as u64, false)),
+            other => panic!("expected corruption, got {other:?}"),
+        }
+        // The whole record zeroed: the same.
+        bytes[at..next].fill(0);
         std::fs::write(&path, &bytes).unwrap();
         let (_, term) = read_all(&path);
         assert!(
