@@ -300,7 +300,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn event_loops_are_half_the_cores_but_two_where_there_are_two() {
+    fn event_loops_are_half_the_cores_and_at_least_one() {
         assert_eq!(threads_for(1), 1);
         assert_eq!(threads_for(2), 1);
         assert_eq!(threads_for(3), 1);

@@ -30,8 +30,8 @@ use crate::store::sorted_run::SortedRunIter;
 use crate::store::value_log::ValueLogFile;
 use crate::store::value_reader::ValueReader;
 use crate::store::{
-    grown_index, index_capacity_hint, FileMeta, KeyList, LiveValueLog, Partition, Placement,
-    TableFile, Version,
+    grown_index, install_table, FileMeta, KeyList, LiveValueLog, Partition, Placement, TableFile,
+    Version,
 };
 
 enum Job {
@@ -355,14 +355,15 @@ fn index_new_tables(
 /// read lock (only this thread changes the index, and readers keep using
 /// it meanwhile); the write lock covers the swap and the inserts.
 fn index_table(part: &Partition, f: &FileMeta, keys: &KeyList, unsorted_limit: u64) -> Result<()> {
-    let hint = index_capacity_hint(keys.len(), f.size, unsorted_limit);
-    let bigger = grown_index(&part.index.read(), &part.unsorted, keys.len(), hint)?;
-    let mut index = part.index.write();
-    if let Some(bigger) = bigger {
-        *index = bigger;
-    }
-    // A table the index cannot take is probed directly by readers.
-    let _ = index.add_table(f.number, keys.iter());
+    let index = &part.index;
+    let bigger = grown_index(
+        &index.read(),
+        &part.unsorted,
+        keys.len(),
+        f.size,
+        unsorted_limit,
+    )?;
+    install_table(&mut index.write(), bigger, f.number, keys);
     Ok(())
 }
 

@@ -31,8 +31,8 @@ use crate::store::compaction::JobStats;
 use crate::store::hash_index::HashIndex;
 use crate::store::value_log::ValueLogFile;
 use crate::store::{
-    build_index, index_add_table, index_capacity_hint, table_user_keys, LiveValueLog, Partition,
-    Placement, TableFile, Version,
+    build_index, index_add_table, table_user_keys, LiveValueLog, Partition, Placement, TableFile,
+    Version,
 };
 use crate::wal::{LogRead, LogReader, LogWriter};
 
@@ -263,8 +263,7 @@ fn restore_index(
     for (i, t) in unsorted.iter().enumerate() {
         if !index.contains_table(t.meta.number) {
             let keys = table_user_keys(t)?;
-            let hint = index_capacity_hint(keys.len(), t.meta.size, unsorted_limit);
-            index_add_table(&mut index, &unsorted[..i], t.meta.number, &keys, hint)?;
+            index_add_table(&mut index, &unsorted[..i], &t.meta, &keys, unsorted_limit)?;
         }
     }
     Ok(index)

@@ -281,23 +281,31 @@ pub const INDEX_GROWTH: usize = 2;
 /// 64 MiB-flush, 256 MiB-limit store grew from its initial size three times
 /// before its first merge, and each rebuild re-read every older table (up
 /// to 440 ms, a flush's worth of time).
-pub fn index_capacity_hint(table_keys: usize, table_bytes: u64, unsorted_limit: u64) -> usize {
+fn index_capacity_hint(table_keys: usize, table_bytes: u64, unsorted_limit: u64) -> usize {
     let tables = unsorted_limit.div_ceil(table_bytes.max(1));
     table_keys.saturating_mul(usize::try_from(tables).unwrap_or(usize::MAX))
 }
 
-/// The index to add a table of `keys` keys to, when `index` is too small
-/// for it: rebuilt from `older` (the UnsortedStore's tables before the new
-/// one) with room for [`INDEX_GROWTH`] times their keys and the new ones,
-/// and for `hint` keys ([`index_capacity_hint`]; at most
-/// [`HINT_MAX_GROWTH`] times those keys). `None` while the new keys
-/// keep `index` within [`INDEX_GROW_LOAD`]. Reads the older tables: the
-/// caller may hold a read lock on `index`, not a write lock.
+/// A growing index takes at most this many times the keys it must hold from
+/// [`index_capacity_hint`].
+const HINT_MAX_GROWTH: usize = 8;
+
+/// The index to add a new table of `keys` keys and `table_bytes` bytes to,
+/// when `index` is too small for it: rebuilt from `older` (the
+/// UnsortedStore's tables before the new one) with room for
+/// [`INDEX_GROWTH`] times their keys and the new ones, and for the keys the
+/// store will hold at `unsorted_limit` ([`index_capacity_hint`], at most
+/// [`HINT_MAX_GROWTH`] times those keys). `None` while the new keys keep
+/// `index` within [`INDEX_GROW_LOAD`]. Reads the older tables: the caller
+/// may hold a read lock on `index`, not a write lock. Flush and open both
+/// grow the index by this one rule (then [`install_table`]), so an index
+/// restored on open is laid out exactly as the one it replaces.
 pub fn grown_index(
     index: &hash_index::HashIndex,
     older: &[Arc<TableFile>],
     keys: usize,
-    hint: usize,
+    table_bytes: u64,
+    unsorted_limit: u64,
 ) -> Result<Option<hash_index::HashIndex>> {
     let after = index.entries().saturating_add(keys);
     if after as f64 <= INDEX_GROW_LOAD * f64::from(index.bucket_count()) {
@@ -305,30 +313,37 @@ pub fn grown_index(
     }
     // A hint from a small table (a short session's recovered WAL, a tiny
     // write buffer) may be far off what the store will ever hold.
+    let hint = index_capacity_hint(keys, table_bytes, unsorted_limit);
     let at_least = hint.min(after.saturating_mul(HINT_MAX_GROWTH));
     build_index_with_room(older, keys, INDEX_GROWTH, at_least).map(Some)
 }
 
-/// A growing index takes at most this many times the keys it must hold from
-/// [`index_capacity_hint`].
-const HINT_MAX_GROWTH: usize = 8;
-
-/// Adds table `number` (the newest) to `index`, first growing it when
-/// needed ([`grown_index`]; `hint` from [`index_capacity_hint`]). Flush and open both grow the
-/// index by this rule, so an index restored on open is laid out exactly as
-/// the one it replaces.
-pub fn index_add_table(
+/// Swaps `bigger` (from [`grown_index`]) in, if any, then adds table
+/// `number` with `keys` to `index`.
+pub fn install_table(
     index: &mut hash_index::HashIndex,
-    older: &[Arc<TableFile>],
+    bigger: Option<hash_index::HashIndex>,
     number: u64,
     keys: &KeyList,
-    hint: usize,
-) -> Result<()> {
-    if let Some(bigger) = grown_index(index, older, keys.len(), hint)? {
+) {
+    if let Some(bigger) = bigger {
         *index = bigger;
     }
     // A table the index cannot take is probed directly by readers.
     let _ = index.add_table(number, keys.iter());
+}
+
+/// Adds table `t` (the newest, with `keys`) to `index`, growing it first
+/// when needed ([`grown_index`]).
+pub fn index_add_table(
+    index: &mut hash_index::HashIndex,
+    older: &[Arc<TableFile>],
+    t: &FileMeta,
+    keys: &KeyList,
+    unsorted_limit: u64,
+) -> Result<()> {
+    let bigger = grown_index(index, older, keys.len(), t.size, unsorted_limit)?;
+    install_table(index, bigger, t.number, keys);
     Ok(())
 }
 
@@ -655,7 +670,7 @@ mod tests {
                 .collect();
             let table = write_table(dir.path(), t, &keys, &cache);
             let list = table_user_keys(&table).unwrap();
-            index_add_table(&mut index, &older, t, &list, 0).unwrap();
+            index_add_table(&mut index, &older, &table.meta, &list, 0).unwrap();
             older.push(table);
             assert!(
                 index.load_factor() <= INDEX_GROW_LOAD,

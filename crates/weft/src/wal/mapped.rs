@@ -88,7 +88,7 @@ impl MappedAppender {
             reserved: 0,
             window: None,
         };
-        match appender.reserve(file, 0, RESERVE) {
+        match appender.reserve(file, RESERVE) {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOSYS)) => None,
             _ => Some(appender),
         }
@@ -103,8 +103,8 @@ impl MappedAppender {
         if end > self.reserved {
             let needed = end - self.reserved;
             let step = needed.div_ceil(RESERVE) * RESERVE;
-            self.reserve(file, self.reserved, step)
-                .or_else(|_| self.reserve(file, self.reserved, needed))?;
+            self.reserve(file, step)
+                .or_else(|_| self.reserve(file, needed))?;
         }
         for part in parts {
             let mut bytes = *part;
@@ -142,9 +142,9 @@ impl MappedAppender {
         Ok(())
     }
 
-    /// Grows the file from `from` by `len` reserved bytes.
-    fn reserve(&mut self, file: &File, from: u64, len: u64) -> io::Result<()> {
-        debug_assert_eq!(from, self.reserved);
+    /// Grows the file by `len` reserved bytes.
+    fn reserve(&mut self, file: &File, len: u64) -> io::Result<()> {
+        let from = self.reserved;
         let (Ok(offset), Ok(n)) = (libc::off_t::try_from(from), libc::off_t::try_from(len)) else {
             return Err(io::Error::from_raw_os_error(libc::EFBIG));
         };

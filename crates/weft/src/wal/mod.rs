@@ -213,16 +213,14 @@ impl LogWriter {
     /// reached the OS (survives a process crash) when this returns. Returns
     /// the bytes written (header included).
     pub fn add_record(&mut self, payload: &[u8]) -> Result<u64> {
-        self.check_usable()?;
-        let header = encode_header(payload)?;
         if !self.deferred.is_empty() {
             // Behind the buffered records, with them.
-            self.deferred.extend_from_slice(&header);
-            self.deferred.extend_from_slice(payload);
-            self.size += (HEADER_SIZE + payload.len()) as u64;
+            let n = self.add_record_deferred(payload)?;
             self.flush_buffer()?;
-            return Ok((HEADER_SIZE + payload.len()) as u64);
+            return Ok(n);
         }
+        self.check_usable()?;
+        let header = encode_header(payload)?;
         let stored = match &mut self.mapped {
             Some(m) => m.write_at(&self.file, self.size, &[&header, payload]),
             None => write_all_vectored(&mut self.file, &header, payload),
@@ -624,6 +622,22 @@ mod tests {
                     return (out, other);
                 }
             }
+        }
+    }
+
+    /// Writes `bytes` as the file at `path` and reads it to its terminal.
+    fn rewrite_and_read(path: &Path, bytes: &[u8]) -> (Vec<(u64, Vec<u8>)>, LogRead) {
+        std::fs::write(path, bytes).unwrap();
+        read_all(path)
+    }
+
+    /// The offset and `at_tail` of a `Bad` terminal; panics on any other.
+    fn bad_at(term: &LogRead) -> (u64, bool) {
+        match term {
+            LogRead::Bad {
+                offset, at_tail, ..
+            } => (*offset, *at_tail),
+            other => panic!("expected a bad record, got {other:?}"),
         }
     }
 
@@ -1040,23 +1054,13 @@ mod tests {
         let len = bytes.len();
         bytes[len - 1] ^= 0x40;
         bytes.resize(len + 3 * 4096, 0);
-        std::fs::write(&path, &bytes).unwrap();
-        let (recs, term) = read_all(&path);
+        let (recs, term) = rewrite_and_read(&path, &bytes);
         assert_eq!(recs.len(), offsets.len() - 1);
-        match term {
-            LogRead::Bad {
-                offset, at_tail, ..
-            } => assert_eq!((offset, at_tail), (last as u64, true)),
-            other => panic!("expected a torn tail, got {other:?}"),
-        }
+        assert_eq!(bad_at(&term), (last as u64, true));
         // A non-zero byte far behind it makes the same damage corruption.
         bytes[len + 5000] = 1;
-        std::fs::write(&path, &bytes).unwrap();
-        let (_, term) = read_all(&path);
-        assert!(
-            matches!(term, LogRead::Bad { at_tail: false, .. }),
-            "{term:?}"
-        );
+        let (_, term) = rewrite_and_read(&path, &bytes);
+        assert_eq!(bad_at(&term), (last as u64, false));
     }
 
     #[test]
@@ -1072,23 +1076,13 @@ mod tests {
         let (at, next) = (offsets[5] as usize, offsets[6] as usize);
         bytes[at..at + HEADER_SIZE].fill(0);
         bytes.resize(bytes.len() + 8192, 0);
-        std::fs::write(&path, &bytes).unwrap();
-        let (recs, term) = read_all(&path);
+        let (recs, term) = rewrite_and_read(&path, &bytes);
         assert_eq!(recs.len(), 5);
-        match term {
-            LogRead::Bad {
-                offset, at_tail, ..
-            } => assert_eq!((offset, at_tail), (at as u64, false)),
-            other => panic!("expected corruption, got {other:?}"),
-        }
+        assert_eq!(bad_at(&term), (at as u64, false));
         // The whole record zeroed: the same.
         bytes[at..next].fill(0);
-        std::fs::write(&path, &bytes).unwrap();
-        let (_, term) = read_all(&path);
-        assert!(
-            matches!(term, LogRead::Bad { at_tail: false, .. }),
-            "{term:?}"
-        );
+        let (_, term) = rewrite_and_read(&path, &bytes);
+        assert_eq!(bad_at(&term), (at as u64, false));
     }
 
     #[test]
@@ -1101,18 +1095,11 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         let (at, next) = (offsets[2] as usize, offsets[3] as usize);
         bytes[at..next].fill(0);
-        std::fs::write(&path, &bytes).unwrap();
-        let (recs, term) = read_all(&path);
+        let (recs, term) = rewrite_and_read(&path, &bytes);
         assert_eq!(recs.len(), 2);
-        match term {
-            LogRead::Bad {
-                offset, at_tail, ..
-            } => assert_eq!((offset, at_tail), (at as u64, false)),
-            other => panic!("expected mid-log corruption, got {other:?}"),
-        }
+        assert_eq!(bad_at(&term), (at as u64, false));
         // The same zeros reaching the end of the file are its end.
-        std::fs::write(&path, &bytes[..next]).unwrap();
-        let (recs, term) = read_all(&path);
+        let (recs, term) = rewrite_and_read(&path, &bytes[..next]);
         assert_eq!((recs.len(), term), (2, LogRead::End));
     }
 }
