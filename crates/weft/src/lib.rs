@@ -62,6 +62,7 @@ pub mod snapshot;
 pub mod stats;
 pub mod store;
 mod stripe;
+mod sync;
 pub mod table;
 pub mod wal;
 

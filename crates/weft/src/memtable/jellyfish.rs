@@ -72,7 +72,7 @@ pub(crate) use self::cursor::{Cursor, KeyIndex};
 /// The `jellyfish` memtable. See the module docs.
 pub struct JellyFishMemtable {
     arena: Arena,
-    levels: SkipLevels,
+    pub(super) levels: SkipLevels,
     /// Versions inserted.
     len: AtomicUsize,
     /// Distinct keys (nodes published).
@@ -141,12 +141,18 @@ impl KeyIndex for JellyFishMemtable {
     }
 }
 
-impl Memtable for JellyFishMemtable {
-    fn kind(&self) -> MemtableKind {
-        MemtableKind::JellyFish
-    }
-
-    fn insert(&self, user_key: &[u8], seq: SequenceNumber, kind: ValueKind, value: &[u8]) {
+impl JellyFishMemtable {
+    /// [`Memtable::insert`], with the new node's tower height (if the key
+    /// is new) drawn from `height`; the loom models pass fixed heights so
+    /// every execution of a model is the same program.
+    pub(super) fn insert_at_height(
+        &self,
+        user_key: &[u8],
+        seq: SequenceNumber,
+        kind: ValueKind,
+        value: &[u8],
+        height: impl FnOnce() -> usize,
+    ) {
         self.len.fetch_add(1, Ordering::Relaxed);
         let top = self.levels.height();
         let mut prev = [self.levels.head; MAX_HEIGHT];
@@ -166,7 +172,7 @@ impl Memtable for JellyFishMemtable {
         }
 
         // New key: a node with its first version in one allocation.
-        let height = random_height();
+        let height = height();
         let (node, first) = alloc_node(&self.arena, height, user_key, Some((seq, kind, value)));
         self.levels.raise_height(height);
         // Levels at or above `top` keep (head, None); a failed CAS there
@@ -203,6 +209,16 @@ impl Memtable for JellyFishMemtable {
                 next[level] = n;
             }
         }
+    }
+}
+
+impl Memtable for JellyFishMemtable {
+    fn kind(&self) -> MemtableKind {
+        MemtableKind::JellyFish
+    }
+
+    fn insert(&self, user_key: &[u8], seq: SequenceNumber, kind: ValueKind, value: &[u8]) {
+        self.insert_at_height(user_key, seq, kind, value, random_height);
     }
 
     fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<Found<'_>> {

@@ -20,6 +20,8 @@ pub mod cuckoo;
 pub mod esl;
 mod height;
 pub mod jellyfish;
+#[cfg(all(test, loom))]
+mod loom_models;
 mod pages;
 pub mod skiplist;
 pub mod teks;

@@ -26,6 +26,8 @@ use parking_lot::{Condvar, Mutex};
 use super::arena::HUGE_PAGE;
 
 /// `len` values of `T` in an anonymous mapping, all bytes zero at first.
+// Unused under loom, whose atomics are not zeroable words.
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) struct ZeroedPages<T> {
     ptr: NonNull<T>,
     len: usize,
@@ -40,6 +42,7 @@ unsafe impl<T: Send> Send for ZeroedPages<T> {}
 // SAFETY: as for `Send`: `&ZeroedPages<T>` only hands out `&[T]`.
 unsafe impl<T: Sync> Sync for ZeroedPages<T> {}
 
+#[cfg_attr(loom, allow(dead_code))]
 impl<T> ZeroedPages<T> {
     /// Maps room for `len` values, every byte zero.
     ///

@@ -78,7 +78,7 @@
 //! wakes the worker and joins it; cursors hold `Shared`, so nothing a
 //! reader may still use is freed before the last cursor goes.
 
-mod queue;
+pub(super) mod queue;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -128,9 +128,9 @@ fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
 
 /// State shared by the memtable, its cursors and its worker.
 pub(crate) struct Shared {
-    nodes: HashedNodes,
-    levels: SkipLevels,
-    queue: LinkQueue,
+    pub(super) nodes: HashedNodes,
+    pub(super) levels: SkipLevels,
+    pub(super) queue: LinkQueue,
     len: AtomicUsize,
     /// Nodes linked into the skiplist.
     linked: AtomicUsize,
@@ -142,7 +142,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    fn new(initial_keys: usize) -> Self {
+    pub(super) fn new(initial_keys: usize) -> Self {
         let nodes = HashedNodes::new(initial_keys);
         let levels = SkipLevels::new(&nodes.arena);
         Shared {
@@ -158,7 +158,7 @@ impl Shared {
     }
 
     /// Links everything queued now; returns how many nodes it linked.
-    fn drain(&self) -> usize {
+    pub(super) fn drain(&self) -> usize {
         let batch = self.queue.take();
         let n = batch.len();
         if n == 0 {
@@ -191,7 +191,7 @@ impl Shared {
     }
 
     /// Returns once every node queued before the call is linked (helping).
-    fn link_all(&self) {
+    pub(super) fn link_all(&self) {
         // The common case for a scan: nothing pending, two loads and no
         // write to the queue's shared cache lines.
         if self.queue.is_idle() {
@@ -204,9 +204,9 @@ impl Shared {
                 return;
             }
             if round < 64 {
-                std::hint::spin_loop();
+                crate::sync::spin_loop();
             } else {
-                std::thread::yield_now();
+                crate::sync::yield_now();
             }
             round += 1;
         }

@@ -46,14 +46,14 @@
 //!   is freed with the map. Claims are SeqCst on the counter and the frozen
 //!   flag, so the grower never copies a table with a claim still running.
 
-use std::ptr;
-use std::sync::atomic::{
+use crate::sync::atomic::{
     fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
-
-use parking_lot::Mutex;
+use crate::sync::Mutex;
+use std::ptr;
 
 use crate::memtable::jellyfish::node::Node;
+#[cfg(not(loom))]
 use crate::memtable::pages::ZeroedPages;
 use crate::memtable::prefetch_line;
 use crate::store::hash_index::key_hash;
@@ -147,7 +147,7 @@ impl Bucket {
             if v & 1 == 0 {
                 return v;
             }
-            std::hint::spin_loop();
+            crate::sync::spin_loop();
         }
     }
 
@@ -178,10 +178,16 @@ impl Bucket {
 #[derive(Default)]
 struct Stripe(AtomicUsize);
 
+/// A table's buckets: in their own mapping, so untouched pages cost nothing
+/// and a dropped table goes back to the OS (see `pages`). Under loom, built
+/// one by one: its atomics are handles into the model, not zeroable words.
+#[cfg(not(loom))]
+type Buckets = ZeroedPages<Bucket>;
+#[cfg(loom)]
+type Buckets = Box<[Bucket]>;
+
 struct Table {
-    /// In its own mapping: untouched pages cost nothing, and a dropped
-    /// table goes back to the OS (see `pages`).
-    buckets: ZeroedPages<Bucket>,
+    buckets: Buckets,
     mask: usize,
     /// Set by the grower: no new claim may start.
     frozen: AtomicBool,
@@ -191,10 +197,13 @@ struct Table {
 impl Table {
     fn new(buckets: usize) -> Box<Table> {
         debug_assert!(buckets.is_power_of_two() && buckets >= 2);
+        #[cfg(not(loom))]
         // SAFETY: a bucket is a u32 and u64 atomics (and padding): all-zero
         // bytes are the empty bucket `Bucket::default` builds, and none
         // needs a drop.
         let table = unsafe { ZeroedPages::<Bucket>::new(buckets) };
+        #[cfg(loom)]
+        let table: Buckets = (0..buckets).map(|_| Bucket::default()).collect();
         Box::new(Table {
             buckets: table,
             mask: buckets - 1,
@@ -221,6 +230,7 @@ impl Table {
     fn enter(&self) -> Option<&AtomicUsize> {
         let c = &self.claimers[thread_stripe(CLAIM_STRIPES)].0;
         c.fetch_add(1, Ordering::SeqCst);
+        crate::sync::seqcst_store_load();
         if self.frozen.load(Ordering::SeqCst) {
             c.fetch_sub(1, Ordering::SeqCst);
             return None;
@@ -244,6 +254,7 @@ impl Table {
     /// Scans `key`'s candidates for an entry other than `mine` (SeqCst: the
     /// load half of the claim's store-then-load).
     fn other_entry(&self, kh: KeyHash, key: &[u8], mine: &AtomicU64) -> Probe {
+        crate::sync::seqcst_store_load();
         self.scan_candidates(kh, key, Ordering::SeqCst, Some(mine))
     }
 
@@ -438,9 +449,9 @@ enum Probe {
 #[inline]
 fn backoff(round: &mut u32) {
     if *round < 64 {
-        std::hint::spin_loop();
+        crate::sync::spin_loop();
     } else {
-        std::thread::yield_now();
+        crate::sync::yield_now();
     }
     *round = round.saturating_add(1);
 }
@@ -477,7 +488,7 @@ unsafe impl Sync for KeyMap {}
 
 impl Drop for KeyMap {
     fn drop(&mut self) {
-        let t = *self.current.get_mut();
+        let t = self.current.load(Ordering::Relaxed);
         // SAFETY: `t` came from `Box::into_raw` and is not in `retired`;
         // `&mut self` means no reader is left.
         drop(unsafe { Box::from_raw(t) });
@@ -671,6 +682,7 @@ impl KeyMap {
             return;
         }
         t.frozen.store(true, Ordering::SeqCst);
+        crate::sync::seqcst_store_load();
         let mut round = 0;
         while t.claims_in_flight() != 0 {
             backoff(&mut round);
@@ -731,5 +743,33 @@ impl KeyMap {
             self.displacements.load(Ordering::Relaxed),
             self.growths.load(Ordering::Relaxed),
         )
+    }
+}
+
+#[cfg(all(test, loom))]
+impl KeyMap {
+    /// Test hook: the two candidate buckets of `kh` in the current table.
+    pub(crate) fn candidate_buckets(&self, kh: KeyHash) -> [usize; 2] {
+        kh.buckets(self.table().mask)
+    }
+
+    /// Test hook: occupied slots per bucket of the current table.
+    pub(crate) fn occupancy(&self) -> Vec<usize> {
+        let t = self.table();
+        t.buckets
+            .iter()
+            .map(|b| {
+                b.slots
+                    .iter()
+                    .filter(|s| s.load(Ordering::Relaxed) != 0)
+                    .count()
+            })
+            .collect()
+    }
+
+    /// Test hook: the node in slot `slot` of bucket `bucket`, if any.
+    pub(crate) fn entry_at(&self, bucket: usize, slot: usize) -> Option<Node> {
+        let w = self.table().bucket(bucket).slots[slot].load(Ordering::Relaxed);
+        (w != 0).then(|| node_of(w))
     }
 }

@@ -2,8 +2,8 @@
 //! the current height — with the searches every key-node kind with a full
 //! tower needs (`jellyfish` and `teks`).
 
+use crate::sync::atomic::{AtomicUsize, Ordering};
 use std::cmp::Ordering as CmpOrdering;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::node::{alloc_node, Node, MAX_HEIGHT};
 use crate::memtable::arena::Arena;

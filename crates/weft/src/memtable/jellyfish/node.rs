@@ -49,9 +49,9 @@
 //! Memory orderings: records are fully written before the CAS (AcqRel) that
 //! publishes them; readers load links with Acquire.
 
+use crate::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::mem;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 use crate::key::{pack_trailer, SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::memtable::arena::Arena;
@@ -65,9 +65,10 @@ const LINK_SIZE: usize = mem::size_of::<AtomicPtr<u8>>();
 const VERSIONS_OFFSET: usize = LINK_SIZE;
 const KEY_LEN_OFFSET: usize = VERSIONS_OFFSET + LINK_SIZE;
 /// A word of flags the kinds may use (teks: "linked into the sorted
-/// index"); zero at allocation.
-const FLAGS_OFFSET: usize = KEY_LEN_OFFSET + 4;
-const KEY_OFFSET: usize = KEY_LEN_OFFSET + 8;
+/// index"); zero at allocation. (Sizes from the types: loom's atomics are
+/// wider than std's.)
+const FLAGS_OFFSET: usize = (KEY_LEN_OFFSET + 4).next_multiple_of(mem::align_of::<AtomicU32>());
+const KEY_OFFSET: usize = FLAGS_OFFSET + mem::size_of::<AtomicU32>();
 /// Offsets inside a version record.
 const V_TRAILER_OFFSET: usize = LINK_SIZE;
 const V_VALUE_LEN_OFFSET: usize = V_TRAILER_OFFSET + 8;

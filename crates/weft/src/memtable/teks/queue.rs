@@ -10,8 +10,8 @@
 //! and stops counting only after linking everything it took, so "stack
 //! empty and no drainer" means every node pushed before was linked.
 
+use crate::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use crate::memtable::jellyfish::node::Node;
 
