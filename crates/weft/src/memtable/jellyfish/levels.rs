@@ -50,6 +50,13 @@ impl SkipLevels {
 
     /// The first node with key `>= key`, stopping at the first level where
     /// `key` itself is found (JellyFish Algorithm 2).
+    ///
+    /// Below the few top levels every step is a cache miss, and the search
+    /// either moves to the candidate or descends to the node one level
+    /// down, not knowing which until the candidate's key arrives. So both
+    /// are requested at once: the candidate's link at this level (its key's
+    /// line is loaded by the compare) and the next lower successor, whose
+    /// line is then in flight when the search descends.
     #[inline]
     pub(crate) fn at_or_after(&self, key: &[u8]) -> Option<Node> {
         let mut x = self.head;
@@ -57,6 +64,14 @@ impl SkipLevels {
         let mut last_bigger: Option<Node> = None;
         loop {
             let next = x.next(level);
+            if level > 0 {
+                if let Some(n) = next {
+                    n.prefetch_link(level);
+                }
+                if let Some(down) = x.next(level - 1) {
+                    down.prefetch();
+                }
+            }
             if let Some(n) = next.filter(|&n| Some(n) != last_bigger) {
                 match n.key().cmp(key) {
                     CmpOrdering::Less => {
