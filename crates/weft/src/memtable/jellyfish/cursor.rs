@@ -54,10 +54,24 @@ impl<I: KeyIndex> Cursor<I> {
     #[inline]
     fn land_first(&mut self, node: Option<Node>) {
         self.pos = node.and_then(|n| n.first_version().map(|v| (n, v)));
-        // Scans move forward: start loading the next key's node while the
-        // caller reads this one.
+        self.prefetch_ahead();
+    }
+
+    /// Scans move forward, and each step is two dependent misses: the next
+    /// key's node, then its newest version record (a separate allocation
+    /// once the key was overwritten). So the loads run a step apart: the
+    /// node two keys ahead is requested, and the version of the next key,
+    /// whose node was requested one step ago and has had the caller's work
+    /// on this key to arrive.
+    #[inline]
+    fn prefetch_ahead(&self) {
         if let Some(next) = self.pos.and_then(|(n, _)| n.next(0)) {
-            next.prefetch();
+            if let Some(after) = next.next(0) {
+                after.prefetch();
+            }
+            if let Some(v) = next.first_version() {
+                v.prefetch();
+            }
         }
     }
 
@@ -89,7 +103,12 @@ impl<I: KeyIndex> InternalIterator for Cursor<I> {
         let node = self.index.node_at_or_after(user_key);
         match node {
             Some(n) if n.key() == user_key => match n.version_at(seq) {
-                Some(v) => self.pos = Some((n, v)),
+                Some(v) => {
+                    self.pos = Some((n, v));
+                    if let Some(next) = n.next(0) {
+                        next.prefetch();
+                    }
+                }
                 // Every version is newer than `seq`: the next key's first.
                 None => self.land_first(n.next(0)),
             },

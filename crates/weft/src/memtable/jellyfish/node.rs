@@ -265,6 +265,13 @@ impl Version {
         unsafe { &*self.0.as_ptr().cast::<AtomicPtr<u8>>() }
     }
 
+    /// Hints the CPU to load the record's first cache line (link,
+    /// trailer, value length and the value's start).
+    #[inline]
+    pub(crate) fn prefetch(self) {
+        prefetch_line(self.0.as_ptr());
+    }
+
     /// The next older version still linked (Acquire).
     #[inline]
     pub(crate) fn next(self) -> Option<Version> {
