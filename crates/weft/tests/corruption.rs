@@ -93,6 +93,11 @@ fn records_end(log: &Path) -> u64 {
 /// buffer, measuring the WAL after each so record boundaries are known
 /// (every `put` reaches the OS before it returns), then takes a crash image.
 fn make_wal_image() -> WalImage {
+    make_wal_image_of(WAL_WRITES)
+}
+
+/// [`make_wal_image`] with `count` measured writes.
+fn make_wal_image_of(count: usize) -> WalImage {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     // A first write, in case the WAL is created lazily; it is part of every
@@ -107,7 +112,7 @@ fn make_wal_image() -> WalImage {
     let mut starts = Vec::new();
     let mut ends = Vec::new();
     let mut pos = records_end(&log);
-    for i in 0..WAL_WRITES {
+    for i in 0..count {
         let k = format!("key{i:02}").into_bytes();
         let v = format!("value-{i:02}-{}", "v".repeat(80)).into_bytes();
         db.put(&k, &v).unwrap();
@@ -126,7 +131,7 @@ fn make_wal_image() -> WalImage {
     assert_eq!(
         wal_files(dir.path()).last(),
         Some(&log),
-        "the WAL rotated during {WAL_WRITES} small writes with a 64 MiB buffer"
+        "the WAL rotated during {count} small writes with a 64 MiB buffer"
     );
     let image = tempfile::tempdir().unwrap();
     copy_dir(dir.path(), image.path());
@@ -221,6 +226,42 @@ fn wal_flip_in_last_record_truncates_cleanly() {
         }
     }
     no_panics_since(before, "wal flip in last record");
+}
+
+/// A machine crash may leave a never-synced page of the WAL as zeros with
+/// later pages on disk: open recovers the writes before the lost page (a
+/// prefix), not an error, and the database goes on from there.
+#[test]
+fn wal_lost_page_recovers_the_writes_before_it() {
+    install_panic_counter();
+    let before = panic_count();
+    let w = make_wal_image_of(200);
+    let page = 4096u64;
+    assert!(*w.ends.last().unwrap() > 4 * page, "the WAL spans 4 pages");
+    for lost in 1..4u64 {
+        let d = w.copy();
+        let log = w.log_in(d.path());
+        let (from, to) = (lost * page, (lost + 1) * page);
+        let mut bytes = std::fs::read(&log).unwrap();
+        bytes[from as usize..to as usize].fill(0);
+        std::fs::write(&log, &bytes).unwrap();
+        let whole = w.ends.iter().filter(|&&e| e <= from).count();
+        let ctx = format!("WAL page {from}..{to} zeroed ({whole} writes before it)");
+        let db = open_no_panic(d.path(), Options::default(), &ctx)
+            .unwrap_or_else(|e| panic!("{ctx}: open failed: {e:?}"));
+        let mut model = w.model_of_first(whole);
+        assert_db_eq(&db, &model, &ctx);
+        assert!(
+            db.stats().wal_tail_truncated_bytes > 0,
+            "{ctx}: the records after the lost page were dropped but not counted"
+        );
+        db.put(b"after", b"recovery").unwrap();
+        model.insert(b"after".to_vec(), b"recovery".to_vec());
+        drop(db);
+        let db = open_no_panic(d.path(), Options::default(), &ctx).unwrap();
+        assert_db_eq(&db, &model, &format!("{ctx}, reopened after a write"));
+    }
+    no_panics_since(before, "wal lost page");
 }
 
 /// Truncating the WAL anywhere leaves exactly the records that fit whole.

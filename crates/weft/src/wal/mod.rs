@@ -62,6 +62,23 @@
 //! log: a WAL written through a mapping ([`LogWriter::create_mapped`])
 //! reserves space ahead of its records, and a crash leaves that space in the
 //! file. No valid record header is all zeros.
+//!
+//! A *lost page* is a torn tail too. After a machine crash, the pages of a
+//! log that were never synced may each be on disk or not, in any order
+//! (writeback is per page): a page never written back reads as zeros, one
+//! written back before its last records were appended holds zeros after
+//! them. So when a bad record, or a zeroed header, is explained by a run of
+//! zeros that reaches the end of a [`LOST_PAGE`]-aligned page — from the
+//! page's start, or from the record's start within it — the reader takes it
+//! for such a page and reports the record as a torn tail (`at_tail`), even
+//! with records after it. That is sound for recovery: every record from the
+//! lost page on was unsynced (a completed `fdatasync` writes back all of the
+//! file's dirty pages, and records are appended in order), so stopping there
+//! keeps a prefix of the writes and loses none that was synced. Damage of
+//! any other shape with data behind it (a flipped bit, a few zeroed bytes)
+//! stays corruption. The price: damage to a synced record that happens to
+//! zero it up to a page boundary is taken for a crash, and the records after
+//! it are dropped with it instead of failing the open.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, ErrorKind, IoSlice, Read, Write};
@@ -78,6 +95,10 @@ pub const HEADER_SIZE: usize = 8;
 
 /// Largest payload a record may carry.
 pub const MAX_PAYLOAD: u64 = u32::MAX as u64 - 1;
+
+/// The unit in which a crash may lose a log's unsynced bytes: the smallest
+/// page the kernel writes back (larger pages are multiples of it).
+pub const LOST_PAGE: u64 = 4096;
 
 const MASK_DELTA: u32 = 0xa282_ead8;
 
@@ -473,14 +494,25 @@ impl LogReader {
         // record boundary to the end of the file are space a mapped writer
         // reserved and never filled (`MappedAppender`), the end of the log.
         if header[..got].iter().all(|&b| b == 0) {
-            if self.rest_is_zero()? {
+            let (zeros, to_eof) = self.zero_run()?;
+            if to_eof {
                 return Ok(LogRead::End);
             }
             // Decided here: the scan above moved the reader past the bytes
             // that follow. A writer stores a record's header before its
-            // payload and records in order (`MappedAppender`), so a
-            // zeroed header with data behind it is damage, never a write
-            // cut short.
+            // payload and records in order (`MappedAppender`), so a zeroed
+            // header with data behind it is a lost page (module docs) or
+            // damage, never a write cut short.
+            let zero_end = offset + got as u64 + zeros;
+            if zero_end >= page_end(offset) {
+                return Ok(LogRead::Bad {
+                    offset,
+                    reason: format!(
+                        "lost page: zeros from {offset} to {zero_end}, then records                          (a machine crash before they were synced)"
+                    ),
+                    at_tail: true,
+                });
+            }
             return Ok(LogRead::Bad {
                 offset,
                 reason: "zeroed record header followed by non-zero bytes".into(),
@@ -524,32 +556,45 @@ impl LogReader {
         }
         let actual = record_crc(&len_bytes, &payload);
         if mask_crc(actual) != stored {
+            let mut reason = format!(
+                "checksum mismatch (stored {:#010x}, computed {:#010x})",
+                unmask_crc(stored),
+                actual
+            );
             // Only zeros after it: the last record, torn while a mapped
             // writer stored it (or damaged), followed by reserved space.
-            let at_tail = end >= self.file_len || self.rest_is_zero()?;
+            // Else a lost page inside it (module docs) is a torn tail too.
+            let at_tail = end >= self.file_len || {
+                let (zeros, to_eof) = self.zero_run()?;
+                let lost = !to_eof && lost_page_in(offset, &header, &payload, end + zeros);
+                if lost {
+                    reason.push_str(", in a lost page (a machine crash before it was synced)");
+                }
+                to_eof || lost
+            };
             return Ok(LogRead::Bad {
                 offset,
-                reason: format!(
-                    "checksum mismatch (stored {:#010x}, computed {:#010x})",
-                    unmask_crc(stored),
-                    actual
-                ),
+                reason,
                 at_tail,
             });
         }
         Ok(LogRead::Record { offset, payload })
     }
 
-    /// Reads to the end of the file; true when every byte was zero.
-    fn rest_is_zero(&mut self) -> Result<bool> {
+    /// Reads on while the bytes are zero: how many zero bytes follow, and
+    /// whether they run to the end of the file. Moves the reader past them
+    /// (and some bytes after), so only a terminal result may follow.
+    fn zero_run(&mut self) -> Result<(u64, bool)> {
         let mut buf = vec![0u8; 64 << 10];
+        let mut zeros = 0u64;
         loop {
             let n = self.read_full(&mut buf)?;
-            if buf[..n].iter().any(|&b| b != 0) {
-                return Ok(false);
+            if let Some(i) = buf[..n].iter().position(|&b| b != 0) {
+                return Ok((zeros + i as u64, false));
             }
+            zeros += n as u64;
             if n < buf.len() {
-                return Ok(true);
+                return Ok((zeros, true));
             }
         }
     }
@@ -578,6 +623,42 @@ impl LogReader {
         }
         Ok(got)
     }
+}
+
+/// The end of the [`LOST_PAGE`] holding byte `offset`.
+fn page_end(offset: u64) -> u64 {
+    (offset / LOST_PAGE + 1) * LOST_PAGE
+}
+
+/// Whether the bad record at `offset` (its `header` and `payload`, followed
+/// in the file by zeros up to `zeros_end`) has a lost page in it: a page it
+/// overlaps that is zero from the later of the page's start and the
+/// record's start to the page's end.
+fn lost_page_in(offset: u64, header: &[u8], payload: &[u8], zeros_end: u64) -> bool {
+    let end = offset + (header.len() + payload.len()) as u64;
+    let zero_between = |from: u64, to: u64| -> bool {
+        let in_record = |a: u64, b: u64| {
+            (a..b).all(|at| {
+                let i = (at - offset) as usize;
+                let byte = if i < header.len() {
+                    header[i]
+                } else {
+                    payload[i - header.len()]
+                };
+                byte == 0
+            })
+        };
+        in_record(from, to.min(end)) && (to <= end || zeros_end >= to)
+    };
+    let mut page = offset / LOST_PAGE * LOST_PAGE;
+    while page < end {
+        let from = page.max(offset);
+        if zero_between(from, page + LOST_PAGE) {
+            return true;
+        }
+        page += LOST_PAGE;
+    }
+    false
 }
 
 #[cfg(test)]
@@ -1083,6 +1164,81 @@ mod tests {
         bytes[at..next].fill(0);
         let (_, term) = rewrite_and_read(&path, &bytes);
         assert_eq!(bad_at(&term), (at as u64, false));
+    }
+
+    /// Small records over several pages, and their offsets.
+    fn paged_log(path: &Path) -> (Vec<u8>, Vec<u64>) {
+        let ps: Vec<Vec<u8>> = (0..400u32).map(|i| vec![(i % 250) as u8 + 1; 50]).collect();
+        let offsets = write_log(path, &ps);
+        let bytes = std::fs::read(path).unwrap();
+        assert!(bytes.len() as u64 > 5 * LOST_PAGE);
+        (bytes, offsets)
+    }
+
+    /// The index of the record holding byte `at`.
+    fn record_at(offsets: &[u64], at: u64) -> usize {
+        offsets.partition_point(|&o| o <= at) - 1
+    }
+
+    #[test]
+    fn a_lost_page_is_a_torn_tail_even_with_records_after_it() {
+        // After a machine crash a never-synced page may read as zeros while
+        // later pages hold records: the log ends before the lost page.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.log");
+        let (bytes, offsets) = paged_log(&path);
+        for page in 1..4u64 {
+            let (from, to) = (page * LOST_PAGE, (page + 1) * LOST_PAGE);
+            let mut lost = bytes.clone();
+            lost[from as usize..to as usize].fill(0);
+            let (recs, term) = rewrite_and_read(&path, &lost);
+            let first_bad = record_at(&offsets, from);
+            assert_eq!(recs.len(), first_bad, "page {page}");
+            assert_eq!(bad_at(&term), (offsets[first_bad], true), "page {page}");
+            // One byte of the page left: damage, not a lost page.
+            lost[to as usize - 1] = bytes[to as usize - 1] | 1;
+            let (_, term) = rewrite_and_read(&path, &lost);
+            assert_eq!(bad_at(&term), (offsets[first_bad], false), "page {page}");
+        }
+    }
+
+    #[test]
+    fn a_page_written_back_before_its_last_records_is_a_torn_tail() {
+        // A page synced (or written back) early holds its first records and
+        // zeros after them; later pages may have been written back since.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.log");
+        let (bytes, offsets) = paged_log(&path);
+        let page_end = 3 * LOST_PAGE;
+        let cut = record_at(&offsets, page_end - 1000);
+        let mut lost = bytes.clone();
+        lost[offsets[cut] as usize..page_end as usize].fill(0);
+        let (recs, term) = rewrite_and_read(&path, &lost);
+        assert_eq!(recs.len(), cut);
+        assert_eq!(bad_at(&term), (offsets[cut], true));
+        // Zeros that stop short of the page's end are damage.
+        lost[page_end as usize - 1] = 7;
+        let (_, term) = rewrite_and_read(&path, &lost);
+        assert_eq!(bad_at(&term), (offsets[cut], false));
+    }
+
+    #[test]
+    fn a_lost_page_inside_a_long_record_is_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.log");
+        let mut ps: Vec<Vec<u8>> = vec![vec![3; 100]; 3];
+        ps.push((0..20_000u32).map(|i| (i % 253) as u8 + 1).collect());
+        ps.extend(vec![vec![5; 100]; 3]);
+        let offsets = write_log(&path, &ps);
+        let bytes = std::fs::read(&path).unwrap();
+        let mut lost = bytes.clone();
+        lost[2 * LOST_PAGE as usize..3 * LOST_PAGE as usize].fill(0);
+        let (recs, term) = rewrite_and_read(&path, &lost);
+        assert_eq!(recs.len(), 3);
+        assert_eq!(bad_at(&term), (offsets[3], true));
+        lost[2 * LOST_PAGE as usize] = 1;
+        let (_, term) = rewrite_and_read(&path, &lost);
+        assert_eq!(bad_at(&term), (offsets[3], false));
     }
 
     #[test]
