@@ -27,7 +27,13 @@
 //! keyed by user key ‖ !seq (versions as separate entries, like `skiplist`).
 //!
 //! Reported: Mops/s (wall clock over the whole phase) and the ratio to
-//! `skiplist` in the same run.
+//! `skiplist` in the same run. Built with the `key-compare-count` feature
+//! (`cargo bench -p weft --bench memtable --features weft/key-compare-count`)
+//! it reports key comparisons per operation instead (JellyFish Fig. 7; see
+//! `weft::memtable::compares`), background linking included. Cache misses
+//! per operation (JellyFish Table 2) come from `perf stat -e cache-misses`
+//! around a run of one part and kind, on a machine whose PMU perf can read
+//! (the 2-vCPU VM of `bench/RESULTS.md` exposes none).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -40,6 +46,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weft::iter::visible::VisibleIter;
 use weft::key::{ValueKind, MAX_SEQUENCE};
+use weft::memtable::compares;
 use weft::memtable::esl::EslMemtable;
 use weft::memtable::{new_memtable, Memtable, MemtableKind};
 
@@ -250,14 +257,17 @@ const KINDS: [&str; 6] = [
 /// no benchmark fills it.
 const BENCH_WRITE_BUFFER: usize = 4 << 30;
 
-/// The kinds to run: `WEFT_BENCH_KINDS` (comma list), default all.
+/// The kinds to run: `WEFT_BENCH_KINDS` (comma list), default all;
+/// without `crossbeam` when counting comparisons (its own are not seen).
 fn kinds() -> Vec<&'static str> {
+    let all = KINDS
+        .into_iter()
+        .filter(|k| !(compares::COUNTING && *k == "crossbeam"));
     match std::env::var("WEFT_BENCH_KINDS") {
-        Ok(list) => KINDS
-            .into_iter()
+        Ok(list) => all
             .filter(|k| list.split(',').any(|x| x.trim() == *k))
             .collect(),
-        Err(_) => KINDS.to_vec(),
+        Err(_) => all.collect(),
     }
 }
 
@@ -287,6 +297,7 @@ fn make(kind: &str) -> (Box<dyn Target>, Option<Arc<EslMemtable>>) {
 fn timed(threads: usize, n: usize, f: &(dyn Fn(usize) + Sync)) -> f64 {
     const BLOCK: usize = 16;
     let next = AtomicUsize::new(0);
+    compares::take();
     let start = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..threads {
@@ -301,7 +312,26 @@ fn timed(threads: usize, n: usize, f: &(dyn Fn(usize) + Sync)) -> f64 {
             });
         }
     });
-    n as f64 / start.elapsed().as_secs_f64() / 1e6
+    per_op(n, start)
+}
+
+/// The figure reported for `n` operations since `start`: Mops/s, or key
+/// comparisons per operation when the build counts them.
+fn per_op(n: usize, start: Instant) -> f64 {
+    if compares::COUNTING {
+        compares::take() as f64 / n as f64
+    } else {
+        n as f64 / start.elapsed().as_secs_f64() / 1e6
+    }
+}
+
+/// The unit of [`per_op`].
+fn unit() -> &'static str {
+    if compares::COUNTING {
+        "key comparisons/op"
+    } else {
+        "Mops/s"
+    }
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -353,7 +383,10 @@ fn micro(ops: usize, scans: usize, threads: &[usize], out: &mut Results) {
                         .or_default()
                         .insert(kind, v);
                 }
-                eprintln!("  {kind:<10} t={th} put {put:.3} get {get:.3} scan {scan:.3} Mops/s");
+                eprintln!(
+                    "  {kind:<10} t={th} put {put:.3} get {get:.3} scan {scan:.3} {}",
+                    unit()
+                );
             }
         }
     }
@@ -401,9 +434,10 @@ fn teks_setup(items: usize, scans: usize, threads: &[usize], out: &mut Results) 
             let overwrite = timed(th, items, &|i| {
                 t.put_value(&keys[i], base + i as u64, &value)
             });
+            compares::take();
             let start = Instant::now();
             let seen = t.full_scan();
-            let full = seen as f64 / start.elapsed().as_secs_f64() / 1e6;
+            let full = per_op(seen, start);
             assert_eq!(seen, items, "{kind}: full scan saw {seen} of {items} keys");
             for (op, v) in [
                 ("put", put),
@@ -419,7 +453,8 @@ fn teks_setup(items: usize, scans: usize, threads: &[usize], out: &mut Results) 
             }
             eprintln!(
                 "  teks256 {kind:<10} t={th} put {put:.3} get {get:.3} seek+10 {scan:.3} \
-                 overwrite {overwrite:.3} fullscan {full:.3} Mops/s, {mem_mib:.1} MiB"
+                 overwrite {overwrite:.3} fullscan {full:.3} {}, {mem_mib:.1} MiB",
+                unit()
             );
         }
     }
@@ -482,7 +517,7 @@ fn ycsb(threads: &[usize], out: &mut Results) {
                 out.entry(("ycsb".to_string(), wl.to_string(), th))
                     .or_default()
                     .insert(kind, mops);
-                eprintln!("  ycsb {wl} {kind:<10} t={th} {mops:.3} Mops/s");
+                eprintln!("  ycsb {wl} {kind:<10} t={th} {mops:.3} {}", unit());
             }
         }
     }
@@ -538,5 +573,5 @@ fn main() {
             ratios.join(" | ")
         );
     }
-    println!("\n(Mops/s; ratios against skiplist in the same run)");
+    println!("\n({}; ratios against skiplist in the same run)", unit());
 }

@@ -10,6 +10,7 @@
 
 use crate::error::Result;
 use crate::key::{SequenceNumber, ValueKind};
+use crate::memtable::compares;
 
 /// A bidirectional cursor over versioned entries in internal order.
 pub trait InternalIterator: Send {
@@ -39,12 +40,12 @@ pub trait InternalIterator: Send {
         const STEPS_BEFORE_SEEK: usize = 8;
         for _ in 0..STEPS_BEFORE_SEEK {
             self.next()?;
-            if !self.valid() || self.user_key() != current_key {
+            if !self.valid() || !compares::eq(self.user_key(), current_key) {
                 return Ok(());
             }
         }
         self.seek(current_key, 0)?;
-        while self.valid() && self.user_key() == current_key {
+        while self.valid() && compares::eq(self.user_key(), current_key) {
             self.next()?;
         }
         Ok(())

@@ -51,6 +51,7 @@ use super::jellyfish::node::{alloc_node, alloc_version, insert_version, truncate
 use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
+use crate::memtable::compares;
 
 /// Write-buffer bytes per hash slot the hash may grow to (the hash costs
 /// at most an eighth of the buffer).
@@ -236,7 +237,7 @@ impl Memtable for CuckooMemtable {
 
     fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
         let mut nodes = self.nodes.map.nodes();
-        nodes.sort_unstable_by(|a, b| a.key().cmp(b.key()));
+        nodes.sort_unstable_by(|a, b| compares::cmp(a.key(), b.key()));
         Box::new(SortedCursor::new(self, nodes))
     }
 

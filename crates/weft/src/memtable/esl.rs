@@ -101,6 +101,7 @@ use super::jellyfish::{Cursor, KeyIndex};
 use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
+use crate::memtable::compares;
 
 /// PDL nodes pending before the worker is started.
 const SPAWN_AT: usize = 64;
@@ -234,7 +235,7 @@ impl Shared {
         let mut x = before;
         loop {
             match x.next(0) {
-                Some(n) if n.key() < key => x = n,
+                Some(n) if compares::lt(n.key(), key) => x = n,
                 next => return (x, next),
             }
         }
@@ -245,7 +246,9 @@ impl Shared {
     fn find(&self, key: &[u8]) -> Option<Node> {
         match self.locate(key, true) {
             Ok(n) => Some(n),
-            Err(before) => Self::splice(key, before).1.filter(|n| n.key() == key),
+            Err(before) => Self::splice(key, before)
+                .1
+                .filter(|n| compares::eq(n.key(), key)),
         }
     }
 
@@ -275,7 +278,7 @@ impl Shared {
             Err(before) => before,
         };
         let (mut prev, mut next) = Self::splice(key, before);
-        if let Some(n) = next.filter(|n| n.key() == key) {
+        if let Some(n) = next.filter(|n| compares::eq(n.key(), key)) {
             insert_version(n.versions(), alloc_version(&self.arena, seq, kind, value));
             self.maybe_truncate(n);
             return None;
@@ -287,7 +290,7 @@ impl Shared {
                 break;
             }
             (prev, next) = Self::splice(key, prev);
-            if let Some(winner) = next.filter(|n| n.key() == key) {
+            if let Some(winner) = next.filter(|n| compares::eq(n.key(), key)) {
                 if let Some(v) = first {
                     insert_version(winner.versions(), v);
                 }
@@ -311,7 +314,7 @@ impl Shared {
         if batch.is_empty() {
             return 0;
         }
-        batch.sort_unstable_by(|a, b| a.data().key().cmp(b.data().key()));
+        batch.sort_unstable_by(|a, b| compares::cmp(a.data().key(), b.data().key()));
         let coil = self.coil();
         let mut last: Option<Pdl> = None;
         for p in &batch {
@@ -323,7 +326,11 @@ impl Shared {
             // Start from whichever is later: the COIL's entry or the node
             // linked just before (the batch is sorted).
             let from = match last {
-                Some(l) if from == self.pdl_head || from.data().key() < l.data().key() => l,
+                Some(l)
+                    if from == self.pdl_head || compares::lt(from.data().key(), l.data().key()) =>
+                {
+                    l
+                }
                 _ => from,
             };
             p.link_after(from);

@@ -66,6 +66,7 @@ use super::arena::Arena;
 use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
+use crate::memtable::compares;
 
 pub(crate) use self::cursor::{Cursor, KeyIndex};
 
@@ -160,7 +161,7 @@ impl JellyFishMemtable {
         let mut x = self.levels.head;
         for level in (0..top).rev() {
             let (p, n) = SkipLevels::splice(user_key, x, level);
-            if let Some(n) = n.filter(|n| n.key() == user_key) {
+            if let Some(n) = n.filter(|n| compares::eq(n.key(), user_key)) {
                 // Known key: one CAS into its version list.
                 insert_version(n.versions(), alloc_version(&self.arena, seq, kind, value));
                 self.maybe_truncate(n);
@@ -183,7 +184,7 @@ impl JellyFishMemtable {
                 break;
             }
             let (p, n) = SkipLevels::splice(user_key, prev[0], 0);
-            if let Some(winner) = n.filter(|n| n.key() == user_key) {
+            if let Some(winner) = n.filter(|n| compares::eq(n.key(), user_key)) {
                 // Another writer published this key first: abandon our node,
                 // keep our version.
                 if let Some(v) = first {

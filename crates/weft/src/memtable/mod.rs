@@ -16,6 +16,7 @@
 //! `Arc`, which readers and iterators hold.
 
 pub mod arena;
+pub mod compares;
 pub mod cuckoo;
 pub mod esl;
 mod height;

@@ -70,6 +70,7 @@ use super::{Found, Memtable, MemtableKind};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{pack_trailer, SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
+use crate::memtable::compares;
 
 /// Bytes of one link.
 const LINK_SIZE: usize = mem::size_of::<AtomicPtr<u8>>();
@@ -200,7 +201,7 @@ impl Node {
     /// Internal order of this node against `(key, seq)`.
     #[inline]
     fn cmp_to(self, key: &[u8], seq: SequenceNumber) -> CmpOrdering {
-        match self.user_key().cmp(key) {
+        match compares::cmp(self.user_key(), key) {
             CmpOrdering::Equal => seq.cmp(&self.seq()),
             o => o,
         }
@@ -430,7 +431,7 @@ impl Memtable for SkipListMemtable {
 
     fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<Found<'_>> {
         let n = self.find_greater_or_equal(user_key, snapshot)?;
-        (n.user_key() == user_key).then(|| Found {
+        compares::eq(n.user_key(), user_key).then(|| Found {
             seq: n.seq(),
             kind: n.kind(),
             value: n.value(),

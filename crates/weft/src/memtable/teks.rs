@@ -95,6 +95,7 @@ use super::jellyfish::{Cursor, KeyIndex};
 use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE};
+use crate::memtable::compares;
 
 /// Node flag: linked into the skiplist at level 0 (the low byte of the
 /// flag word holds the node's height).
@@ -176,7 +177,10 @@ impl Shared {
             .iter()
             .map(|n| (key_prefix(&n.key()[shared..]), n))
             .collect();
-        sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.key().cmp(b.1.key())));
+        sorted.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| compares::cmp(a.1.key(), b.1.key()))
+        });
         let nodes: Vec<Node> = sorted.into_iter().map(|(_, n)| n).collect();
         self.levels.link_sorted(
             &nodes,

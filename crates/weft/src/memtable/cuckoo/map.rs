@@ -52,6 +52,7 @@ use crate::sync::atomic::{
 use crate::sync::Mutex;
 use std::ptr;
 
+use crate::memtable::compares;
 use crate::memtable::jellyfish::node::Node;
 #[cfg(not(loom))]
 use crate::memtable::pages::ZeroedPages;
@@ -282,7 +283,7 @@ impl Table {
                     let w = s.load(order);
                     if w != 0 && word_tag(w) == tag {
                         let n = node_of(w);
-                        if n.key() == key {
+                        if compares::eq(n.key(), key) {
                             if w & PENDING == 0 {
                                 return Probe::Found(n);
                             }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
+use crate::memtable::compares;
 use crate::memtable::jellyfish::node::{Node, Version};
 
 /// A cursor over every version of the nodes in `nodes` (sorted by key,
@@ -66,9 +67,11 @@ impl<O: Send + Sync + 'static> InternalIterator for SortedCursor<O> {
     }
 
     fn seek(&mut self, user_key: &[u8], seq: SequenceNumber) -> Result<()> {
-        let i = self.nodes.partition_point(|n| n.key() < user_key);
+        let i = self
+            .nodes
+            .partition_point(|n| compares::lt(n.key(), user_key));
         match self.nodes.get(i) {
-            Some(n) if n.key() == user_key => match n.version_at(seq) {
+            Some(n) if compares::eq(n.key(), user_key) => match n.version_at(seq) {
                 Some(v) => self.pos = Some((i, v)),
                 None => self.land_first(i + 1),
             },

@@ -25,6 +25,7 @@ use std::cmp::Ordering as CmpOrdering;
 use std::mem::size_of;
 
 use super::pdl::{prefix8, Pdl};
+use crate::memtable::compares;
 use crate::memtable::jellyfish::node::Node;
 
 /// Entries of a level per entry of the level above.
@@ -143,7 +144,7 @@ impl Coil {
         loop {
             let level = &self.levels[l];
             let cmp = |i: usize| match level.prefix[i].cmp(&tp) {
-                CmpOrdering::Equal => level.data[i].key().cmp(key),
+                CmpOrdering::Equal => compares::cmp(level.data[i].key(), key),
                 o => o,
             };
             // Exponential probing: every entry in [lo, low) is before `key`.

@@ -18,6 +18,7 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::memtable::arena::Arena;
+use crate::memtable::compares;
 use crate::memtable::jellyfish::node::Node;
 
 #[repr(C)]
@@ -97,7 +98,7 @@ impl Pdl {
     pub(super) fn is_before(self, key: &[u8], tp: u64) -> bool {
         let n = self.get();
         match n.prefix.cmp(&tp) {
-            std::cmp::Ordering::Equal => n.data.key() < key,
+            std::cmp::Ordering::Equal => compares::lt(n.data.key(), key),
             o => o == std::cmp::Ordering::Less,
         }
     }

@@ -15,6 +15,7 @@ use super::node::{Node, Version};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
+use crate::memtable::compares;
 
 /// How a key-node kind finds nodes. Implementors own the nodes' arena;
 /// every returned node is a published key node (never a head).
@@ -102,7 +103,7 @@ impl<I: KeyIndex> InternalIterator for Cursor<I> {
     fn seek(&mut self, user_key: &[u8], seq: SequenceNumber) -> Result<()> {
         let node = self.index.node_at_or_after(user_key);
         match node {
-            Some(n) if n.key() == user_key => match n.version_at(seq) {
+            Some(n) if compares::eq(n.key(), user_key) => match n.version_at(seq) {
                 Some(v) => {
                     self.pos = Some((n, v));
                     if let Some(next) = n.next(0) {

@@ -7,6 +7,7 @@ use std::cmp::Ordering as CmpOrdering;
 
 use super::node::{alloc_node, Node, MAX_HEIGHT};
 use crate::memtable::arena::Arena;
+use crate::memtable::compares;
 
 /// Head and height of a skiplist of key nodes. Nodes are never unlinked.
 pub(crate) struct SkipLevels {
@@ -73,7 +74,7 @@ impl SkipLevels {
                 }
             }
             if let Some(n) = next.filter(|&n| Some(n) != last_bigger) {
-                match n.key().cmp(key) {
+                match compares::cmp(n.key(), key) {
                     CmpOrdering::Less => {
                         x = n;
                         continue;
@@ -93,7 +94,7 @@ impl SkipLevels {
     /// The node holding exactly `key`.
     #[inline]
     pub(crate) fn find(&self, key: &[u8]) -> Option<Node> {
-        self.at_or_after(key).filter(|n| n.key() == key)
+        self.at_or_after(key).filter(|n| compares::eq(n.key(), key))
     }
 
     /// The last node with key `< key`.
@@ -102,7 +103,7 @@ impl SkipLevels {
         let mut level = self.height() - 1;
         loop {
             match x.next(level) {
-                Some(n) if n.key() < key => x = n,
+                Some(n) if compares::lt(n.key(), key) => x = n,
                 _ if level == 0 => return (x != self.head).then_some(x),
                 _ => level -= 1,
             }
@@ -129,7 +130,7 @@ impl SkipLevels {
         let mut x = before;
         loop {
             match x.next(level) {
-                Some(n) if n.key() < key => x = n,
+                Some(n) if compares::lt(n.key(), key) => x = n,
                 next => return (x, next),
             }
         }
@@ -250,7 +251,7 @@ impl<'a> LinkRun<'a> {
     fn enter_level(&mut self, levels: &SkipLevels, level: usize) {
         self.level = level;
         let f = self.finger[level];
-        if f != levels.head && (self.x == levels.head || f.key() > self.x.key()) {
+        if f != levels.head && (self.x == levels.head || compares::lt(self.x.key(), f.key())) {
             self.x = f;
         }
         self.load_candidate();
@@ -276,7 +277,7 @@ impl<'a> LinkRun<'a> {
         let node = self.nodes[0];
         let key = node.key();
         match self.candidate {
-            Some(c) if c.key() < key => {
+            Some(c) if compares::lt(c.key(), key) => {
                 self.x = c;
                 self.load_candidate();
                 return;
