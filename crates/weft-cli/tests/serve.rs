@@ -69,6 +69,31 @@ impl Served {
         con
     }
 
+    /// Runs a read-only `cmd` on `c`, on a fresh connection if a read was
+    /// interrupted: a socket with a timeout fails with EINTR, even without
+    /// signal handlers, when this process is stopped and continued (as a
+    /// shared machine's scheduler may do), and the reply then still sits in
+    /// the old connection.
+    fn read_query<T: redis::FromRedisValue>(
+        &self,
+        c: &mut redis::Connection,
+        cmd: &redis::Cmd,
+    ) -> T {
+        for _ in 0..3 {
+            match cmd.query(c) {
+                Ok(v) => return v,
+                Err(e)
+                    if e.kind() == redis::ErrorKind::IoError
+                        && e.to_string().contains("os error 4") =>
+                {
+                    *c = self.conn();
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("reads interrupted three times");
+    }
+
     /// Waits for the process to exit; kills it on timeout.
     fn wait(&mut self) -> Option<i32> {
         let deadline = Instant::now() + TIMEOUT;
@@ -295,18 +320,18 @@ fn kill9_loses_no_acknowledged_write(sync: &str) {
         for (t, (acked, incrs)) in results.iter().enumerate() {
             assert!(!acked.is_empty(), "writer {t} never got an acknowledgement");
             for (k, v) in acked {
-                let got: Option<String> = redis::cmd("GET").arg(k).query(&mut c).unwrap();
+                let got: Option<String> = s.read_query(&mut c, redis::cmd("GET").arg(k));
                 assert_eq!(
                     got.as_deref(),
                     Some(v.as_str()),
                     "--sync {sync}, cycle {cycle}: acknowledged {k} lost"
                 );
             }
-            let n: i64 = redis::cmd("HGET")
-                .arg(format!("ctr{t}"))
-                .arg("n")
-                .query::<Option<i64>>(&mut c)
-                .unwrap()
+            let n: i64 = s
+                .read_query::<Option<i64>>(
+                    &mut c,
+                    redis::cmd("HGET").arg(format!("ctr{t}")).arg("n"),
+                )
                 .unwrap_or(0);
             // Earlier cycles added to the same counters.
             assert!(

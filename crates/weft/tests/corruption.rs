@@ -230,7 +230,9 @@ fn wal_flip_in_last_record_truncates_cleanly() {
 
 /// A machine crash may leave a never-synced page of the WAL as zeros with
 /// later pages on disk: open recovers the writes before the lost page (a
-/// prefix), not an error, and the database goes on from there.
+/// prefix), not an error, and the database goes on from there. Also when
+/// the crash hit a rotation or an open, which leaves a newer, blank WAL
+/// (empty, or all reserved zeros) behind the damaged one.
 #[test]
 fn wal_lost_page_recovers_the_writes_before_it() {
     install_panic_counter();
@@ -238,15 +240,22 @@ fn wal_lost_page_recovers_the_writes_before_it() {
     let w = make_wal_image_of(200);
     let page = 4096u64;
     assert!(*w.ends.last().unwrap() > 4 * page, "the WAL spans 4 pages");
-    for lost in 1..4u64 {
+    for (lost, blank_after) in [(1, None), (2, Some(0)), (3, Some(4 << 20))] {
         let d = w.copy();
         let log = w.log_in(d.path());
         let (from, to) = (lost * page, (lost + 1) * page);
         let mut bytes = std::fs::read(&log).unwrap();
         bytes[from as usize..to as usize].fill(0);
         std::fs::write(&log, &bytes).unwrap();
+        if let Some(len) = blank_after {
+            let newer = weft::filename::wal_path(d.path(), 999_000);
+            std::fs::write(newer, vec![0u8; len]).unwrap();
+        }
         let whole = w.ends.iter().filter(|&&e| e <= from).count();
-        let ctx = format!("WAL page {from}..{to} zeroed ({whole} writes before it)");
+        let ctx = format!(
+            "WAL page {from}..{to} zeroed ({whole} writes before it), blank newer WAL: \
+             {blank_after:?}"
+        );
         let db = open_no_panic(d.path(), Options::default(), &ctx)
             .unwrap_or_else(|e| panic!("{ctx}: open failed: {e:?}"));
         let mut model = w.model_of_first(whole);

@@ -307,10 +307,20 @@ fn replay_wals(
 ) -> Result<u64> {
     let mut last_seq = state.last_sequence;
     let mut mem = new_memtable(options.memtable, options.write_buffer_size);
+    // A torn tail is accepted in the last WAL holding any data: a newer WAL
+    // can be blank after a crash (created by a rotation, or by an open,
+    // before the older one was synced), and nothing is written to a new
+    // WAL before the old one is synced (`Core::rotate`).
+    let mut last_with_data = 0;
+    for (i, &n) in wals.iter().enumerate() {
+        if !is_blank(&filename::wal_path(dir, n))? {
+            last_with_data = i;
+        }
+    }
     for (i, &n) in wals.iter().enumerate() {
         let path = filename::wal_path(dir, n);
-        let is_last = i + 1 == wals.len();
-        let mut reader = LogReader::open(&path)?;
+        let is_last = i >= last_with_data;
+        let mut reader = LogReader::open(&path)?.with_lost_pages();
         loop {
             match reader.read()? {
                 LogRead::Record { offset, payload } => {
@@ -350,6 +360,28 @@ fn replay_wals(
         flush_recovered(dir, options, state, &mem)?;
     }
     Ok(last_seq)
+}
+
+/// True when the file at `path` holds no byte but zeros (a WAL created and
+/// never written, or only reserved by a mapped writer).
+fn is_blank(path: &Path) -> Result<bool> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+        };
+        if n == 0 {
+            return Ok(true);
+        }
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+    }
 }
 
 fn flush_recovered(

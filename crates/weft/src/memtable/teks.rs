@@ -233,6 +233,11 @@ impl Shared {
                 std::thread::park_timeout(GATHER_PARK);
                 continue;
             }
+            // Store-then-load against a writer's push (SeqCst CAS on the
+            // queue head) then load of `sleeping`: all SeqCst, so at least
+            // one of the two sees the other and no push is left to wait for
+            // `IDLE_PARK`. (Not modelled under loom: a missed wake-up would
+            // cost one park, not correctness; scans link what they need.)
             self.sleeping.store(true, Ordering::SeqCst);
             if self.queue.is_empty() || self.frozen.load(Ordering::Acquire) {
                 std::thread::park_timeout(IDLE_PARK);

@@ -63,22 +63,30 @@
 //! reserves space ahead of its records, and a crash leaves that space in the
 //! file. No valid record header is all zeros.
 //!
-//! A *lost page* is a torn tail too. After a machine crash, the pages of a
-//! log that were never synced may each be on disk or not, in any order
+//! A *lost page* is a torn tail too, when the reader is told so
+//! ([`LogReader::with_lost_pages`]: WAL recovery; the manifest, synced
+//! edit by edit, never has one). After a machine crash, the pages of a log
+//! that were never synced may each be on disk or not, in any order
 //! (writeback is per page): a page never written back reads as zeros, one
-//! written back before its last records were appended holds zeros after
-//! them. So when a bad record, or a zeroed header, is explained by a run of
-//! zeros that reaches the end of a [`LOST_PAGE`]-aligned page — from the
-//! page's start, or from the record's start within it — the reader takes it
-//! for such a page and reports the record as a torn tail (`at_tail`), even
-//! with records after it. That is sound for recovery: every record from the
-//! lost page on was unsynced (a completed `fdatasync` writes back all of the
-//! file's dirty pages, and records are appended in order), so stopping there
-//! keeps a prefix of the writes and loses none that was synced. Damage of
-//! any other shape with data behind it (a flipped bit, a few zeroed bytes)
-//! stays corruption. The price: damage to a synced record that happens to
-//! zero it up to a page boundary is taken for a crash, and the records after
-//! it are dropped with it instead of failing the open.
+//! written back before its last records were stored holds zeros after
+//! them, and later pages may hold records. Stopping at such a page is sound
+//! for recovery: every record from it on was unsynced (a completed
+//! `fdatasync` writes back all of the file's dirty pages, and records are
+//! appended in order), so what is kept is a prefix of the writes and
+//! nothing synced is lost. The reader recognises a lost page where it
+//! holds a record boundary, by zeros that run to the end of a
+//! [`LOST_PAGE`]-aligned page, [`HEADER_SIZE`] bytes at least:
+//!
+//! * from a record boundary (the record's header is zero), or
+//! * from inside a record whose checksum fails, through its last byte,
+//!   to the page's end.
+//!
+//! Anything else with data behind it — a flipped bit, a few zeroed bytes,
+//! a zero-filled value (its record is followed by the next record's
+//! header, not zeros), a lost page strictly inside one long record — is
+//! corruption. The price: damage to a synced record that leaves it ending
+//! in zeros up to a page boundary, or zeroes a record boundary up to one,
+//! is taken for a crash and the records after it are dropped with it.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, ErrorKind, IoSlice, Read, Write};
@@ -435,6 +443,8 @@ pub struct LogReader {
     file_len: u64,
     /// Sticky terminal result (`End` or `Bad`).
     done: Option<LogRead>,
+    /// Whether a lost page counts as a torn tail (module docs).
+    lost_pages: bool,
 }
 
 impl LogReader {
@@ -453,7 +463,15 @@ impl LogReader {
             pos: 0,
             file_len,
             done: None,
+            lost_pages: false,
         })
+    }
+
+    /// Reports a lost page (module docs) as a torn tail (`at_tail`) instead
+    /// of corruption: for a WAL being recovered after a crash.
+    pub fn with_lost_pages(mut self) -> LogReader {
+        self.lost_pages = true;
+        self
     }
 
     /// The file's path.
@@ -504,11 +522,13 @@ impl LogReader {
             // header with data behind it is a lost page (module docs) or
             // damage, never a write cut short.
             let zero_end = offset + got as u64 + zeros;
-            if zero_end >= page_end(offset) {
+            let page_end = page_end(offset);
+            if self.lost_pages && page_end - offset >= HEADER_SIZE as u64 && zero_end >= page_end {
                 return Ok(LogRead::Bad {
                     offset,
                     reason: format!(
-                        "lost page: zeros from {offset} to {zero_end}, then records                          (a machine crash before they were synced)"
+                        "lost page: zeros from {offset} to {zero_end}, then records (a machine \
+                         crash before they were synced)"
                     ),
                     at_tail: true,
                 });
@@ -566,7 +586,7 @@ impl LogReader {
             // Else a lost page inside it (module docs) is a torn tail too.
             let at_tail = end >= self.file_len || {
                 let (zeros, to_eof) = self.zero_run()?;
-                let lost = !to_eof && lost_page_in(offset, &header, &payload, end + zeros);
+                let lost = self.lost_pages && !to_eof && ends_in_lost_page(&payload, end, zeros);
                 if lost {
                     reason.push_str(", in a lost page (a machine crash before it was synced)");
                 }
@@ -630,35 +650,16 @@ fn page_end(offset: u64) -> u64 {
     (offset / LOST_PAGE + 1) * LOST_PAGE
 }
 
-/// Whether the bad record at `offset` (its `header` and `payload`, followed
-/// in the file by zeros up to `zeros_end`) has a lost page in it: a page it
-/// overlaps that is zero from the later of the page's start and the
-/// record's start to the page's end.
-fn lost_page_in(offset: u64, header: &[u8], payload: &[u8], zeros_end: u64) -> bool {
-    let end = offset + (header.len() + payload.len()) as u64;
-    let zero_between = |from: u64, to: u64| -> bool {
-        let in_record = |a: u64, b: u64| {
-            (a..b).all(|at| {
-                let i = (at - offset) as usize;
-                let byte = if i < header.len() {
-                    header[i]
-                } else {
-                    payload[i - header.len()]
-                };
-                byte == 0
-            })
-        };
-        in_record(from, to.min(end)) && (to <= end || zeros_end >= to)
-    };
-    let mut page = offset / LOST_PAGE * LOST_PAGE;
-    while page < end {
-        let from = page.max(offset);
-        if zero_between(from, page + LOST_PAGE) {
-            return true;
-        }
-        page += LOST_PAGE;
-    }
-    false
+/// Whether a bad record ending at `end` with `payload` (its header is not
+/// all zero), followed in the file by `zeros_after` zero bytes, ends in a
+/// lost page (module docs): zeros from inside it, through its last byte,
+/// to the end of that byte's page, at least a header's worth.
+fn ends_in_lost_page(payload: &[u8], end: u64, zeros_after: u64) -> bool {
+    let trailing = payload.iter().rev().take_while(|&&b| b == 0).count() as u64;
+    let page_end = page_end(end - 1);
+    trailing > 0
+        && end + zeros_after >= page_end
+        && trailing + (page_end - end) >= HEADER_SIZE as u64
 }
 
 #[cfg(test)]
@@ -1180,8 +1181,24 @@ mod tests {
         offsets.partition_point(|&o| o <= at) - 1
     }
 
+    /// `rewrite_and_read` for a WAL under recovery: lost pages accepted.
+    /// The records before the terminal are the plain reader's.
+    fn rewrite_and_recover(path: &Path, bytes: &[u8]) -> (Vec<(u64, Vec<u8>)>, LogRead) {
+        let (plain_recs, _) = rewrite_and_read(path, bytes);
+        let mut r = LogReader::open(path).unwrap().with_lost_pages();
+        let mut recs = Vec::new();
+        let term = loop {
+            match r.read().unwrap() {
+                LogRead::Record { offset, payload } => recs.push((offset, payload)),
+                other => break other,
+            }
+        };
+        assert_eq!(recs, plain_recs);
+        (recs, term)
+    }
+
     #[test]
-    fn a_lost_page_is_a_torn_tail_even_with_records_after_it() {
+    fn a_lost_page_is_a_torn_tail_in_recovery_even_with_records_after_it() {
         // After a machine crash a never-synced page may read as zeros while
         // later pages hold records: the log ends before the lost page.
         let dir = tempfile::tempdir().unwrap();
@@ -1191,54 +1208,119 @@ mod tests {
             let (from, to) = (page * LOST_PAGE, (page + 1) * LOST_PAGE);
             let mut lost = bytes.clone();
             lost[from as usize..to as usize].fill(0);
-            let (recs, term) = rewrite_and_read(&path, &lost);
             let first_bad = record_at(&offsets, from);
+            let (recs, term) = rewrite_and_recover(&path, &lost);
             assert_eq!(recs.len(), first_bad, "page {page}");
             assert_eq!(bad_at(&term), (offsets[first_bad], true), "page {page}");
+            // The manifest's reader: corruption.
+            let (_, term) = rewrite_and_read(&path, &lost);
+            assert_eq!(bad_at(&term), (offsets[first_bad], false), "page {page}");
             // One byte of the page left: damage, not a lost page.
             lost[to as usize - 1] = bytes[to as usize - 1] | 1;
-            let (_, term) = rewrite_and_read(&path, &lost);
+            let (_, term) = rewrite_and_recover(&path, &lost);
             assert_eq!(bad_at(&term), (offsets[first_bad], false), "page {page}");
         }
     }
 
     #[test]
-    fn a_page_written_back_before_its_last_records_is_a_torn_tail() {
+    fn a_page_written_back_before_its_last_records_is_a_torn_tail_in_recovery() {
         // A page synced (or written back) early holds its first records and
         // zeros after them; later pages may have been written back since.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("q.log");
         let (bytes, offsets) = paged_log(&path);
         let page_end = 3 * LOST_PAGE;
+        // Cut at a record boundary, and inside a record (written back
+        // between its header and the rest of its payload).
         let cut = record_at(&offsets, page_end - 1000);
-        let mut lost = bytes.clone();
-        lost[offsets[cut] as usize..page_end as usize].fill(0);
-        let (recs, term) = rewrite_and_read(&path, &lost);
+        for from in [offsets[cut], offsets[cut] + 20] {
+            let mut lost = bytes.clone();
+            lost[from as usize..page_end as usize].fill(0);
+            let (recs, term) = rewrite_and_recover(&path, &lost);
+            assert_eq!(recs.len(), cut, "zeros from {from}");
+            assert_eq!(bad_at(&term), (offsets[cut], true), "zeros from {from}");
+            // Zeros that stop short of the page's end are damage.
+            lost[page_end as usize - 1] = 7;
+            let (_, term) = rewrite_and_recover(&path, &lost);
+            assert_eq!(bad_at(&term), (offsets[cut], false), "zeros from {from}");
+        }
+        // A whole record with a flipped byte before such zeros: a crash
+        // leaves no damaged record that ends in data, so corruption.
+        let mut bad = bytes.clone();
+        bad[offsets[cut + 1] as usize..page_end as usize].fill(0);
+        bad[offsets[cut] as usize + 30] ^= 1;
+        let (recs, term) = rewrite_and_recover(&path, &bad);
         assert_eq!(recs.len(), cut);
-        assert_eq!(bad_at(&term), (offsets[cut], true));
-        // Zeros that stop short of the page's end are damage.
-        lost[page_end as usize - 1] = 7;
-        let (_, term) = rewrite_and_read(&path, &lost);
         assert_eq!(bad_at(&term), (offsets[cut], false));
     }
 
     #[test]
-    fn a_lost_page_inside_a_long_record_is_a_torn_tail() {
+    fn a_long_record_ending_in_a_lost_page_is_a_torn_tail_but_not_one_with_a_hole() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.log");
         let mut ps: Vec<Vec<u8>> = vec![vec![3; 100]; 3];
-        ps.push((0..20_000u32).map(|i| (i % 253) as u8 + 1).collect());
-        ps.extend(vec![vec![5; 100]; 3]);
+        ps.push((0..10_000u32).map(|i| (i % 253) as u8 + 1).collect());
+        ps.extend(vec![vec![5; 100]; 40]);
         let offsets = write_log(&path, &ps);
         let bytes = std::fs::read(&path).unwrap();
+        let end = offsets[4];
+        assert!(
+            end > 2 * LOST_PAGE && end < 3 * LOST_PAGE,
+            "record 3 ends in page 2"
+        );
+        // Page 2 lost: the long record's tail and the records after it.
         let mut lost = bytes.clone();
         lost[2 * LOST_PAGE as usize..3 * LOST_PAGE as usize].fill(0);
-        let (recs, term) = rewrite_and_read(&path, &lost);
+        let (recs, term) = rewrite_and_recover(&path, &lost);
         assert_eq!(recs.len(), 3);
         assert_eq!(bad_at(&term), (offsets[3], true));
-        lost[2 * LOST_PAGE as usize] = 1;
-        let (_, term) = rewrite_and_read(&path, &lost);
+        // Page 1 lost, inside the record, which ends in a page written
+        // back: no record boundary holds zeros, so it is corruption.
+        let mut hole = bytes.clone();
+        hole[LOST_PAGE as usize..2 * LOST_PAGE as usize].fill(0);
+        let (_, term) = rewrite_and_recover(&path, &hole);
         assert_eq!(bad_at(&term), (offsets[3], false));
+    }
+
+    #[test]
+    fn a_zero_filled_value_with_a_bad_checksum_is_corruption_in_recovery() {
+        // Zeros inside a payload are data: damage to such a record, with
+        // the next record right behind it, must not pass for a lost page.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.log");
+        let mut ps: Vec<Vec<u8>> = vec![vec![1; 100]; 2];
+        ps.push(vec![0; 16 << 10]);
+        ps.extend(vec![vec![2; 100]; 3]);
+        let offsets = write_log(&path, &ps);
+        let bytes = std::fs::read(&path).unwrap();
+        for at in [offsets[2], offsets[2] + 100] {
+            let mut bad = bytes.clone();
+            bad[at as usize] ^= 0x10;
+            let (recs, term) = rewrite_and_recover(&path, &bad);
+            assert_eq!(recs.len(), 2, "byte {at} flipped");
+            assert_eq!(bad_at(&term), (offsets[2], false), "byte {at} flipped");
+        }
+    }
+
+    #[test]
+    fn a_boundary_zeroed_to_a_page_end_needs_a_whole_header_of_zeros() {
+        // Fewer zero bytes than a header before the page boundary are too
+        // little to tell a crash from damage: corruption (here the zeroed
+        // header runs into the next page, whose other bytes are intact).
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.log");
+        let (bytes, offsets) = paged_log(&path);
+        let i = offsets
+            .iter()
+            .position(|&o| o % LOST_PAGE > LOST_PAGE - HEADER_SIZE as u64)
+            .expect("a header that straddles a page boundary");
+        let (at, page_end) = (offsets[i], page_end(offsets[i]));
+        assert!(page_end - at < HEADER_SIZE as u64);
+        let mut bad = bytes.clone();
+        bad[at as usize..at as usize + HEADER_SIZE].fill(0);
+        let (recs, term) = rewrite_and_recover(&path, &bad);
+        assert_eq!(recs.len(), i);
+        assert_eq!(bad_at(&term), (at, false));
     }
 
     #[test]
