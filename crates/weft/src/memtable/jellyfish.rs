@@ -159,9 +159,12 @@ impl JellyFishMemtable {
         let mut prev = [self.levels.head; MAX_HEIGHT];
         let mut next: [Option<Node>; MAX_HEIGHT] = [None; MAX_HEIGHT];
         let mut x = self.levels.head;
+        // The successor found one level up: it sorts after the key, so
+        // reaching it again ends a level's walk without a comparison.
+        let mut bound: Option<Node> = None;
         for level in (0..top).rev() {
-            let (p, n) = SkipLevels::splice(user_key, x, level);
-            if let Some(n) = n.filter(|n| compares::eq(n.key(), user_key)) {
+            let (p, n, found) = SkipLevels::splice_until(user_key, x, level, bound);
+            if let Some(n) = n.filter(|_| found) {
                 // Known key: one CAS into its version list.
                 insert_version(n.versions(), alloc_version(&self.arena, seq, kind, value));
                 self.maybe_truncate(n);
@@ -170,6 +173,7 @@ impl JellyFishMemtable {
             prev[level] = p;
             next[level] = n;
             x = p;
+            bound = n;
         }
 
         // New key: a node with its first version in one allocation.

@@ -123,6 +123,32 @@ impl SkipLevels {
         }
     }
 
+    /// [`SkipLevels::splice`] for a search that also wants to know whether
+    /// `next` holds `key` (the third value; one comparison per step), given
+    /// `bound` (`None`: the end), a node known to sort after `key` — the
+    /// successor the search found one level up: reaching it ends the walk
+    /// without comparing it again.
+    #[inline]
+    pub(crate) fn splice_until(
+        key: &[u8],
+        before: Node,
+        level: usize,
+        bound: Option<Node>,
+    ) -> (Node, Option<Node>, bool) {
+        let mut x = before;
+        loop {
+            let next = x.next(level);
+            match next {
+                Some(n) if next != bound => match compares::cmp(n.key(), key) {
+                    CmpOrdering::Less => x = n,
+                    CmpOrdering::Equal => return (x, next, true),
+                    CmpOrdering::Greater => return (x, next, false),
+                },
+                _ => return (x, next, false),
+            }
+        }
+    }
+
     /// Walks `level` from `before` (whose key is `< key`, or the head) to the
     /// pair `(prev, next)` with `prev.key < key <= next.key`.
     #[inline]
