@@ -21,15 +21,19 @@
 //!   taken batch;
 //! * the cuckoo `KeyMap`: two claims of one new key commit one entry; a
 //!   lookup never misses a key a displacement is moving; claims racing a
-//!   growth lose nothing.
+//!   growth lose nothing. (Two claims of one key that land in different
+//!   slots — possible only once a slot frees between their scans — are not
+//!   reached: their SeqCst store-then-load mark in `other_entry` is
+//!   unchecked by these models.)
 //!
 //! Run with `scripts/test-loom` (`RUSTFLAGS="--cfg loom"`, a separate target
 //! directory, release mode; `scripts/test` runs it too). The preemption
 //! bound is 4 unless `LOOM_MAX_PREEMPTIONS` says otherwise: all eight
-//! models take about 8 s at 4 and 25 s at 5. Each model was checked to fail
-//! against a broken protocol: a version dropped on a lost CAS, truncation
-//! one version too deep, the racing writer's version abandoned with its
-//! node, a linker that ignores a failed CAS, a drainer that does not count
+//! models take about 22 s at 4. Each model was checked to fail against a
+//! broken protocol: a version dropped on a lost CAS, truncation one version
+//! too deep, the racing writer's version abandoned with its node, an insert
+//! that gives up on a failed upper-level CAS, a linker that ignores a
+//! failed CAS, a drainer that does not count
 //! itself, a claim that commits without looking for another entry, a
 //! displacement that clears the source before filling the destination
 //! outside the seqlock, a grower that does not wait for claims in flight.
