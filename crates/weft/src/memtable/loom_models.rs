@@ -21,10 +21,11 @@
 //!   taken batch;
 //! * the cuckoo `KeyMap`: two claims of one new key commit one entry; a
 //!   lookup never misses a key a displacement is moving; claims racing a
-//!   growth lose nothing. (Two claims of one key that land in different
-//!   slots — possible only once a slot frees between their scans — are not
-//!   reached: their SeqCst store-then-load mark in `other_entry` is
-//!   unchecked by these models.)
+//!   growth lose nothing. (Two claims of one key in different slots,
+//!   neither having read the other's, need a withdrawn claim of a third
+//!   key between them — four threads: a claim that must displace re-probes
+//!   before it claims again, so it sees the rival — and are not reached;
+//!   the SeqCst store-then-load mark in `other_entry` is unchecked here.)
 //!
 //! Run with `scripts/test-loom` (`RUSTFLAGS="--cfg loom"`, a separate target
 //! directory, release mode; `scripts/test` runs it too). The preemption
@@ -319,26 +320,33 @@ fn cuckoo_claims_of_one_new_key_commit_one_entry() {
     });
 }
 
+/// A map of four buckets whose buckets 0 and 1 are full of keys that may
+/// also live in 2 or 3 (so a displacement can free a slot there), and the
+/// keys it holds.
+fn map_with_full_buckets(arena: &Arena) -> (KeyMap, Vec<Vec<u8>>) {
+    // No growth before the table is full.
+    let map = KeyMap::with_load(20, (1, 1));
+    assert_eq!(map.slots(), 4 * super::cuckoo::map::SLOTS);
+    let mut resident = Vec::new();
+    for key in keys_where(&map, usize::MAX, |[a, b]| a < 2 && b >= 2) {
+        if map.occupancy()[..2]
+            .iter()
+            .all(|&n| n == super::cuckoo::map::SLOTS)
+        {
+            break;
+        }
+        claim(&map, arena, &key).expect("a new key");
+        resident.push(key);
+    }
+    (map, resident)
+}
+
 #[test]
 fn cuckoo_lookup_never_misses_a_key_being_displaced() {
     check(|| {
         let arena = Arc::new(Arena::new());
-        // Four buckets; no growth before the table is full.
-        let map = Arc::new(KeyMap::with_load(20, (1, 1)));
-        assert_eq!(map.slots(), 4 * super::cuckoo::map::SLOTS);
-        // Fill buckets 0 and 1 with keys that may also live in 2 or 3.
-        for key in keys_where(&map, usize::MAX, |[a, b]| a < 2 && b >= 2) {
-            if map.occupancy()[..2]
-                .iter()
-                .all(|&n| n == super::cuckoo::map::SLOTS)
-            {
-                break;
-            }
-            claim(&map, &arena, &key).expect("a new key");
-        }
-        let resident: Vec<Vec<u8>> = keys_where(&map, usize::MAX, |[a, b]| a < 2 && b >= 2)
-            .take(map.len())
-            .collect();
+        let (map, resident) = map_with_full_buckets(&arena);
+        let map = Arc::new(map);
         let newcomer = keys_where(&map, 1, |[a, b]| a < 2 && b < 2).next().unwrap();
         // The displacement's breadth-first search starts at slot 0 of the
         // newcomer's first bucket, whose other bucket has room: that entry
