@@ -12,8 +12,8 @@
 //!   are linked; a reader never sees a version newer than its snapshot and
 //!   never loses one it saw;
 //! * the `jellyfish` insert: two writers of one new key publish one node
-//!   with both versions; a third key linked meanwhile keeps every level
-//!   sorted;
+//!   with both versions; with a third key, all towers of two racing for
+//!   the head's level-1 link, both levels end complete and in order;
 //! * `SkipLevels::link_sorted` (the `teks` linker): two linkers of
 //!   interleaved batches leave every level sorted and complete;
 //! * the `teks` link queue: once a writer's insert returns, a scan's
