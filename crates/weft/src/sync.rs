@@ -43,13 +43,20 @@ pub(crate) fn spin_loop() {
     loom::hint::spin_loop();
 }
 
-/// Gives the core away while waiting on another thread.
+/// Waits a little for another thread (a claim in flight, a growth, a
+/// drainer), round `round` of the wait: spins first, then gives the core
+/// away, so a waiter does not burn the core the other thread may need.
 #[inline]
-pub(crate) fn yield_now() {
-    #[cfg(not(loom))]
-    std::thread::yield_now();
-    #[cfg(loom)]
-    loom::thread::yield_now();
+pub(crate) fn backoff(round: &mut u32) {
+    if *round < 64 {
+        spin_loop();
+    } else {
+        #[cfg(not(loom))]
+        std::thread::yield_now();
+        #[cfg(loom)]
+        loom::thread::yield_now();
+    }
+    *round = round.saturating_add(1);
 }
 
 #[cfg(not(loom))]

@@ -362,26 +362,10 @@ fn replay_wals(
     Ok(last_seq)
 }
 
-/// True when the file at `path` holds no byte but zeros (a WAL created and
-/// never written, or only reserved by a mapped writer).
+/// True when the log at `path` holds no record and no damage: empty, or
+/// only the zeros a mapped writer reserves (the reader's end of log).
 fn is_blank(path: &Path) -> Result<bool> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)
-        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-    let mut buf = vec![0u8; 64 << 10];
-    loop {
-        let n = match file.read(&mut buf) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
-        };
-        if n == 0 {
-            return Ok(true);
-        }
-        if buf[..n].iter().any(|&b| b != 0) {
-            return Ok(false);
-        }
-    }
+    Ok(LogReader::open(path)?.read()? == LogRead::End)
 }
 
 fn flush_recovered(

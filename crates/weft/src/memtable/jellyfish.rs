@@ -66,7 +66,6 @@ use super::arena::Arena;
 use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
-use crate::memtable::compares;
 
 pub(crate) use self::cursor::{Cursor, KeyIndex};
 
@@ -163,7 +162,7 @@ impl JellyFishMemtable {
         // reaching it again ends a level's walk without a comparison.
         let mut bound: Option<Node> = None;
         for level in (0..top).rev() {
-            let (p, n, found) = SkipLevels::splice_until(user_key, x, level, bound);
+            let (p, n, found) = SkipLevels::splice(user_key, x, level, bound);
             if let Some(n) = n.filter(|_| found) {
                 // Known key: one CAS into its version list.
                 insert_version(n.versions(), alloc_version(&self.arena, seq, kind, value));
@@ -187,8 +186,8 @@ impl JellyFishMemtable {
             if prev[0].cas_next(0, next[0], node) {
                 break;
             }
-            let (p, n) = SkipLevels::splice(user_key, prev[0], 0);
-            if let Some(winner) = n.filter(|n| compares::eq(n.key(), user_key)) {
+            let (p, n, found) = SkipLevels::splice(user_key, prev[0], 0, None);
+            if let Some(winner) = n.filter(|_| found) {
                 // Another writer published this key first: abandon our node,
                 // keep our version.
                 if let Some(v) = first {
@@ -209,7 +208,7 @@ impl JellyFishMemtable {
                 }
                 // Only one node per key is ever published, and ours is not
                 // yet at this level: the recomputed `next` is a larger key.
-                let (p, n) = SkipLevels::splice(user_key, prev[level], level);
+                let (p, n, _) = SkipLevels::splice(user_key, prev[level], level, None);
                 prev[level] = p;
                 next[level] = n;
             }

@@ -207,12 +207,7 @@ impl Shared {
             if self.queue.is_idle() {
                 return;
             }
-            if round < 64 {
-                crate::sync::spin_loop();
-            } else {
-                crate::sync::yield_now();
-            }
-            round += 1;
+            crate::sync::backoff(&mut round);
         }
     }
 

@@ -49,7 +49,7 @@
 use crate::sync::atomic::{
     fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
-use crate::sync::Mutex;
+use crate::sync::{backoff, Mutex};
 use std::ptr;
 
 use crate::memtable::compares;
@@ -443,18 +443,6 @@ enum Probe {
     Found(Node),
     Pending(u64),
     Absent,
-}
-
-/// Waits a little (a claim in flight, a growth) without burning a core the
-/// other thread may need.
-#[inline]
-fn backoff(round: &mut u32) {
-    if *round < 64 {
-        crate::sync::spin_loop();
-    } else {
-        crate::sync::yield_now();
-    }
-    *round = round.saturating_add(1);
 }
 
 /// The concurrent cuckoo hash. See the module docs.

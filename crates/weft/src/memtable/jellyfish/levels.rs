@@ -123,13 +123,14 @@ impl SkipLevels {
         }
     }
 
-    /// [`SkipLevels::splice`] for a search that also wants to know whether
-    /// `next` holds `key` (the third value; one comparison per step), given
-    /// `bound` (`None`: the end), a node known to sort after `key` — the
-    /// successor the search found one level up: reaching it ends the walk
-    /// without comparing it again.
+    /// Walks `level` from `before` (whose key is `< key`, or the head) to the
+    /// pair `(prev, next)` with `prev.key < key <= next.key`, and whether
+    /// `next` holds `key` (one comparison per step). `bound` (`None`: the
+    /// end) is a node known to sort after `key`, such as the successor a
+    /// search found one level up: reaching it ends the walk without
+    /// comparing it again.
     #[inline]
-    pub(crate) fn splice_until(
+    pub(crate) fn splice(
         key: &[u8],
         before: Node,
         level: usize,
@@ -145,19 +146,6 @@ impl SkipLevels {
                     CmpOrdering::Greater => return (x, next, false),
                 },
                 _ => return (x, next, false),
-            }
-        }
-    }
-
-    /// Walks `level` from `before` (whose key is `< key`, or the head) to the
-    /// pair `(prev, next)` with `prev.key < key <= next.key`.
-    #[inline]
-    pub(crate) fn splice(key: &[u8], before: Node, level: usize) -> (Node, Option<Node>) {
-        let mut x = before;
-        loop {
-            match x.next(level) {
-                Some(n) if compares::lt(n.key(), key) => x = n,
-                next => return (x, next),
             }
         }
     }
@@ -324,7 +312,7 @@ impl<'a> LinkRun<'a> {
                 if self.finger[level].cas_next(level, self.next[level], node) {
                     break;
                 }
-                let (p, n) = SkipLevels::splice(key, self.finger[level], level);
+                let (p, n, _) = SkipLevels::splice(key, self.finger[level], level, None);
                 self.finger[level] = p;
                 self.next[level] = n;
             }
