@@ -64,6 +64,7 @@ pub mod store;
 mod stripe;
 mod sync;
 pub mod table;
+mod thread_priority;
 pub mod wal;
 
 pub use batch::WriteBatch;

@@ -92,7 +92,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use self::coil::{Coil, Hit};
-use self::pdl::{prefix8, OpLog, Pdl};
+use self::pdl::{OpLog, Pdl};
 use super::arena::Arena;
 use super::jellyfish::node::{
     alloc_node, alloc_version, insert_version, random_height, truncate_below, Node,
@@ -102,6 +102,7 @@ use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
 use crate::memtable::compares;
+use crate::memtable::compares::key_prefix;
 
 /// PDL nodes pending before the worker is started.
 const SPAWN_AT: usize = 64;
@@ -224,7 +225,7 @@ impl Shared {
             Hit::Before(p) => p,
             Hit::Start => self.pdl_head,
         };
-        let p = start.walk_before(key, prefix8(key));
+        let p = start.walk_before(key, key_prefix(key));
         Err(p.data())
     }
 

@@ -24,8 +24,9 @@
 use std::cmp::Ordering as CmpOrdering;
 use std::mem::size_of;
 
-use super::pdl::{prefix8, Pdl};
+use super::pdl::Pdl;
 use crate::memtable::compares;
+use crate::memtable::compares::key_prefix;
 use crate::memtable::jellyfish::node::Node;
 
 /// Entries of a level per entry of the level above.
@@ -78,7 +79,10 @@ impl Coil {
         let lcp_len = first.iter().zip(last).take_while(|(a, b)| a == b).count();
         let lcp = first[..lcp_len].to_vec();
         let data: Vec<Node> = entries.iter().map(|p| p.data()).collect();
-        let prefix = data.iter().map(|n| prefix8(&n.key()[lcp_len..])).collect();
+        let prefix = data
+            .iter()
+            .map(|n| key_prefix(&n.key()[lcp_len..]))
+            .collect();
         let mut levels = vec![Level {
             prefix,
             down: Vec::new(),
@@ -127,7 +131,7 @@ impl Coil {
             CmpOrdering::Less => Target::Below,
             CmpOrdering::Greater => Target::Above,
             CmpOrdering::Equal if key.len() < n => Target::Below,
-            CmpOrdering::Equal => Target::Prefix(prefix8(&key[n..])),
+            CmpOrdering::Equal => Target::Prefix(key_prefix(&key[n..])),
         }
     }
 

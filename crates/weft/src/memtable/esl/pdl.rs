@@ -18,7 +18,7 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::memtable::arena::Arena;
-use crate::memtable::compares;
+use crate::memtable::compares::{self, key_prefix};
 use crate::memtable::jellyfish::node::Node;
 
 #[repr(C)]
@@ -41,17 +41,6 @@ unsafe impl Send for Pdl {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Pdl {}
 
-/// The first 8 bytes of `key` from `offset`, big-endian, zero-padded: for
-/// keys `a < b`, `prefix8(a) <= prefix8(b)` (a monotone, lossy summary; equal
-/// prefixes need a full comparison).
-#[inline]
-pub(super) fn prefix8(key: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = key.len().min(8);
-    b[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(b)
-}
-
 impl Pdl {
     /// Allocates an unpublished PDL node for `data`.
     pub(super) fn alloc(arena: &Arena, data: Node) -> Pdl {
@@ -68,7 +57,7 @@ impl Pdl {
                 next: AtomicPtr::new(ptr::null_mut()),
                 log_next: AtomicPtr::new(ptr::null_mut()),
                 data,
-                prefix: prefix8(data.key()),
+                prefix: key_prefix(data.key()),
             });
         }
         Pdl(p)
@@ -93,7 +82,7 @@ impl Pdl {
         NonNull::new(self.get().next.load(Ordering::Acquire)).map(Pdl)
     }
 
-    /// True when this node's key is `< key`; `tp` is `prefix8(key)`.
+    /// True when this node's key is `< key`; `tp` is `key_prefix(key)`.
     #[inline]
     pub(super) fn is_before(self, key: &[u8], tp: u64) -> bool {
         let n = self.get();

@@ -18,6 +18,18 @@ use crate::memtable::jellyfish::node::Node;
 pub(crate) struct LinkQueue {
     head: AtomicPtr<u8>,
     drainers: AtomicUsize,
+    /// Nodes pushed and not yet taken: counted before a node is published,
+    /// uncounted when taken, so it never underflows. It only paces the
+    /// worker (see [`LinkQueue::push`]); no correctness rests on it.
+    queued: AtomicUsize,
+}
+
+/// What [`LinkQueue::push`] saw.
+pub(crate) struct Pushed {
+    /// The stack was empty: the worker may be asleep.
+    pub was_empty: bool,
+    /// Nodes queued, this one included (approximate under contention).
+    pub queued: usize,
 }
 
 impl LinkQueue {
@@ -25,12 +37,13 @@ impl LinkQueue {
         LinkQueue {
             head: AtomicPtr::new(ptr::null_mut()),
             drainers: AtomicUsize::new(0),
+            queued: AtomicUsize::new(0),
         }
     }
 
-    /// Pushes `node` (claimed in the hash, not yet linked). Returns true if
-    /// the queue was empty (the worker may be asleep).
-    pub(crate) fn push(&self, node: Node) -> bool {
+    /// Pushes `node` (claimed in the hash, not yet linked).
+    pub(crate) fn push(&self, node: Node) -> Pushed {
+        let queued = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
             node.link(0).store(head, Ordering::Relaxed);
@@ -41,7 +54,12 @@ impl LinkQueue {
                 Ordering::SeqCst,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return head.is_null(),
+                Ok(_) => {
+                    return Pushed {
+                        was_empty: head.is_null(),
+                        queued,
+                    }
+                }
                 Err(actual) => head = actual,
             }
         }
@@ -57,7 +75,14 @@ impl LinkQueue {
             p = n.link(0).load(Ordering::Relaxed);
             nodes.push(n);
         }
+        self.queued.fetch_sub(nodes.len(), Ordering::Relaxed);
         Batch { queue: self, nodes }
+    }
+
+    /// Nodes pushed and not yet taken (approximate under contention).
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
     }
 
     pub(crate) fn is_empty(&self) -> bool {

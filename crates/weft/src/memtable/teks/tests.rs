@@ -74,6 +74,34 @@ fn iterator_after_burst_sees_every_new_key() {
     assert_eq!(m.weave_stats().linked, keys.len());
 }
 
+/// A worker that gets no CPU (here: frozen) leaves at most
+/// `HELP_BACKLOG` nodes for a scan to link: the put that queues that many
+/// links them itself, and the rest stay queued for the scan.
+#[test]
+fn writers_link_a_backlog_the_worker_leaves() {
+    let m = make();
+    m.freeze_worker(true);
+    let extra = 1000;
+    for i in 0..(HELP_BACKLOG + extra) as u64 {
+        m.insert(&i.to_be_bytes(), i + 1, ValueKind::Put, b"v");
+        assert!(
+            m.shared.queue.queued() < HELP_BACKLOG,
+            "backlog passed the bound at {i}"
+        );
+    }
+    assert_eq!(m.weave_stats().linked, HELP_BACKLOG);
+    assert_eq!(m.shared.queue.queued(), extra);
+    let mut vi = VisibleIter::new(Arc::clone(&m).iter(), u64::MAX);
+    vi.seek_to_first().unwrap();
+    let mut n = 0u64;
+    while vi.valid() {
+        assert_eq!(vi.key(), n.to_be_bytes());
+        n += 1;
+        vi.next().unwrap();
+    }
+    assert_eq!(n as usize, HELP_BACKLOG + extra);
+}
+
 /// The worker links new keys by itself (no scan needed).
 #[test]
 fn worker_links_in_the_background() {
