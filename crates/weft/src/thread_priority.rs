@@ -1,7 +1,7 @@
 //! CPU priority of the engine's own deferrable threads.
 //!
 //! Work that may lag the writes it follows (linking `teks`'s new keys into
-//! its sorted index) runs at a lower CPU priority than the threads serving
+//! its sorted index, faulting in memtable memory ahead of use) runs at a lower CPU priority than the threads serving
 //! requests, as RocksDB lowers its compaction pool's: when the cores are
 //! all busy, the foreground keeps them and the deferrable work takes the
 //! gaps, instead of preempting a request loop mid-batch. Whoever depends

@@ -85,6 +85,11 @@ impl LinkQueue {
         self.queued.load(Ordering::Relaxed)
     }
 
+    /// Someone holds a taken batch it has not finished linking.
+    pub(crate) fn is_draining(&self) -> bool {
+        self.drainers.load(Ordering::Relaxed) > 0
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.head.load(Ordering::SeqCst).is_null()
     }
