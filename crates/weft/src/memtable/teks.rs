@@ -118,17 +118,17 @@ const HEIGHT_MASK: u32 = 0xff;
 const IDLE_PARK: Duration = Duration::from_millis(20);
 /// A drain of at least this many nodes is followed at once by the next,
 /// and the put that queues this many wakes the worker from its gathering
-/// park: the backlog a scan may have to link itself stays near this
-/// (a few milliseconds of linking).
+/// park: while the worker gets the CPU and keeps up, the backlog a scan
+/// may have to link itself stays near this (a few milliseconds of linking).
 const FULL_BATCH: usize = 8192;
 /// After a smaller drain the worker waits this long, or until
 /// [`FULL_BATCH`] nodes are queued, for more to gather. A sorted batch is
 /// linked with finger searches that start where the previous key's ended,
 /// so the bigger the batch, the fewer levels each search descends
 /// (measured, two writers on two cores: linking every node as it came held
-/// `fillrandom` at 0.88× RocksDB's; batches gathered for 10 ms instead of
-/// 1 ms took `fillrandom` from 566 k to 619 k/s and `weft serve`'s CPU
-/// per SET down by about a tenth).
+/// `fillrandom` at 0.88× RocksDB's; batches gathered for 10 ms or 8192
+/// nodes instead of 1 ms or 1024 took `fillrandom` from 586 k to 628 k/s,
+/// and `weft serve`'s CPU per SET -P 16 from 1.58 to 1.48 µs).
 const GATHER_PARK: Duration = Duration::from_millis(10);
 /// A put that queues a multiple of this many nodes while nobody is linking
 /// links the backlog itself: the worker, at background priority, is not
