@@ -1,12 +1,14 @@
 //! CPU priority of the engine's own deferrable threads.
 //!
 //! Work that may lag the writes it follows (linking `teks`'s new keys into
-//! its sorted index, faulting in memtable memory ahead of use) runs at a lower CPU priority than the threads serving
-//! requests, as RocksDB lowers its compaction pool's: when the cores are
-//! all busy, the foreground keeps them and the deferrable work takes the
-//! gaps, instead of preempting a request loop mid-batch. Whoever depends
-//! on that work bounds its backlog (see `memtable::teks`), so a starved
-//! background thread costs latency, never correctness.
+//! its sorted index, faulting in memtable memory ahead of use) runs at a
+//! lower CPU priority than the threads serving requests, as RocksDB lowers
+//! its compaction pool's: when the cores are all busy, the foreground keeps
+//! them and the deferrable work takes the gaps, instead of preempting a
+//! request loop mid-batch. Whoever depends on that work does it itself when
+//! it falls behind (`memtable::teks` bounds its backlog; the arena faults
+//! its own pages when no chunk is ready), so a starved background thread
+//! costs latency, never correctness.
 
 /// Nice value of a background thread (the weakest Linux share).
 const BACKGROUND_NICE: i32 = 19;

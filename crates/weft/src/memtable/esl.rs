@@ -101,8 +101,7 @@ use super::jellyfish::{Cursor, KeyIndex};
 use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
-use crate::memtable::compares;
-use crate::memtable::compares::key_prefix;
+use crate::memtable::compares::{self, key_prefix};
 
 /// PDL nodes pending before the worker is started.
 const SPAWN_AT: usize = 64;
