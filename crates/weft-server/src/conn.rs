@@ -188,12 +188,19 @@ impl Conn {
         }
     }
 
-    /// Appends the replies for this connection's `n` requests of a
-    /// committed group.
-    pub fn take_group_replies(&mut self, n: usize, r: &cmd::CmdResult) {
+    /// Appends the replies for this connection's requests of a committed
+    /// group, and takes the requests back for their buffers.
+    pub fn take_group_replies(
+        &mut self,
+        requests: impl ExactSizeIterator<Item = Args>,
+        r: &cmd::CmdResult,
+    ) {
         debug_assert!(self.in_group);
         self.in_group = false;
-        cmd::reply_sets(&mut self.out, n, r);
+        cmd::reply_sets(&mut self.out, requests.len(), r);
+        for args in requests {
+            self.parser.recycle(args);
+        }
     }
 
     /// The interest this connection needs now.
@@ -338,6 +345,7 @@ impl Conn {
                         out: &mut self.out,
                     };
                     cmd::dispatch(&mut ctx, &args);
+                    self.parser.recycle(args);
                     if self.session.quit {
                         stop = true;
                         break;
@@ -392,7 +400,9 @@ impl Conn {
             return;
         }
         cmd::answer_gets(shared, gets, &mut self.out);
-        gets.clear();
+        for args in gets.drain(..) {
+            self.parser.recycle(args);
+        }
     }
 
     fn commit_run(&mut self, shared: &Shared, run: &mut Vec<Args>) {
@@ -401,7 +411,9 @@ impl Conn {
         }
         let r = cmd::commit_sets(shared, run);
         cmd::reply_sets(&mut self.out, run.len(), &r);
-        run.clear();
+        for args in run.drain(..) {
+            self.parser.recycle(args);
+        }
     }
 
     /// Writes queued replies until done or the socket is full.

@@ -139,14 +139,40 @@ pub fn system_key(name: &[u8]) -> Vec<u8> {
     k
 }
 
-fn header(out: &mut Vec<u8>, kind: Kind, expire_at: Option<u64>) {
-    match expire_at {
-        Some(t) => {
-            out.push(kind.tag() | HAS_EXPIRY);
-            out.extend_from_slice(&t.to_be_bytes());
-        }
-        None => out.push(kind.tag()),
+/// A metadata record's header (flags and deadline), built on the stack
+/// so that a record can be written as parts: header, then payload.
+#[derive(Debug, Clone, Copy)]
+pub struct Header {
+    bytes: [u8; 9],
+    len: usize,
+}
+
+impl Header {
+    /// The header of a `kind` record expiring at `expire_at`.
+    pub fn new(kind: Kind, expire_at: Option<u64>) -> Header {
+        let mut bytes = [0u8; 9];
+        let len = match expire_at {
+            Some(t) => {
+                bytes[0] = kind.tag() | HAS_EXPIRY;
+                bytes[1..].copy_from_slice(&t.to_be_bytes());
+                9
+            }
+            None => {
+                bytes[0] = kind.tag();
+                1
+            }
+        };
+        Header { bytes, len }
     }
+
+    /// The encoded header.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+fn header(out: &mut Vec<u8>, kind: Kind, expire_at: Option<u64>) {
+    out.extend_from_slice(Header::new(kind, expire_at).as_bytes());
 }
 
 /// Encodes a string's metadata record (header + value).

@@ -198,14 +198,16 @@ impl EventLoop {
             return;
         }
         let r = cmd::commit_sets(&self.loops.shared, &self.group.sets);
+        let mut sets = self.group.sets.drain(..);
         for &(token, n) in &self.group.owners {
             let slot = (token - FIRST_CONN) as usize;
             let conn = self.conns[slot]
                 .as_mut()
                 .expect("a connection with uncommitted requests is never closed");
-            conn.take_group_replies(n, &r);
+            conn.take_group_replies(sets.by_ref().take(n), &r);
         }
-        self.group.sets.clear();
+        debug_assert!(sets.next().is_none(), "every request has its owner");
+        drop(sets);
         self.group.owners.clear();
         self.group.keys = 0;
     }

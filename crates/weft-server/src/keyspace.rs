@@ -103,8 +103,24 @@ fn live_at(key: &[u8], raw: Vec<u8>, now: u64) -> StoreResult<Option<Entry>> {
 }
 
 /// The engine keys of the metadata records of `keys`.
-fn meta_keys(keys: &[&[u8]]) -> Vec<Vec<u8>> {
-    keys.iter().map(|k| encoding::meta_key(k)).collect()
+/// Runs `f` on the metadata keys of `keys`, built in one buffer (two
+/// allocations, not one per key).
+fn with_meta_keys<R>(keys: &[&[u8]], f: impl FnOnce(&[&[u8]]) -> R) -> R {
+    let mut buf = Vec::with_capacity(keys.iter().map(|k| 1 + k.len()).sum());
+    for k in keys {
+        buf.push(encoding::META);
+        buf.extend_from_slice(k);
+    }
+    let mut rest = &buf[..];
+    let meta_keys: Vec<&[u8]> = keys
+        .iter()
+        .map(|k| {
+            let (m, r) = rest.split_at(1 + k.len());
+            rest = r;
+            m
+        })
+        .collect();
+    f(&meta_keys)
 }
 
 /// A write batch that tallies the user keys (and deadlines) it creates and
@@ -120,6 +136,14 @@ impl Batch {
     /// An empty batch.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty batch with room for `bytes` of operations.
+    pub fn with_capacity(bytes: usize) -> Self {
+        Batch {
+            batch: WriteBatch::with_capacity(bytes),
+            ..Self::default()
+        }
     }
 }
 
@@ -246,8 +270,7 @@ impl Keyspace {
     /// [`weft::Db::multi_get_opt`]: their memtable lookups overlap).
     pub fn get_many(&self, keys: &[&[u8]], opts: &ReadOptions) -> Vec<StoreResult<Option<Entry>>> {
         let now = now_ms();
-        self.db
-            .multi_get_opt(&meta_keys(keys), opts)
+        with_meta_keys(keys, |m| self.db.multi_get_opt(m, opts))
             .into_iter()
             .zip(keys)
             .map(|(raw, key)| match raw? {
@@ -266,7 +289,8 @@ impl Keyspace {
     ) -> StoreResult<Vec<Option<Entry>>> {
         let now = now_ms();
         let mut out = Vec::with_capacity(keys.len());
-        for (raw, key) in self.db.multi_get(&meta_keys(keys)).into_iter().zip(keys) {
+        let raws = with_meta_keys(keys, |m| self.db.multi_get(m));
+        for (raw, key) in raws.into_iter().zip(keys) {
             out.push(match raw? {
                 None => None,
                 Some(raw) => self.live_or_delete(key, decode_entry(key, raw)?, now, batch)?,
@@ -326,7 +350,7 @@ impl Keyspace {
         batch: &mut Batch,
         key: &[u8],
         old: Option<&Meta>,
-        raw: &[u8],
+        record: &[&[u8]],
         expire_at: Option<u64>,
     ) {
         let had_deadline = old.is_some_and(|m| m.expire_at.is_some());
@@ -337,7 +361,7 @@ impl Keyspace {
                 batch.delete(encoding::expiry_key(t, key));
             }
         }
-        batch.put(encoding::meta_key(key), raw);
+        batch.put_parts(&[&[encoding::META], key], record);
         if let Some(t) = expire_at {
             if old.and_then(|m| m.expire_at) != Some(t) {
                 batch.put(encoding::expiry_key(t, key), b"");
@@ -353,7 +377,7 @@ impl Keyspace {
         batch: &mut Batch,
         key: &[u8],
         old: Option<&Meta>,
-        raw: &[u8],
+        record: &[&[u8]],
         expire_at: Option<u64>,
     ) -> StoreResult<()> {
         let old = match old {
@@ -363,7 +387,7 @@ impl Keyspace {
             }
             o => o,
         };
-        self.put_meta(batch, key, old, raw, expire_at);
+        self.put_meta(batch, key, old, record, expire_at);
         Ok(())
     }
 

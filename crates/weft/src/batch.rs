@@ -75,29 +75,60 @@ impl WriteBatch {
         }
     }
 
+    /// An empty batch with room for `bytes` of encoded operations (about
+    /// the sum of its keys' and values' lengths plus a few bytes each).
+    pub fn with_capacity(bytes: usize) -> Self {
+        let mut rep = Vec::with_capacity(HEADER + bytes);
+        rep.resize(HEADER, 0);
+        WriteBatch { rep }
+    }
+
     /// Adds a put of `key` to `value`.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
-        self.push(ValueKind::Put, key.as_ref(), Some(value.as_ref()));
+        self.push_parts(ValueKind::Put, &[key.as_ref()], Some(&[value.as_ref()]));
+        self
+    }
+
+    /// Adds a put of the concatenation of `key` to the concatenation of
+    /// `value` (RocksDB's `SliceParts`): a caller that frames keys or values
+    /// with a prefix writes them without assembling each in a buffer first.
+    ///
+    /// ```
+    /// let mut batch = weft::WriteBatch::new();
+    /// batch.put_parts(&[b"user:", b"42"], &[b"\x01", b"alice"]);
+    /// let mut same = weft::WriteBatch::new();
+    /// same.put(b"user:42", b"\x01alice");
+    /// assert_eq!(batch, same);
+    /// ```
+    pub fn put_parts(&mut self, key: &[&[u8]], value: &[&[u8]]) -> &mut Self {
+        self.push_parts(ValueKind::Put, key, Some(value));
         self
     }
 
     /// Adds a delete of `key`.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
-        self.push(ValueKind::Delete, key.as_ref(), None);
+        self.push_parts(ValueKind::Delete, &[key.as_ref()], None);
         self
     }
 
-    fn push(&mut self, kind: ValueKind, key: &[u8], value: Option<&[u8]>) {
+    fn push_parts(&mut self, kind: ValueKind, key: &[&[u8]], value: Option<&[&[u8]]>) {
         let n = self.len() as u32 + 1;
         self.rep[8..12].copy_from_slice(&n.to_le_bytes());
         self.rep.push(kind as u8);
+        self.push_slice(key);
+        if let Some(v) = value {
+            self.push_slice(v);
+        }
+    }
+
+    /// Appends one length-prefixed slice given as parts.
+    fn push_slice(&mut self, parts: &[&[u8]]) {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
         // Oversized keys/values are rejected by `validate` before the batch is
         // written; lengths are clamped here only so the encoding stays parseable.
-        put_varint32(&mut self.rep, key.len().min(u32::MAX as usize) as u32);
-        self.rep.extend_from_slice(key);
-        if let Some(v) = value {
-            put_varint32(&mut self.rep, v.len().min(u32::MAX as usize) as u32);
-            self.rep.extend_from_slice(v);
+        put_varint32(&mut self.rep, len.min(u32::MAX as usize) as u32);
+        for p in parts {
+            self.rep.extend_from_slice(p);
         }
     }
 

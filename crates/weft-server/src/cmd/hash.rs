@@ -57,7 +57,7 @@ fn set_fields(
             &mut batch,
             key,
             old.as_ref().map(|e| &e.meta),
-            &raw,
+            &[&raw],
             expire_at,
         );
     }
@@ -206,7 +206,7 @@ pub fn hdel(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             ks.delete_into(&mut batch, key, &e.meta)?;
         } else {
             let raw = encoding::encode_hash(count, e.meta.expire_at);
-            ks.put_meta(&mut batch, key, Some(&e.meta), &raw, e.meta.expire_at);
+            ks.put_meta(&mut batch, key, Some(&e.meta), &[&raw], e.meta.expire_at);
         }
     }
     ks.write(batch)?;
@@ -266,7 +266,7 @@ pub fn hincrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             &mut batch,
             key,
             old.as_ref().map(|e| &e.meta),
-            &raw,
+            &[&raw],
             expire_at,
         );
     }

@@ -181,7 +181,7 @@ fn expire_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], unit: u64, cmd: &str) -> Cmd
         let at = at as u64;
         let raw = encoding::with_expiry(e.raw(), Some(at))
             .ok_or_else(|| CmdError("ERR weft: malformed metadata".into()))?;
-        ks.put_meta(&mut batch, key, Some(&e.meta), &raw, Some(at));
+        ks.put_meta(&mut batch, key, Some(&e.meta), &[&raw], Some(at));
     }
     ks.write(batch)?;
     ctx.out.int(1);
@@ -233,7 +233,7 @@ pub fn persist(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         Some(e) if e.meta.expire_at.is_some() => {
             let raw = encoding::with_expiry(e.raw(), None)
                 .ok_or_else(|| CmdError("ERR weft: malformed metadata".into()))?;
-            ks.put_meta(&mut batch, key, Some(&e.meta), &raw, None);
+            ks.put_meta(&mut batch, key, Some(&e.meta), &[&raw], None);
             true
         }
         _ => false,

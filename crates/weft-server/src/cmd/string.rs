@@ -4,7 +4,7 @@
 use weft::ReadOptions;
 
 use super::{err, int_arg, is, CmdError, CmdResult, Ctx, NOT_INT, OVERFLOW, SYNTAX, WRONGTYPE};
-use crate::encoding::{self, Kind};
+use crate::encoding::{Header, Kind};
 use crate::keyspace::{now_ms, Batch, Entry};
 use crate::resp::Out;
 use crate::Shared;
@@ -82,12 +82,11 @@ fn set_generic(
             Ttl::Keep => old.as_ref().and_then(|e| e.meta.expire_at),
             Ttl::At(t) => Some(t),
         };
-        let raw = encoding::encode_string(value, expire_at);
         ks.put_replacing(
             &mut batch,
             key,
             old.as_ref().map(|e| &e.meta),
-            &raw,
+            &[Header::new(Kind::String, expire_at).as_bytes(), value],
             expire_at,
         )?;
     }
@@ -210,26 +209,29 @@ fn put_strings<'a>(
     pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>,
 ) -> CmdResult {
     let mut pairs: Vec<(&[u8], &[u8])> = pairs.collect();
-    // Stable: among equal keys the original order stays, and the last wins.
+    // Stable: among equal keys the original order stays, and the last wins
+    // (`dedup_by` keeps the first of a run; it takes each later value).
     pairs.sort_by(|x, y| x.0.cmp(y.0));
-    let mut unique: Vec<(&[u8], &[u8])> = Vec::with_capacity(pairs.len());
-    for p in pairs {
-        match unique.last_mut() {
-            Some(last) if last.0 == p.0 => *last = p,
-            _ => unique.push(p),
+    pairs.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 = later.1;
         }
-    }
+        same
+    });
     let ks = &shared.ks;
-    let _g = ks.locks.lock_many(unique.iter().map(|p| p.0));
-    let mut batch = Batch::new();
-    let keys: Vec<&[u8]> = unique.iter().map(|p| p.0).collect();
+    let _g = ks.locks.lock_many(pairs.iter().map(|p| p.0));
+    let bytes = pairs.iter().map(|(k, v)| k.len() + v.len() + 12).sum();
+    let mut batch = Batch::with_capacity(bytes);
+    let keys: Vec<&[u8]> = pairs.iter().map(|p| p.0).collect();
     let olds = ks.load_many_for_write(&keys, &mut batch)?;
-    for ((k, v), old) in unique.into_iter().zip(olds) {
+    let header = Header::new(Kind::String, None);
+    for ((k, v), old) in pairs.into_iter().zip(olds) {
         ks.put_replacing(
             &mut batch,
             k,
             old.as_ref().map(|e| &e.meta),
-            &encoding::encode_string(v, None),
+            &[header.as_bytes(), v],
             None,
         )?;
     }
@@ -320,7 +322,7 @@ fn update<T>(
         &mut batch,
         key,
         old.as_ref().map(|e| &e.meta),
-        &encoding::encode_string(&new, expire_at),
+        &[Header::new(Kind::String, expire_at).as_bytes(), &new],
         expire_at,
     );
     ks.write(batch)?;
