@@ -142,7 +142,8 @@ impl Batch {
     pub fn with_capacity(bytes: usize) -> Self {
         Batch {
             batch: WriteBatch::with_capacity(bytes),
-            ..Self::default()
+            keys: 0,
+            expires: 0,
         }
     }
 }
