@@ -113,6 +113,8 @@ pub struct StoreKnobs {
     pub unsorted_limit: Option<u64>,
     /// `--min_blob_size`.
     pub min_blob_size: Option<usize>,
+    /// `--scan_merge_limit`.
+    pub scan_merge_limit: Option<usize>,
     /// `--gc_garbage_ratio`.
     pub gc_garbage_ratio: Option<f64>,
     /// `--gc_min_garbage_bytes`.

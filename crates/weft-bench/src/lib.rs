@@ -443,6 +443,7 @@ pub fn config_json(c: &BenchConfig) -> serde_json::Value {
         "partition_size": c.store.partition_size,
         "unsorted_limit": c.store.unsorted_limit,
         "min_blob_size": c.store.min_blob_size,
+        "scan_merge_limit": c.store.scan_merge_limit,
         "gc_garbage_ratio": c.store.gc_garbage_ratio,
         "gc_min_garbage_bytes": c.store.gc_min_garbage_bytes,
         "max_value_logs": c.store.max_value_logs,
@@ -791,6 +792,7 @@ mod tests {
         cfg.store.partition_size = Some(1 << 20);
         cfg.store.unsorted_limit = Some(1 << 21);
         cfg.store.min_blob_size = Some(64);
+        cfg.store.scan_merge_limit = Some(3);
         cfg.store.gc_garbage_ratio = Some(0.25);
         cfg.store.gc_min_garbage_bytes = Some(99);
         let o = engine::weft_options(&cfg);
@@ -799,6 +801,7 @@ mod tests {
         assert_eq!(o.partition_size, 1 << 20);
         assert_eq!(o.unsorted_limit, 1 << 21);
         assert_eq!(o.min_blob_size, 64);
+        assert_eq!(o.scan_merge_limit, 3);
         assert_eq!(o.gc_garbage_ratio, 0.25);
         assert_eq!(o.gc_min_garbage_bytes, 99);
         // Unset knobs keep the engine's defaults.

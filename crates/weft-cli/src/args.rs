@@ -212,6 +212,10 @@ pub struct BenchArgs {
     /// Weft: values of at least this many bytes go to value logs
     #[arg(long = "min_blob_size")]
     pub min_blob_size: Option<usize>,
+    /// Weft: consolidate a partition's UnsortedStore tables for scans past
+    /// this many
+    #[arg(long = "scan_merge_limit")]
+    pub scan_merge_limit: Option<usize>,
     /// Weft: collect a value log once this share of it is dead
     #[arg(long = "gc_garbage_ratio")]
     pub gc_garbage_ratio: Option<f64>,
@@ -355,6 +359,7 @@ impl BenchArgs {
             partition_size,
             unsorted_limit,
             min_blob_size,
+            scan_merge_limit,
             gc_garbage_ratio,
             gc_min_garbage_bytes,
             max_value_logs
