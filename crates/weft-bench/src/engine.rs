@@ -183,6 +183,12 @@ impl Engine for WeftEngine {
         while n < limit && it.valid() {
             visit(it.key(), it.value());
             n += 1;
+            if n == limit {
+                // No step past the last entry wanted: `seekrandom` visits
+                // the entry sought and `seek_nexts` more with `seek_nexts`
+                // steps, as db_bench's loop does.
+                break;
+            }
             if reverse {
                 it.prev()?
             } else {
