@@ -27,6 +27,8 @@
 //! it: one request's, or one run of up to [`MAX_GET_RUN`] plain `GET`s
 //! (answered by one engine read, see [`cmd::answer_gets`]). One incomplete request may hold
 //! `max_query_buffer` bytes (and never less than one `max_bulk` string).
+//! Answered requests go back to the parser ([`Parser::recycle`]), which
+//! keeps up to 64 KiB of their buffers for the next ones.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
