@@ -91,10 +91,13 @@ impl Meta {
 
 /// The engine key of `user_key`'s metadata.
 pub fn meta_key(user_key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(1 + user_key.len());
-    k.push(META);
-    k.extend_from_slice(user_key);
-    k
+    meta_key_parts(user_key).concat()
+}
+
+/// [`meta_key`] as parts, for writers that place it without building it
+/// (`WriteBatch::put_parts`, a buffer of many keys).
+pub fn meta_key_parts(user_key: &[u8]) -> [&[u8]; 2] {
+    [&[META], user_key]
 }
 
 /// The prefix of every field of hash `user_key`.

@@ -106,16 +106,23 @@ fn live_at(key: &[u8], raw: Vec<u8>, now: u64) -> StoreResult<Option<Entry>> {
 /// Runs `f` on the metadata keys of `keys`, built in one buffer (two
 /// allocations, not one per key).
 fn with_meta_keys<R>(keys: &[&[u8]], f: impl FnOnce(&[&[u8]]) -> R) -> R {
-    let mut buf = Vec::with_capacity(keys.iter().map(|k| 1 + k.len()).sum());
+    let len = |k: &[u8]| {
+        encoding::meta_key_parts(k)
+            .iter()
+            .map(|p| p.len())
+            .sum::<usize>()
+    };
+    let mut buf = Vec::with_capacity(keys.iter().map(|k| len(k)).sum());
     for k in keys {
-        buf.push(encoding::META);
-        buf.extend_from_slice(k);
+        for part in encoding::meta_key_parts(k) {
+            buf.extend_from_slice(part);
+        }
     }
     let mut rest = &buf[..];
     let meta_keys: Vec<&[u8]> = keys
         .iter()
         .map(|k| {
-            let (m, r) = rest.split_at(1 + k.len());
+            let (m, r) = rest.split_at(len(k));
             rest = r;
             m
         })
@@ -362,7 +369,7 @@ impl Keyspace {
                 batch.delete(encoding::expiry_key(t, key));
             }
         }
-        batch.put_parts(&[&[encoding::META], key], record);
+        batch.put_parts(&encoding::meta_key_parts(key), record);
         if let Some(t) = expire_at {
             if old.and_then(|m| m.expire_at) != Some(t) {
                 batch.put(encoding::expiry_key(t, key), b"");
