@@ -159,8 +159,6 @@ impl HashedNodes {
                 let mut make = || {
                     let h = height.take().map_or(1, |f| f());
                     let (n, v) = alloc_node(&self.arena, h, user_key, Some((seq, kind, value)));
-                    // Published with the node by the claim's CAS.
-                    n.flags().store(h as u32, Ordering::Relaxed);
                     first = v;
                     n
                 };

@@ -109,10 +109,9 @@ use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE};
 use crate::memtable::compares::{self, key_prefix};
 
-/// Node flag: linked into the skiplist at level 0 (the low byte of the
-/// flag word holds the node's height).
+/// Node flag: linked into the skiplist at level 0 (above the height byte,
+/// `node::HEIGHT_MASK`).
 const LINKED: u32 = 1 << 8;
-const HEIGHT_MASK: u32 = 0xff;
 /// How long an idle worker sleeps before looking again (a push onto an
 /// empty queue wakes it sooner).
 const IDLE_PARK: Duration = Duration::from_millis(20);
@@ -202,7 +201,7 @@ impl Shared {
         let nodes: Vec<Node> = sorted.into_iter().map(|(_, n)| n).collect();
         self.levels.link_sorted(
             &nodes,
-            |node| (node.flags().load(Ordering::Relaxed) & HEIGHT_MASK) as usize,
+            |node| node.height(),
             |node| {
                 node.flags().fetch_or(LINKED, Ordering::Release);
             },

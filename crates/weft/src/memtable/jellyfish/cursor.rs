@@ -36,11 +36,123 @@ pub(crate) struct Cursor<I: KeyIndex> {
     index: Arc<I>,
     /// Current key node and version; both `Some` or both `None`.
     pos: Option<(Node, Version)>,
+    readahead: Readahead,
+}
+
+/// Nodes the readahead may request ahead of the cursor at first, and at
+/// most (measured: 4 and 24 scan as fast as 12 and 48 and waste less on a
+/// seek + 10).
+const FIRST_WINDOW: u32 = 4;
+const MAX_WINDOW: u32 = 24;
+/// Keys a level-1 link skips on average (towers have branching 4).
+const KEYS_PER_TOWER: u32 = 4;
+
+/// Readahead for forward scans over level 0.
+///
+/// Walking level 0 is a chain of dependent misses: a node's address is in
+/// its predecessor, so a cursor that prefetches only along level 0 waits
+/// about one memory latency per key, however deep it looks ahead. The
+/// towers break the chain: the level-1 links (one node in four has one)
+/// reach about four keys ahead per miss. So the readahead keeps a *front*
+/// on level 1, one hop per cursor step, and requests at each tower node it
+/// reaches the node, its newest version and its level-0 successor, and,
+/// a step later when that successor's line has arrived, the successor's
+/// version and the node after it: three keys of every four are in flight
+/// before the cursor needs them, in chains that overlap instead of one.
+///
+/// Like a file readahead its window starts small and grows with the scan,
+/// so a seek + 10 does not pay for lines it never reads. It only
+/// prefetches: every link it follows is read with Acquire like any other
+/// and leads to a published node of the same arena, so a stale guess (a
+/// node linked meanwhile, a tower not yet linked above level 0) costs
+/// bandwidth, never a wrong answer.
+///
+/// Measured (`cargo bench -p weft --bench memtable`, `teks256`, one
+/// thread, three alternating runs): full scan 6.0 → 10.3 M keys/s, seek +
+/// 10 0.46 → 0.53 M/s. Also tried and dropped: level-0 runs from every
+/// tower node (each hop waits for a line requested one step earlier: no
+/// gain), a third key per tower (no gain), prefetching values past their
+/// first line (a reader that does not copy them pays: `readseq` −27 %).
+#[derive(Default)]
+struct Readahead {
+    /// The furthest tower node requested through a level-1 link; its line
+    /// was requested at least a step ago.
+    front: Option<Node>,
+    /// The level-0 successor of the previous front, requested a step ago.
+    after_front: Option<Node>,
+    /// Keys requested ahead of the cursor and not yet reached (estimate).
+    lead: u32,
+    /// How far `lead` may grow now.
+    window: u32,
+}
+
+impl Readahead {
+    /// Starts over at a seek: a small window, nothing in flight.
+    fn restart(&mut self) {
+        *self = Readahead {
+            window: FIRST_WINDOW,
+            ..Readahead::default()
+        };
+    }
+
+    /// One forward step of the cursor, which has just landed on `at`.
+    #[inline]
+    fn step(&mut self, at: Node) {
+        self.lead = self.lead.saturating_sub(1);
+        self.window = (self.window + 1).min(MAX_WINDOW);
+        if self.front == Some(at) {
+            // The cursor caught up: whatever was counted ahead is behind.
+            self.front = None;
+            self.after_front = None;
+            self.lead = 0;
+        }
+        if self.lead >= self.window {
+            return;
+        }
+        let Some(front) = self.front else {
+            if at.height() >= 2 {
+                self.front = at.next(1);
+                if let Some(f) = self.front {
+                    f.prefetch();
+                    self.lead += KEYS_PER_TOWER;
+                }
+            }
+            return;
+        };
+        // A tower node ends the run: the front reaches it on level 1.
+        if let Some(a) = self.after_front.take().filter(|a| a.height() == 1) {
+            request_key_and_successor(a);
+        }
+        self.after_front = request_key_and_successor(front);
+        self.front = front.next(1);
+        if let Some(f) = self.front {
+            f.prefetch();
+            self.lead += KEYS_PER_TOWER;
+        }
+    }
+}
+
+/// Requests `node`'s newest version and its level-0 successor, whose
+/// node (line already requested) it returns.
+#[inline]
+fn request_key_and_successor(node: Node) -> Option<Node> {
+    if let Some(v) = node.first_version() {
+        v.prefetch();
+    }
+    let next = node.next(0);
+    if let Some(n) = next {
+        n.prefetch();
+    }
+    next
 }
 
 impl<I: KeyIndex> Cursor<I> {
     pub(crate) fn new(index: Arc<I>) -> Self {
-        Cursor { index, pos: None }
+        Cursor {
+            index,
+            pos: None,
+            readahead: Readahead::default(),
+        }
     }
 
     #[inline]
@@ -56,6 +168,15 @@ impl<I: KeyIndex> Cursor<I> {
     fn land_first(&mut self, node: Option<Node>) {
         self.pos = node.and_then(|n| n.first_version().map(|v| (n, v)));
         self.prefetch_ahead();
+    }
+
+    /// Moves forward onto the newest version of `node` (or the end).
+    #[inline]
+    fn step_to(&mut self, node: Option<Node>) {
+        self.land_first(node);
+        if let Some((n, _)) = self.pos {
+            self.readahead.step(n);
+        }
     }
 
     /// Scans move forward, and each step is two dependent misses: the next
@@ -89,6 +210,7 @@ impl<I: KeyIndex> InternalIterator for Cursor<I> {
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
+        self.readahead.restart();
         let n = self.index.first_node();
         self.land_first(n);
         Ok(())
@@ -101,6 +223,7 @@ impl<I: KeyIndex> InternalIterator for Cursor<I> {
     }
 
     fn seek(&mut self, user_key: &[u8], seq: SequenceNumber) -> Result<()> {
+        self.readahead.restart();
         let node = self.index.node_at_or_after(user_key);
         match node {
             Some(n) if compares::eq(n.key(), user_key) => match n.version_at(seq) {
@@ -122,14 +245,14 @@ impl<I: KeyIndex> InternalIterator for Cursor<I> {
         let (n, v) = self.current();
         match v.next() {
             Some(older) => self.pos = Some((n, older)),
-            None => self.land_first(n.next(0)),
+            None => self.step_to(n.next(0)),
         }
         Ok(())
     }
 
     fn next_key(&mut self, _current_key: &[u8]) -> Result<()> {
         let (n, _) = self.current();
-        self.land_first(n.next(0));
+        self.step_to(n.next(0));
         Ok(())
     }
 

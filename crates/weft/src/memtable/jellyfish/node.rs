@@ -64,11 +64,15 @@ const LINK_SIZE: usize = mem::size_of::<AtomicPtr<u8>>();
 /// Offsets from the node pointer (the address of link 0).
 const VERSIONS_OFFSET: usize = LINK_SIZE;
 const KEY_LEN_OFFSET: usize = VERSIONS_OFFSET + LINK_SIZE;
-/// A word of flags the kinds may use (teks: "linked into the sorted
-/// index"); zero at allocation. (Sizes from the types: loom's atomics are
-/// wider than std's.)
+/// The flag word: its low byte is the node's height (written at
+/// allocation, never changed: a cursor's readahead reads it to know which
+/// links exist); the kinds may use the bits above it (teks: "linked into
+/// the sorted index"), zero at allocation. (Sizes from the types: loom's
+/// atomics are wider than std's.)
 const FLAGS_OFFSET: usize = (KEY_LEN_OFFSET + 4).next_multiple_of(mem::align_of::<AtomicU32>());
 const KEY_OFFSET: usize = FLAGS_OFFSET + mem::size_of::<AtomicU32>();
+/// The flag word's bits that hold the node's height.
+pub(crate) const HEIGHT_MASK: u32 = 0xff;
 /// Offsets inside a version record.
 const V_TRAILER_OFFSET: usize = LINK_SIZE;
 const V_VALUE_LEN_OFFSET: usize = V_TRAILER_OFFSET + 8;
@@ -170,13 +174,23 @@ impl Node {
         unsafe { &*self.0.as_ptr().add(VERSIONS_OFFSET).cast::<AtomicPtr<u8>>() }
     }
 
-    /// The node's flag word (zero at allocation; meaning per kind).
+    /// The node's flag word (the height in the low byte, see
+    /// [`HEIGHT_MASK`]; the bits above it zero at allocation, meaning per
+    /// kind).
     #[inline]
     pub(crate) fn flags(self) -> &'static AtomicU32 {
         // SAFETY: the flag word is the 4-aligned u32 after the key length,
         // inside the allocation, initialised by `alloc_node` before the node
         // can be reached (lifetime: as `link`).
         unsafe { &*self.0.as_ptr().add(FLAGS_OFFSET).cast::<AtomicU32>() }
+    }
+
+    /// The tower height the node was allocated with: links `0..height`
+    /// exist. A link above level 0 may still be null while the node is
+    /// being linked.
+    #[inline]
+    pub(crate) fn height(self) -> usize {
+        (self.flags().load(Ordering::Relaxed) & HEIGHT_MASK) as usize
     }
 
     /// The newest version (every published key node has at least one).
@@ -406,7 +420,7 @@ pub(crate) fn alloc_node(
             .write(key.len() as u32);
         node.add(FLAGS_OFFSET)
             .cast::<AtomicU32>()
-            .write(AtomicU32::new(0));
+            .write(AtomicU32::new(height as u32));
         ptr::copy_nonoverlapping(key.as_ptr(), node.add(KEY_OFFSET), key.len());
         (Node(NonNull::new_unchecked(node)), version)
     }
