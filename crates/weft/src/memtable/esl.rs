@@ -95,7 +95,7 @@ use self::coil::{Coil, Hit};
 use self::pdl::{OpLog, Pdl};
 use super::arena::Arena;
 use super::jellyfish::node::{
-    alloc_node, alloc_version, insert_version, random_height, truncate_below, Node,
+    alloc_node, alloc_version, cas_link_0, insert_version, random_height, truncate_below, Node,
 };
 use super::jellyfish::{Cursor, KeyIndex};
 use super::{Found, Memtable, MemtableKind};
@@ -232,11 +232,22 @@ impl Shared {
     /// walking from `before` (before the key, or the head).
     #[inline]
     fn splice(key: &[u8], before: Node) -> (Node, Option<Node>) {
+        Self::splice_passing(key, before).1
+    }
+
+    /// [`Self::splice`], and the node the walk passed just before `prev`
+    /// (for the skip hints, `node::cas_link_0`).
+    #[inline]
+    fn splice_passing(key: &[u8], before: Node) -> (Option<Node>, (Node, Option<Node>)) {
+        let mut passed = None;
         let mut x = before;
         loop {
             match x.next(0) {
-                Some(n) if compares::lt(n.key(), key) => x = n,
-                next => return (x, next),
+                Some(n) if compares::lt(n.key(), key) => {
+                    passed = Some(x);
+                    x = n;
+                }
+                next => return (passed, (x, next)),
             }
         }
     }
@@ -277,7 +288,7 @@ impl Shared {
             }
             Err(before) => before,
         };
-        let (mut prev, mut next) = Self::splice(key, before);
+        let (mut passed, (mut prev, mut next)) = Self::splice_passing(key, before);
         if let Some(n) = next.filter(|n| compares::eq(n.key(), key)) {
             insert_version(n.versions(), alloc_version(&self.arena, seq, kind, value));
             self.maybe_truncate(n);
@@ -285,11 +296,10 @@ impl Shared {
         }
         let (node, first) = alloc_node(&self.arena, 1, key, Some((seq, kind, value)));
         loop {
-            node.set_next_unpublished(0, next);
-            if prev.cas_next(0, next, node) {
+            if cas_link_0(passed, prev, next, node) {
                 break;
             }
-            (prev, next) = Self::splice(key, prev);
+            (passed, (prev, next)) = Self::splice_passing(key, prev);
             if let Some(winner) = next.filter(|n| compares::eq(n.key(), key)) {
                 if let Some(v) = first {
                     insert_version(winner.versions(), v);

@@ -61,7 +61,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use self::levels::SkipLevels;
-use self::node::{alloc_node, alloc_version, insert_version, random_height, Node, MAX_HEIGHT};
+use self::node::{
+    alloc_node, alloc_version, cas_link_0, insert_version, random_height, Node, MAX_HEIGHT,
+};
 use super::arena::Arena;
 use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
@@ -161,18 +163,22 @@ impl JellyFishMemtable {
         // The successor found one level up: it sorts after the key, so
         // reaching it again ends a level's walk without a comparison.
         let mut bound: Option<Node> = None;
+        // The node the level-0 walk passed before `prev[0]`, for the skip
+        // hints.
+        let mut before_prev = None;
         for level in (0..top).rev() {
-            let (p, n, found) = SkipLevels::splice(user_key, x, level, bound);
-            if let Some(n) = n.filter(|_| found) {
+            let splice = SkipLevels::splice(user_key, x, level, bound);
+            if let Some(n) = splice.next.filter(|_| splice.found) {
                 // Known key: one CAS into its version list.
                 insert_version(n.versions(), alloc_version(&self.arena, seq, kind, value));
                 self.maybe_truncate(n);
                 return;
             }
-            prev[level] = p;
-            next[level] = n;
-            x = p;
-            bound = n;
+            prev[level] = splice.prev;
+            next[level] = splice.next;
+            before_prev = splice.before_prev;
+            x = splice.prev;
+            bound = splice.next;
         }
 
         // New key: a node with its first version in one allocation.
@@ -182,12 +188,11 @@ impl JellyFishMemtable {
         // Levels at or above `top` keep (head, None); a failed CAS there
         // recomputes the splice like any other.
         loop {
-            node.set_next_unpublished(0, next[0]);
-            if prev[0].cas_next(0, next[0], node) {
+            if cas_link_0(before_prev, prev[0], next[0], node) {
                 break;
             }
-            let (p, n, found) = SkipLevels::splice(user_key, prev[0], 0, None);
-            if let Some(winner) = n.filter(|_| found) {
+            let splice = SkipLevels::splice(user_key, prev[0], 0, None);
+            if let Some(winner) = splice.next.filter(|_| splice.found) {
                 // Another writer published this key first: abandon our node,
                 // keep our version.
                 if let Some(v) = first {
@@ -196,8 +201,9 @@ impl JellyFishMemtable {
                 self.maybe_truncate(winner);
                 return;
             }
-            prev[0] = p;
-            next[0] = n;
+            prev[0] = splice.prev;
+            next[0] = splice.next;
+            before_prev = splice.before_prev;
         }
         self.keys.fetch_add(1, Ordering::Relaxed);
         for level in 1..height {
@@ -208,9 +214,9 @@ impl JellyFishMemtable {
                 }
                 // Only one node per key is ever published, and ours is not
                 // yet at this level: the recomputed `next` is a larger key.
-                let (p, n, _) = SkipLevels::splice(user_key, prev[level], level, None);
-                prev[level] = p;
-                next[level] = n;
+                let splice = SkipLevels::splice(user_key, prev[level], level, None);
+                prev[level] = splice.prev;
+                next[level] = splice.next;
             }
         }
     }

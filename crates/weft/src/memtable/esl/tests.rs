@@ -308,3 +308,17 @@ fn concurrent_inserts_with_live_index() {
     assert!(keys.windows(2).all(|w| w[0] < w[1]));
     assert_eq!(m.index_stats().pdl, m.index_stats().coil);
 }
+
+/// The data level keeps the skip hints (see the jellyfish test of the same
+/// name): none behind, most exact.
+#[test]
+fn skip_hints_name_the_node_two_ahead() {
+    let m = make();
+    let mut rng = StdRng::seed_from_u64(5);
+    for seq in 1..=5_000u64 {
+        let key: [u8; 8] = rng.gen();
+        m.insert(&key, seq, ValueKind::Put, b"v");
+    }
+    let exact = crate::memtable::jellyfish::node::check_skip_hints(m.shared.head.next(0));
+    assert!(exact > 0.8, "only {exact:.2} of the skip hints are exact");
+}

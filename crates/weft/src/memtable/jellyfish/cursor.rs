@@ -71,8 +71,8 @@ const KEYS_PER_TOWER: u32 = 4;
 /// thread, three alternating runs): full scan 6.0 → 10.3 M keys/s, seek +
 /// 10 0.46 → 0.53 M/s. Also tried and dropped: level-0 runs from every
 /// tower node (each hop waits for a line requested one step earlier: no
-/// gain), a third key per tower (no gain), prefetching values past their
-/// first line (a reader that does not copy them pays: `readseq` −27 %).
+/// gain), a third key per tower (no gain), starting the front at the seek
+/// (no gain).
 #[derive(Default)]
 struct Readahead {
     /// The furthest tower node requested through a level-1 link; its line
@@ -181,18 +181,35 @@ impl<I: KeyIndex> Cursor<I> {
 
     /// Scans move forward, and each step is two dependent misses: the next
     /// key's node, then its newest version record (a separate allocation
-    /// once the key was overwritten). So the loads run a step apart: the
-    /// node two keys ahead is requested, and the version of the next key,
-    /// whose node was requested one step ago and has had the caller's work
-    /// on this key to arrive.
+    /// once the key was overwritten). Level 0 alone allows one node miss in
+    /// flight per step; the skip hints (`node` module docs) allow two. At
+    /// each step the next key's node, requested two steps ago in a steady
+    /// scan, gives three requests: its version record, its successor, and
+    /// through its hint the node after that. So the node a step reads was
+    /// requested two steps before, and the misses of odd and even keys
+    /// overlap. Where a hint lags behind a node linked since, level 0 still
+    /// brings the next node a step ahead.
+    ///
+    /// The version record is requested whole (up to 512 bytes), its value
+    /// length guessed from the current one's: a reader that copies each
+    /// value (db_bench's `seekrandom`) otherwise waits on the value's later
+    /// lines at every key. One that only looks at keys pays for the
+    /// bandwidth (measured: whole-store `seekrandom` +7 %, `readseq`, which
+    /// never touches the value bytes, −22 %; both in `bench/RESULTS.md`).
     #[inline]
     fn prefetch_ahead(&self) {
-        if let Some(next) = self.pos.and_then(|(n, _)| n.next(0)) {
+        let Some((n, cur)) = self.pos else {
+            return;
+        };
+        if let Some(next) = n.next(0) {
+            if let Some(v) = next.first_version() {
+                v.prefetch_record(cur.value().len());
+            }
             if let Some(after) = next.next(0) {
                 after.prefetch();
             }
-            if let Some(v) = next.first_version() {
-                v.prefetch();
+            if let Some(third) = next.skip() {
+                third.prefetch();
             }
         }
     }
@@ -231,6 +248,9 @@ impl<I: KeyIndex> InternalIterator for Cursor<I> {
                     self.pos = Some((n, v));
                     if let Some(next) = n.next(0) {
                         next.prefetch();
+                    }
+                    if let Some(two) = n.skip() {
+                        two.prefetch();
                     }
                 }
                 // Every version is newer than `seq`: the next key's first.

@@ -5,7 +5,7 @@
 use crate::sync::atomic::{AtomicUsize, Ordering};
 use std::cmp::Ordering as CmpOrdering;
 
-use super::node::{alloc_node, Node, MAX_HEIGHT};
+use super::node::{alloc_node, cas_link_0, Node, MAX_HEIGHT};
 use crate::memtable::arena::Arena;
 use crate::memtable::compares;
 
@@ -124,28 +124,34 @@ impl SkipLevels {
     }
 
     /// Walks `level` from `before` (whose key is `< key`, or the head) to the
-    /// pair `(prev, next)` with `prev.key < key <= next.key`, and whether
-    /// `next` holds `key` (one comparison per step). `bound` (`None`: the
-    /// end) is a node known to sort after `key`, such as the successor a
-    /// search found one level up: reaching it ends the walk without
-    /// comparing it again.
+    /// pair `prev.key < key <= next.key`, and whether `next` holds `key`
+    /// (one comparison per step). `bound` (`None`: the end) is a node known
+    /// to sort after `key`, such as the successor a search found one level
+    /// up: reaching it ends the walk without comparing it again.
     #[inline]
-    pub(crate) fn splice(
-        key: &[u8],
-        before: Node,
-        level: usize,
-        bound: Option<Node>,
-    ) -> (Node, Option<Node>, bool) {
-        let mut x = before;
+    pub(crate) fn splice(key: &[u8], before: Node, level: usize, bound: Option<Node>) -> Splice {
+        let mut splice = Splice {
+            before_prev: None,
+            prev: before,
+            next: None,
+            found: false,
+        };
         loop {
-            let next = x.next(level);
+            let next = splice.prev.next(level);
+            splice.next = next;
             match next {
                 Some(n) if next != bound => match compares::cmp(n.key(), key) {
-                    CmpOrdering::Less => x = n,
-                    CmpOrdering::Equal => return (x, next, true),
-                    CmpOrdering::Greater => return (x, next, false),
+                    CmpOrdering::Less => {
+                        splice.before_prev = Some(splice.prev);
+                        splice.prev = n;
+                    }
+                    CmpOrdering::Equal => {
+                        splice.found = true;
+                        return splice;
+                    }
+                    CmpOrdering::Greater => return splice,
                 },
-                _ => return (x, next, false),
+                _ => return splice,
             }
         }
     }
@@ -199,6 +205,20 @@ impl SkipLevels {
     }
 }
 
+/// Where a key goes on one level: [`SkipLevels::splice`]'s answer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Splice {
+    /// The node the walk passed just before `prev`, if it took a step
+    /// (for the skip hints, see `node::cas_link_0`).
+    pub(crate) before_prev: Option<Node>,
+    /// The last node whose key is `< key` (or the walk's start).
+    pub(crate) prev: Node,
+    /// `prev`'s successor: the first node with key `>= key`, or the end.
+    pub(crate) next: Option<Node>,
+    /// `next` holds the key itself.
+    pub(crate) found: bool,
+}
+
 /// Runs of a batch that [`SkipLevels::link_sorted`] searches at once.
 /// Eight misses in flight is about what one core sustains (its fill
 /// buffers); more runs only add cold starts from the head.
@@ -225,6 +245,12 @@ struct LinkRun<'a> {
     x: Node,
     /// `x.next(level)`, prefetched, its key not yet compared.
     candidate: Option<Node>,
+    /// On level 0, the node known to precede `x`, if any (the walk passed
+    /// it, or it preceded the finger when the finger was linked): its
+    /// skip hint will name the node linked after `x`.
+    before_x: Option<Node>,
+    /// The level-0 predecessor `finger[0]` had when this run linked it.
+    before_finger: Option<Node>,
 }
 
 impl<'a> LinkRun<'a> {
@@ -237,6 +263,8 @@ impl<'a> LinkRun<'a> {
             level: 0,
             x: levels.head,
             candidate: None,
+            before_x: None,
+            before_finger: None,
         };
         run.begin(levels, height);
         run
@@ -268,6 +296,9 @@ impl<'a> LinkRun<'a> {
         if f != levels.head && (self.x == levels.head || compares::lt(self.x.key(), f.key())) {
             self.x = f;
         }
+        self.before_x = (level == 0 && self.x == self.finger[0])
+            .then_some(self.before_finger)
+            .flatten();
         self.load_candidate();
     }
 
@@ -292,6 +323,7 @@ impl<'a> LinkRun<'a> {
         let key = node.key();
         match self.candidate {
             Some(c) if compares::lt(c.key(), key) => {
+                self.before_x = Some(self.x);
                 self.x = c;
                 self.load_candidate();
                 return;
@@ -308,15 +340,24 @@ impl<'a> LinkRun<'a> {
         }
         for level in 0..self.height {
             loop {
-                node.set_next_unpublished(level, self.next[level]);
-                if self.finger[level].cas_next(level, self.next[level], node) {
+                let linked = if level == 0 {
+                    cas_link_0(self.before_x, self.finger[0], self.next[0], node)
+                } else {
+                    node.set_next_unpublished(level, self.next[level]);
+                    self.finger[level].cas_next(level, self.next[level], node)
+                };
+                if linked {
                     break;
                 }
-                let (p, n, _) = SkipLevels::splice(key, self.finger[level], level, None);
-                self.finger[level] = p;
-                self.next[level] = n;
+                let splice = SkipLevels::splice(key, self.finger[level], level, None);
+                self.finger[level] = splice.prev;
+                self.next[level] = splice.next;
+                if level == 0 {
+                    self.before_x = splice.before_prev;
+                }
             }
             if level == 0 {
+                self.before_finger = Some(self.finger[0]);
                 linked_at_0(node);
             }
             // The next node of the run is larger: ours precedes it.

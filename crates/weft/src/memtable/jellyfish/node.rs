@@ -7,9 +7,16 @@
 //! the `skiplist` kind), so a node of height `h` carries exactly `h` links:
 //!
 //! ```text
-//!   [link h-1] .. [link 0] [versions] [key_len u32] [flags u32] [key]
+//!   [link h-1] .. [link 0] [versions] [key_len u32] [flags u32] [skip] [key]
 //!                          ^ node pointer
 //! ```
+//!
+//! `skip` is a hint, not a link: the node two places on at level 0 when
+//! this node was linked or its successor was (see [`cas_link_0`]). Nodes
+//! linked since may make it point further on; nothing but a cursor's
+//! prefetch reads it. It lets a scan request the node three keys ahead
+//! from a line it requested two steps earlier, so two chains of misses run
+//! side by side instead of one (see `cursor`).
 //!
 //! `versions` is the head of the key's *version list*: version records,
 //! newest (highest sequence) first. A version record has no tower:
@@ -70,7 +77,9 @@ const KEY_LEN_OFFSET: usize = VERSIONS_OFFSET + LINK_SIZE;
 /// the sorted index"), zero at allocation. (Sizes from the types: loom's
 /// atomics are wider than std's.)
 const FLAGS_OFFSET: usize = (KEY_LEN_OFFSET + 4).next_multiple_of(mem::align_of::<AtomicU32>());
-const KEY_OFFSET: usize = FLAGS_OFFSET + mem::size_of::<AtomicU32>();
+const SKIP_OFFSET: usize =
+    (FLAGS_OFFSET + mem::size_of::<AtomicU32>()).next_multiple_of(mem::align_of::<AtomicPtr<u8>>());
+const KEY_OFFSET: usize = SKIP_OFFSET + LINK_SIZE;
 /// The flag word's bits that hold the node's height.
 pub(crate) const HEIGHT_MASK: u32 = 0xff;
 /// Offsets inside a version record.
@@ -78,15 +87,18 @@ const V_TRAILER_OFFSET: usize = LINK_SIZE;
 const V_VALUE_LEN_OFFSET: usize = V_TRAILER_OFFSET + 8;
 const V_VALUE_OFFSET: usize = V_VALUE_LEN_OFFSET + 4;
 const ALIGN: usize = 8;
+const CACHE_LINE: usize = 64;
+/// Most bytes of a version record a cursor prefetches ahead.
+const RECORD_PREFETCH_LIMIT: usize = 512;
 
 /// A handle to a published key node (or a head node) of a live memtable.
 ///
 /// Invariant (crate-private): a `Node` is created only by [`alloc_node`]
-/// (head or a node about to be published) or from a link or shortcut read
-/// with Acquire; it is used only while the memtable that owns its arena is
+/// (head or a node about to be published) or from a link, shortcut or skip
+/// hint read with Acquire; it is used only while the memtable that owns its arena is
 /// alive (under `&memtable`, or in a cursor holding the memtable's `Arc`).
 /// Link `i` is accessed only below the node's height.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(crate) struct Node(NonNull<u8>);
 
 // SAFETY: after publication a node's key is immutable and its links and
@@ -172,6 +184,22 @@ impl Node {
         // the allocation, initialised before publication (lifetime: as
         // `link`).
         unsafe { &*self.0.as_ptr().add(VERSIONS_OFFSET).cast::<AtomicPtr<u8>>() }
+    }
+
+    fn skip_hint(self) -> &'static AtomicPtr<u8> {
+        // SAFETY: the hint is an 8-aligned word after the flag word, inside
+        // the allocation, initialised before publication (lifetime: as
+        // `link`).
+        unsafe { &*self.0.as_ptr().add(SKIP_OFFSET).cast::<AtomicPtr<u8>>() }
+    }
+
+    /// The node two places on at level 0 when last noted (a hint: it may
+    /// have fallen behind the true one, see the module docs). Acquire:
+    /// pairs with the Release of [`cas_link_0`], so the node it names is
+    /// published.
+    #[inline]
+    pub(crate) fn skip(self) -> Option<Node> {
+        Node::from_ptr(self.skip_hint().load(Ordering::Acquire))
     }
 
     /// The node's flag word (the height in the low byte, see
@@ -284,6 +312,20 @@ impl Version {
     #[inline]
     pub(crate) fn prefetch(self) {
         prefetch_line(self.0.as_ptr());
+    }
+
+    /// Hints the CPU to load the record's lines, assuming its value is
+    /// `value_len` bytes long (at most [`RECORD_PREFETCH_LIMIT`] bytes of
+    /// record).
+    #[inline]
+    pub(crate) fn prefetch_record(self, value_len: usize) {
+        let end = (V_VALUE_OFFSET + value_len).min(RECORD_PREFETCH_LIMIT);
+        let first = self.0.as_ptr() as usize;
+        let mut line = first & !(CACHE_LINE - 1);
+        while line < first + end {
+            prefetch_line(line as *const u8);
+            line += CACHE_LINE;
+        }
     }
 
     /// The next older version still linked (Acquire).
@@ -421,9 +463,42 @@ pub(crate) fn alloc_node(
         node.add(FLAGS_OFFSET)
             .cast::<AtomicU32>()
             .write(AtomicU32::new(height as u32));
+        node.add(SKIP_OFFSET)
+            .cast::<AtomicPtr<u8>>()
+            .write(AtomicPtr::new(ptr::null_mut()));
         ptr::copy_nonoverlapping(key.as_ptr(), node.add(KEY_OFFSET), key.len());
         (Node(NonNull::new_unchecked(node)), version)
     }
+}
+
+/// Links the unpublished `node` at level 0 between `prev` and `next` if
+/// `next` is still `prev`'s successor (one CAS, AcqRel), and updates the
+/// skip hints this changes: `node`'s (the node after `next`) before it is
+/// published; after, `prev`'s (now `next`) and, when the caller knows a
+/// node `before_prev` ahead of `prev` on level 0 (its predecessor when the
+/// search passed it), that node's (now `node`). Any other node whose hint
+/// named `next` keeps a hint one node further than two ahead.
+#[inline]
+pub(crate) fn cas_link_0(
+    before_prev: Option<Node>,
+    prev: Node,
+    next: Option<Node>,
+    node: Node,
+) -> bool {
+    node.set_next_unpublished(0, next);
+    let after = next.and_then(|n| n.next(0));
+    node.skip_hint().store(opt_ptr(after), Ordering::Relaxed);
+    if !prev.cas_next(0, next, node) {
+        return false;
+    }
+    // Release: whoever Acquire-loads a hint sees the node it names as
+    // published as this thread does (it reached `next` through Acquire
+    // links, and `node` is its own).
+    prev.skip_hint().store(opt_ptr(next), Ordering::Release);
+    if let Some(b) = before_prev {
+        b.skip_hint().store(node.as_ptr(), Ordering::Release);
+    }
+    true
 }
 
 /// Links `v` (unpublished, or allocated with an abandoned node) into the
@@ -469,4 +544,28 @@ pub(crate) fn truncate_below(head: &AtomicPtr<u8>, watermark: SequenceNumber) ->
         v = x.next();
     }
     false
+}
+
+/// Checks the skip hints of the level-0 list starting at `first` (tests):
+/// every hint names a node at least two places on (never the successor or
+/// a node behind), and returns the share of hints that are exact.
+#[cfg(test)]
+pub(crate) fn check_skip_hints(first: Option<Node>) -> f64 {
+    let mut order = Vec::new();
+    let mut n = first;
+    while let Some(x) = n {
+        order.push(x);
+        n = x.next(0);
+    }
+    let place: std::collections::HashMap<Node, usize> =
+        order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+    let mut exact = 0;
+    for (i, n) in order.iter().enumerate() {
+        if let Some(h) = n.skip() {
+            let j = *place.get(&h).expect("a skip hint names a node off level 0");
+            assert!(j >= i + 2, "node {i}'s skip hint names node {j}");
+            exact += usize::from(j == i + 2);
+        }
+    }
+    exact as f64 / order.len().saturating_sub(2).max(1) as f64
 }
