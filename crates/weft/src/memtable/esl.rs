@@ -94,6 +94,7 @@ use parking_lot::Mutex;
 use self::coil::{Coil, Hit};
 use self::pdl::{OpLog, Pdl};
 use super::arena::Arena;
+use super::jellyfish::levels::SkipLevels;
 use super::jellyfish::node::{
     alloc_node, alloc_version, cas_link_0, insert_version, random_height, truncate_below, Node,
 };
@@ -232,24 +233,8 @@ impl Shared {
     /// walking from `before` (before the key, or the head).
     #[inline]
     fn splice(key: &[u8], before: Node) -> (Node, Option<Node>) {
-        Self::splice_passing(key, before).1
-    }
-
-    /// [`Self::splice`], and the node the walk passed just before `prev`
-    /// (for the skip hints, `node::cas_link_0`).
-    #[inline]
-    fn splice_passing(key: &[u8], before: Node) -> (Option<Node>, (Node, Option<Node>)) {
-        let mut passed = None;
-        let mut x = before;
-        loop {
-            match x.next(0) {
-                Some(n) if compares::lt(n.key(), key) => {
-                    passed = Some(x);
-                    x = n;
-                }
-                next => return (passed, (x, next)),
-            }
-        }
+        let splice = SkipLevels::splice(key, before, 0, None);
+        (splice.prev, splice.next)
     }
 
     /// The key's node, if present.
@@ -288,8 +273,9 @@ impl Shared {
             }
             Err(before) => before,
         };
-        let (mut passed, (mut prev, mut next)) = Self::splice_passing(key, before);
-        if let Some(n) = next.filter(|n| compares::eq(n.key(), key)) {
+        let splice = SkipLevels::splice(key, before, 0, None);
+        let (mut passed, mut prev, mut next) = (splice.before_prev, splice.prev, splice.next);
+        if let Some(n) = next.filter(|_| splice.found) {
             insert_version(n.versions(), alloc_version(&self.arena, seq, kind, value));
             self.maybe_truncate(n);
             return None;
@@ -299,8 +285,11 @@ impl Shared {
             if cas_link_0(passed, prev, next, node) {
                 break;
             }
-            (passed, (prev, next)) = Self::splice_passing(key, prev);
-            if let Some(winner) = next.filter(|n| compares::eq(n.key(), key)) {
+            let splice = SkipLevels::splice(key, prev, 0, None);
+            // A walk that took no step leaves `prev` and its predecessor.
+            passed = splice.before_prev.or(passed);
+            (prev, next) = (splice.prev, splice.next);
+            if let Some(winner) = next.filter(|_| splice.found) {
                 if let Some(v) = first {
                     insert_version(winner.versions(), v);
                 }

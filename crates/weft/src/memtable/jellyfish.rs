@@ -203,7 +203,8 @@ impl JellyFishMemtable {
             }
             prev[0] = splice.prev;
             next[0] = splice.next;
-            before_prev = splice.before_prev;
+            // A walk that took no step leaves `prev` and its predecessor.
+            before_prev = splice.before_prev.or(before_prev);
         }
         self.keys.fetch_add(1, Ordering::Relaxed);
         for level in 1..height {

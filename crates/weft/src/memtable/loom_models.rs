@@ -51,10 +51,9 @@
 //!
 //! [loom]: https://docs.rs/loom
 
-use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use loom::sync::atomic::Ordering;
 use loom::thread;
 
 use super::arena::Arena;
@@ -78,10 +77,10 @@ fn check(f: impl Fn() + Sync + Send + 'static) {
     let executions = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&executions);
     builder.check(move || {
-        counted.fetch_add(1, StdOrdering::Relaxed);
+        counted.fetch_add(1, Ordering::Relaxed);
         f();
     });
-    let executions = executions.load(StdOrdering::Relaxed);
+    let executions = executions.load(Ordering::Relaxed);
     assert!(executions > 1, "loom explored a single execution");
     eprintln!("loom: {executions} executions");
 }
@@ -229,15 +228,10 @@ fn link_sorted_batches_racing_leave_every_level_sorted_and_complete() {
     check(|| {
         let arena = Arc::new(Arena::new());
         let levels = Arc::new(SkipLevels::new(&arena));
-        // Heights travel in the node's flag word, as in `teks`.
-        let make = |key: &[u8], height: usize| {
-            let n = node_with(&arena, height, key, 1);
-            n.flags().store(height as u32, Ordering::Relaxed);
-            n
-        };
+        let make = |key: &[u8], height: usize| node_with(&arena, height, key, 1);
         let even = vec![make(b"a", 2), make(b"c", 1)];
         let odd = vec![make(b"b", 1), make(b"d", 2)];
-        let height = |n: Node| n.flags().load(Ordering::Relaxed) as usize;
+        let height = |n: Node| n.height();
         let linker = {
             let levels = Arc::clone(&levels);
             thread::spawn(move || levels.link_sorted(&odd, height, |_| {}))

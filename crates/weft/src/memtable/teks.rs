@@ -109,8 +109,8 @@ use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE};
 use crate::memtable::compares::{self, key_prefix};
 
-/// Node flag: linked into the skiplist at level 0 (above the height byte,
-/// `node::HEIGHT_MASK`).
+/// Node flag: linked into the skiplist at level 0 (above the height byte
+/// of the flag word, see `Node::flags`).
 const LINKED: u32 = 1 << 8;
 /// How long an idle worker sleeps before looking again (a push onto an
 /// empty queue wakes it sooner).

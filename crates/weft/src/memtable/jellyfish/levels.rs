@@ -353,7 +353,9 @@ impl<'a> LinkRun<'a> {
                 self.finger[level] = splice.prev;
                 self.next[level] = splice.next;
                 if level == 0 {
-                    self.before_x = splice.before_prev;
+                    // A walk that took no step leaves `prev` and its
+                    // predecessor.
+                    self.before_x = splice.before_prev.or(self.before_x);
                 }
             }
             if level == 0 {

@@ -1,4 +1,5 @@
-//! Key nodes and version records, shared by the `jellyfish` and `esl` kinds.
+//! Key nodes and version records, shared by the key-node kinds (`jellyfish`,
+//! `esl`, and `teks` with its `cuckoo` baseline).
 //!
 //! # Layout
 //!
@@ -12,9 +13,10 @@
 //! ```
 //!
 //! `skip` is a hint, not a link: the node two places on at level 0 when
-//! this node was linked or its successor was (see [`cas_link_0`]). Nodes
-//! linked since may make it point further on; nothing but a cursor's
-//! prefetch reads it. It lets a scan request the node three keys ahead
+//! it was last set (see [`cas_link_0`]): when this node was linked, when a
+//! node was linked right after it, or two places after it. Nodes linked
+//! since may make it name a node further on, never a nearer one; nothing
+//! but a cursor's prefetch reads it. It lets a scan request the node three keys ahead
 //! from a line it requested two steps earlier, so two chains of misses run
 //! side by side instead of one (see `cursor`).
 //!
@@ -81,7 +83,7 @@ const SKIP_OFFSET: usize =
     (FLAGS_OFFSET + mem::size_of::<AtomicU32>()).next_multiple_of(mem::align_of::<AtomicPtr<u8>>());
 const KEY_OFFSET: usize = SKIP_OFFSET + LINK_SIZE;
 /// The flag word's bits that hold the node's height.
-pub(crate) const HEIGHT_MASK: u32 = 0xff;
+const HEIGHT_MASK: u32 = 0xff;
 /// Offsets inside a version record.
 const V_TRAILER_OFFSET: usize = LINK_SIZE;
 const V_VALUE_LEN_OFFSET: usize = V_TRAILER_OFFSET + 8;
@@ -143,7 +145,8 @@ impl Node {
     }
 
     /// Hints the CPU to load the node's first cache line (link 0, the
-    /// version-list head, the key length and the key's start), so a cursor
+    /// version-list head, the key length, the flags and the skip hint; the
+    /// key's start when the node sits low enough in its line), so a cursor
     /// that will step onto it next overlaps that miss with its current work.
     #[inline]
     pub(crate) fn prefetch(self) {
@@ -194,7 +197,7 @@ impl Node {
     }
 
     /// The node two places on at level 0 when last noted (a hint: it may
-    /// have fallen behind the true one, see the module docs). Acquire:
+    /// name a node further on, never a nearer one; see the module docs). Acquire:
     /// pairs with the Release of [`cas_link_0`], so the node it names is
     /// published.
     #[inline]
@@ -475,8 +478,8 @@ pub(crate) fn alloc_node(
 /// `next` is still `prev`'s successor (one CAS, AcqRel), and updates the
 /// skip hints this changes: `node`'s (the node after `next`) before it is
 /// published; after, `prev`'s (now `next`) and, when the caller knows a
-/// node `before_prev` ahead of `prev` on level 0 (its predecessor when the
-/// search passed it), that node's (now `node`). Any other node whose hint
+/// node `before_prev` that precedes `prev` on level 0 (its predecessor
+/// when the search passed it), that node's (now `node`). Any other node whose hint
 /// named `next` keeps a hint one node further than two ahead.
 #[inline]
 pub(crate) fn cas_link_0(

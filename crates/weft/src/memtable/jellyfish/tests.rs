@@ -62,6 +62,38 @@ fn skip_hints_name_the_node_two_ahead() {
     assert!(exact > 0.8, "only {exact:.2} of the skip hints are exact");
 }
 
+/// Racing inserts may leave hints naming nodes further on than two, never
+/// nearer: the check panics on a hint that names the successor or a node
+/// behind.
+#[test]
+fn skip_hints_stay_ahead_under_racing_inserts() {
+    let list = make();
+    let threads = 4u64;
+    let barrier = Arc::new(Barrier::new(threads as usize));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let list = Arc::clone(&list);
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                barrier.wait();
+                let mut x = 0x2545_f491_4f6c_dd1du64.wrapping_mul(t + 1);
+                for i in 0..5_000u64 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // Narrow key space: neighbours race for the same gaps.
+                    let key = (x % 20_000).to_be_bytes();
+                    list.insert(&key, t * 10_000 + i + 1, ValueKind::Put, b"v");
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    node::check_skip_hints(list.levels.head.next(0));
+}
+
 #[test]
 fn next_key_skips_versions_in_one_step() {
     let list = make();
