@@ -59,7 +59,9 @@ use loom::thread;
 use super::arena::Arena;
 use super::cuckoo::map::{KeyHash, KeyMap};
 use super::jellyfish::levels::SkipLevels;
-use super::jellyfish::node::{alloc_node, alloc_version, insert_version, truncate_below, Node};
+use super::jellyfish::node::{
+    alloc_node, alloc_version, check_skip_hints, insert_version, truncate_below, Node,
+};
 use super::jellyfish::JellyFishMemtable;
 use super::teks::Shared;
 use super::Memtable;
@@ -242,6 +244,9 @@ fn link_sorted_batches_racing_leave_every_level_sorted_and_complete() {
         linker.join().unwrap();
         let all: Vec<Vec<u8>> = [b"a", b"b", b"c", b"d"].map(|k| k.to_vec()).to_vec();
         assert_eq!(level_keys(&levels, 0), all);
+        // Racing batches may leave a skip hint further on than two ahead,
+        // never nearer (the check panics on the successor or a node behind).
+        check_skip_hints(levels.head.next(0));
         assert_eq!(
             level_keys(&levels, 1),
             [b"a".to_vec(), b"d".to_vec()],
