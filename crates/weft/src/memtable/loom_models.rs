@@ -233,12 +233,11 @@ fn link_sorted_batches_racing_leave_every_level_sorted_and_complete() {
         let make = |key: &[u8], height: usize| node_with(&arena, height, key, 1);
         let even = vec![make(b"a", 2), make(b"c", 1)];
         let odd = vec![make(b"b", 1), make(b"d", 2)];
-        let height = |n: Node| n.height();
         let linker = {
             let levels = Arc::clone(&levels);
-            thread::spawn(move || levels.link_sorted(&odd, height, |_| {}))
+            thread::spawn(move || levels.link_sorted(&odd, |_| {}))
         };
-        levels.link_sorted(&even, height, |_| {});
+        levels.link_sorted(&even, |_| {});
         // Our own batch is reachable once our call returns.
         assert!(levels.find(b"a").is_some() && levels.find(b"c").is_some());
         linker.join().unwrap();

@@ -199,13 +199,9 @@ impl Shared {
                 .then_with(|| compares::cmp(a.1.key(), b.1.key()))
         });
         let nodes: Vec<Node> = sorted.into_iter().map(|(_, n)| n).collect();
-        self.levels.link_sorted(
-            &nodes,
-            |node| node.height(),
-            |node| {
-                node.flags().fetch_or(LINKED, Ordering::Release);
-            },
-        );
+        self.levels.link_sorted(&nodes, |node| {
+            node.flags().fetch_or(LINKED, Ordering::Release);
+        });
         drop(batch);
         self.linked.fetch_add(n, Ordering::Relaxed);
         n

@@ -27,6 +27,18 @@ pub(crate) fn random_key(rng: &mut StdRng) -> Vec<u8> {
     (0..len).map(|_| ALPHABET[rng.gen_range(0..4)]).collect()
 }
 
+/// Puts `count` random 8-byte keys (seeded), one version each, and readies
+/// the memtable for a scan (`teks` links its queue): the setup of the skip
+/// hint tests.
+pub(crate) fn put_random_keys(m: &dyn Memtable, count: u64, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    for seq in 1..=count {
+        let key: [u8; 8] = rng.gen();
+        m.insert(&key, seq, ValueKind::Put, b"v");
+    }
+    m.prepare_scan(MAX_SEQUENCE);
+}
+
 pub(crate) fn entry_at(it: &dyn InternalIterator) -> Option<Entry> {
     it.valid().then(|| {
         (

@@ -157,9 +157,9 @@ impl SkipLevels {
     }
 
     /// Links `nodes` (unpublished, sorted by key, keys no other node of
-    /// these levels has or will ever have; each node's height given by
-    /// `height`) at every level, in key order, calling `linked_at_0` for
-    /// each once it is reachable at level 0.
+    /// these levels has or will ever have) at every level up to each
+    /// node's height, in key order, calling `linked_at_0` for each once it
+    /// is reachable at level 0.
     ///
     /// A finger search: each node's search starts, at every level, from
     /// the predecessor the previous node of the batch found there (its key
@@ -179,12 +179,7 @@ impl SkipLevels {
     /// disjoint key ranges linked by one thread with the same CAS protocol
     /// as concurrent linkers, so a run whose neighbour linked a node next to
     /// its predecessor just retries that level from its finger.
-    pub(crate) fn link_sorted(
-        &self,
-        nodes: &[Node],
-        height: impl Fn(Node) -> usize,
-        linked_at_0: impl Fn(Node),
-    ) {
+    pub(crate) fn link_sorted(&self, nodes: &[Node], linked_at_0: impl Fn(Node)) {
         debug_assert!(nodes.windows(2).all(|w| w[0].key() < w[1].key()));
         if nodes.is_empty() {
             return;
@@ -192,13 +187,13 @@ impl SkipLevels {
         let per_run = nodes.len().div_ceil(LINK_STREAMS).max(MIN_RUN);
         let mut runs: Vec<LinkRun<'_>> = nodes
             .chunks(per_run)
-            .map(|chunk| LinkRun::new(self, chunk, &height))
+            .map(|chunk| LinkRun::new(self, chunk))
             .collect();
         let mut active = runs.len();
         while active > 0 {
             active = 0;
             for run in runs.iter_mut().filter(|r| !r.done()) {
-                run.step(self, &height, &linked_at_0);
+                run.step(self, &linked_at_0);
                 active += usize::from(!run.done());
             }
         }
@@ -254,7 +249,7 @@ struct LinkRun<'a> {
 }
 
 impl<'a> LinkRun<'a> {
-    fn new(levels: &SkipLevels, nodes: &'a [Node], height: &impl Fn(Node) -> usize) -> Self {
+    fn new(levels: &SkipLevels, nodes: &'a [Node]) -> Self {
         let mut run = LinkRun {
             nodes,
             finger: [levels.head; MAX_HEIGHT],
@@ -266,7 +261,7 @@ impl<'a> LinkRun<'a> {
             before_x: None,
             before_finger: None,
         };
-        run.begin(levels, height);
+        run.begin(levels);
         run
     }
 
@@ -275,11 +270,11 @@ impl<'a> LinkRun<'a> {
     }
 
     /// Starts the search for the first remaining node at the top level.
-    fn begin(&mut self, levels: &SkipLevels, height: &impl Fn(Node) -> usize) {
+    fn begin(&mut self, levels: &SkipLevels) {
         let Some(&node) = self.nodes.first() else {
             return;
         };
-        let h = height(node);
+        let h = node.height();
         debug_assert!((1..=MAX_HEIGHT).contains(&h));
         levels.raise_height(h);
         self.height = h;
@@ -313,12 +308,7 @@ impl<'a> LinkRun<'a> {
     /// One step of the search: compares the prefetched candidate, then
     /// walks on, goes down a level, or — past level 0 — links the node
     /// and begins the next.
-    fn step(
-        &mut self,
-        levels: &SkipLevels,
-        height: &impl Fn(Node) -> usize,
-        linked_at_0: &impl Fn(Node),
-    ) {
+    fn step(&mut self, levels: &SkipLevels, linked_at_0: &impl Fn(Node)) {
         let node = self.nodes[0];
         let key = node.key();
         match self.candidate {
@@ -366,7 +356,7 @@ impl<'a> LinkRun<'a> {
             self.finger[level] = node;
         }
         self.nodes = &self.nodes[1..];
-        self.begin(levels, height);
+        self.begin(levels);
     }
 }
 
@@ -399,9 +389,7 @@ mod tests {
                     // Two sorted chunks per thread, so fingers restart.
                     for chunk in b.chunks(b.len() / 2 + 1) {
                         let nodes: Vec<Node> = chunk.iter().map(|&(n, _)| n).collect();
-                        let height =
-                            |n: Node| chunk.iter().find(|&&(m, _)| m == n).map_or(1, |&(_, h)| h);
-                        levels.link_sorted(&nodes, height, |_| {});
+                        levels.link_sorted(&nodes, |_| {});
                     }
                 });
             }

@@ -16,9 +16,9 @@
 //! it was last set (see [`cas_link_0`]): when this node was linked, when a
 //! node was linked right after it, or two places after it. Nodes linked
 //! since may make it name a node further on, never a nearer one; nothing
-//! but a cursor's prefetch reads it. It lets a scan request the node three keys ahead
-//! from a line it requested two steps earlier, so two chains of misses run
-//! side by side instead of one (see `cursor`).
+//! but a cursor's prefetch reads it. It lets a scan request the node three
+//! keys ahead from a line it requested two steps earlier, so two chains of
+//! misses run side by side instead of one (see `cursor`).
 //!
 //! `versions` is the head of the key's *version list*: version records,
 //! newest (highest sequence) first. A version record has no tower:
@@ -97,8 +97,9 @@ const RECORD_PREFETCH_LIMIT: usize = 512;
 ///
 /// Invariant (crate-private): a `Node` is created only by [`alloc_node`]
 /// (head or a node about to be published) or from a link, shortcut or skip
-/// hint read with Acquire; it is used only while the memtable that owns its arena is
-/// alive (under `&memtable`, or in a cursor holding the memtable's `Arc`).
+/// hint read with Acquire; it is used only while the memtable that owns its
+/// arena is alive (under `&memtable`, or in a cursor holding the
+/// memtable's `Arc`).
 /// Link `i` is accessed only below the node's height.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(crate) struct Node(NonNull<u8>);
@@ -197,9 +198,9 @@ impl Node {
     }
 
     /// The node two places on at level 0 when last noted (a hint: it may
-    /// name a node further on, never a nearer one; see the module docs). Acquire:
-    /// pairs with the Release of [`cas_link_0`], so the node it names is
-    /// published.
+    /// name a node further on, never a nearer one; see the module docs).
+    /// Acquire: pairs with the Release of [`cas_link_0`], so the node it
+    /// names is published.
     #[inline]
     pub(crate) fn skip(self) -> Option<Node> {
         Node::from_ptr(self.skip_hint().load(Ordering::Acquire))
@@ -479,8 +480,8 @@ pub(crate) fn alloc_node(
 /// skip hints this changes: `node`'s (the node after `next`) before it is
 /// published; after, `prev`'s (now `next`) and, when the caller knows a
 /// node `before_prev` that precedes `prev` on level 0 (its predecessor
-/// when the search passed it), that node's (now `node`). Any other node whose hint
-/// named `next` keeps a hint one node further than two ahead.
+/// when the search passed it), that node's (now `node`). Any other node
+/// whose hint named `next` keeps a hint one node further than two ahead.
 #[inline]
 pub(crate) fn cas_link_0(
     before_prev: Option<Node>,

@@ -51,13 +51,7 @@ fn one_node_per_key_versions_newest_first() {
 #[test]
 fn skip_hints_name_the_node_two_ahead() {
     let list = JellyFishMemtable::new();
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    for seq in 1..=5_000u64 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        list.insert(&x.to_be_bytes(), seq, ValueKind::Put, b"v");
-    }
+    test_support::put_random_keys(&list, 5_000, 5);
     let exact = node::check_skip_hints(list.levels.head.next(0));
     assert!(exact > 0.8, "only {exact:.2} of the skip hints are exact");
 }
