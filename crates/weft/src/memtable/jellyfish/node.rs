@@ -443,9 +443,10 @@ pub(crate) fn alloc_node(
     let size = node_size + first.map_or(0, |_| version_size(value_len));
     let base = arena.allocate(size, ALIGN);
     // SAFETY: `base` is a fresh, exclusively owned, 8-aligned allocation of
-    // `size` bytes: `height` links, the version head, the key length and
-    // the key fit in `node_size`, the version record after it. Nothing can
-    // observe the node before it is linked.
+    // `size` bytes: `height` links, the version head, the key length, the
+    // flag word, the skip hint and the key fit in `node_size` (the offsets
+    // above, each aligned for its type), the version record after it.
+    // Nothing can observe the node before it is linked.
     unsafe {
         let base = base.as_ptr();
         for i in 0..height {
