@@ -1,8 +1,29 @@
 //! Background work: flushing immutable memtables into UnsortedStore tables
 //! and merging UnsortedStores into SortedStores.
 //!
-//! One thread does both, flushes first: with two cores, a second background
-//! thread would only compete with the writers it is meant to unblock.
+//! Two threads share it. The flush thread ([`run_flushes`]) only flushes;
+//! the compaction thread ([`run`]) merges, consolidates, collects value
+//! logs and splits partitions. With one thread doing both, every merge of
+//! a 5M-key `fillrandom` (1.8 s each) held up the flushes behind it, the
+//! queue of immutable memtables filled, and the lone writer stalled for
+//! most of each merge: the two cores sat 30 % idle. A flush now runs beside
+//! a merge and the writer keeps going.
+//!
+//! What the two may do at once, and what keeps it sound:
+//! * A flush adds tables to a partition's UnsortedStore; a merge or GC
+//!   replaces the tables it read and keeps every other (`retain`), so each
+//!   installs its result into the *current* version, never into the one it
+//!   started from.
+//! * A split changes partitions and a consolidation rewrites the
+//!   UnsortedStore in place (its output must stay older than every table
+//!   flushed after its inputs). Neither runs beside a flush: the compaction
+//!   thread raises [`EngineState::restructuring`], which keeps new flushes
+//!   from starting, and waits until the running one is done
+//!   ([`FlushesHeld`]).
+//! * Hash-index changes (a flush adds its tables, a merge or consolidation
+//!   removes its inputs) are serialized by [`Core::index_changes`], and a
+//!   flush grows an index from the tables of the current version, so an
+//!   index never keeps entries of tables merged away.
 //!
 //! Every job follows the same crash-safe order: write and fsync the new
 //! tables, append the manifest edit that makes them live (and the inputs
@@ -35,14 +56,39 @@ use crate::store::{
 };
 
 enum Job {
-    Flush,
     Consolidate(u64),
     Merge(u64),
     Collect(u64, BTreeSet<u64>),
     Split(u64),
 }
 
-/// The background thread's loop; returns at shutdown.
+/// The flush thread's loop; returns at shutdown.
+pub(crate) fn run_flushes(core: Arc<Core>) {
+    loop {
+        {
+            let mut st = core.state.lock();
+            loop {
+                if st.shutting_down {
+                    return;
+                }
+                if !core.is_poisoned() && !st.imms.is_empty() && !st.restructuring {
+                    break;
+                }
+                core.state_cv.wait(&mut st);
+            }
+            st.flushing = true;
+        }
+        let result = flush_oldest(&core);
+        if let Err(e) = &result {
+            core.poison(e);
+        }
+        let mut st = core.state.lock();
+        st.flushing = false;
+        core.state_cv.notify_all();
+    }
+}
+
+/// The compaction thread's loop; returns at shutdown.
 pub(crate) fn run(core: Arc<Core>) {
     loop {
         let job = {
@@ -52,9 +98,6 @@ pub(crate) fn run(core: Arc<Core>) {
                     return;
                 }
                 if !core.is_poisoned() {
-                    if !st.imms.is_empty() {
-                        break Job::Flush;
-                    }
                     if let Some(p) = pick_merge(&core, &mut st) {
                         break Job::Merge(p);
                     }
@@ -72,7 +115,6 @@ pub(crate) fn run(core: Arc<Core>) {
             }
         };
         let result = match job {
-            Job::Flush => flush_oldest(&core),
             Job::Merge(p) => merge_partition(&core, p),
             Job::Consolidate(p) => consolidate_unsorted(&core, p),
             Job::Collect(p, victims) => collect_garbage(&core, p, victims),
@@ -83,6 +125,35 @@ pub(crate) fn run(core: Arc<Core>) {
         }
         let _st = core.state.lock();
         core.state_cv.notify_all();
+    }
+}
+
+/// Keeps flushes from running while the compaction thread restructures a
+/// partition (split, consolidation); see the module docs. Created only
+/// once the running flush, if any, is done.
+struct FlushesHeld<'a> {
+    core: &'a Core,
+}
+
+impl<'a> FlushesHeld<'a> {
+    /// Stops new flushes and waits for the running one (which always ends:
+    /// the flush thread clears `flushing` after every job, failed or not).
+    fn new(core: &'a Core) -> FlushesHeld<'a> {
+        let mut st = core.state.lock();
+        debug_assert!(!st.restructuring, "only the compaction thread restructures");
+        st.restructuring = true;
+        while st.flushing {
+            core.state_cv.wait(&mut st);
+        }
+        FlushesHeld { core }
+    }
+}
+
+impl Drop for FlushesHeld<'_> {
+    fn drop(&mut self) {
+        let mut st = self.core.state.lock();
+        st.restructuring = false;
+        self.core.state_cv.notify_all();
     }
 }
 
@@ -180,7 +251,7 @@ fn remove_files(core: &Core, files: &[FileMeta]) {
 }
 
 fn flush_oldest(core: &Arc<Core>) -> Result<()> {
-    let (mem, wal_number, bounds, version) = {
+    let (mem, wal_number, bounds) = {
         let st = core.state.lock();
         let Some(imm) = st.imms.front() else {
             return Ok(());
@@ -189,7 +260,6 @@ fn flush_oldest(core: &Arc<Core>) -> Result<()> {
             Arc::clone(&imm.mem),
             imm.wal_number,
             partition_bounds(&st.version),
-            Arc::clone(&st.version),
         )
     };
     let mut stats = JobStats::default();
@@ -206,7 +276,7 @@ fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     crate::fault::crash_point("flush.tables_written");
     // Index the new tables before any version lists them, so a reader that
     // sees a table always finds it through the index (UniKV §III-B).
-    index_new_tables(&version, &files, &stats, core.options.unsorted_limit)?;
+    index_new_tables(core, &files, &stats)?;
     let metas: Vec<FileMeta> = files.iter().map(|(_, f)| f.clone()).collect();
     let opened: Vec<(u64, Arc<TableFile>)> = files
         .iter()
@@ -293,7 +363,8 @@ fn checkpoint_index(core: &Arc<Core>, pid: u64) -> Result<()> {
             None => return Ok(()),
         }
     };
-    // Only this thread changes the index, so the image stays current.
+    // A consistent image (under the read lock) is all recovery needs: it
+    // drops entries of tables no longer live and adds the tables missing.
     let image = index.read().encode();
     let number = core.state.lock().new_file_number();
     let path = crate::filename::index_checkpoint_path(&core.dir, number);
@@ -332,12 +403,13 @@ fn checkpoint_index(core: &Arc<Core>, pid: u64) -> Result<()> {
 
 /// Adds each new table's keys to its partition's hash index, rebuilding
 /// the index bigger (from the tables' keys) when it gets too loaded.
-fn index_new_tables(
-    version: &Version,
-    files: &[(u64, FileMeta)],
-    stats: &JobStats,
-    unsorted_limit: u64,
-) -> Result<()> {
+///
+/// Partitions are those of the current version: no split runs beside a
+/// flush, but a merge may have replaced the UnsortedStore tables an index
+/// would be rebuilt from since the flush began.
+fn index_new_tables(core: &Core, files: &[(u64, FileMeta)], stats: &JobStats) -> Result<()> {
+    let _changes = core.index_changes.lock();
+    let version = Arc::clone(&core.state.lock().version);
     for (pid, f) in files {
         let Some(part) = version.partitions.iter().find(|p| p.id == *pid) else {
             continue;
@@ -345,15 +417,16 @@ fn index_new_tables(
         let Some((_, keys)) = stats.table_keys.iter().find(|(n, _)| *n == f.number) else {
             continue;
         };
-        index_table(part, f, keys, unsorted_limit)?;
+        index_table(part, f, keys, core.options.unsorted_limit)?;
     }
     Ok(())
 }
 
 /// Adds the new table `f` of `part` to the partition's index. A bigger
 /// index, when one is needed, is built from the older tables under the
-/// read lock (only this thread changes the index, and readers keep using
-/// it meanwhile); the write lock covers the swap and the inserts.
+/// read lock (readers keep using the index meanwhile; the caller holds
+/// [`Core::index_changes`], so nothing else changes it); the write lock
+/// covers the swap and the inserts.
 fn index_table(part: &Partition, f: &FileMeta, keys: &KeyList, unsorted_limit: u64) -> Result<()> {
     let index = &part.index;
     let bigger = grown_index(
@@ -531,6 +604,9 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
     }
     let mut input = MergedEntries::new(children);
     input.seek_to_first()?;
+    if matches!(job, Rewrite::Merge) {
+        crate::fault::pause_point("merge.inputs_open", &core.dir);
+    }
     let policy = RetentionPolicy {
         snapshots: core.snapshots.sequences(),
         bottommost: true,
@@ -666,6 +742,7 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
     // to older versions probe tables the index has forgotten directly.
     let merged: Vec<u64> = inputs_unsorted.iter().map(|t| t.meta.number).collect();
     if !merged.is_empty() {
+        let _changes = core.index_changes.lock();
         part.index.write().remove_tables(&merged);
     }
     for t in inputs_unsorted.iter().chain(&inputs_sorted) {
@@ -749,8 +826,14 @@ fn median_key(t: &TableFile) -> Result<Option<Vec<u8>>> {
 /// which GC of each side does as it copies its own live values out. One
 /// manifest edit makes the split atomic.
 fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
+    // No flush for the whole job: one landing between the merge and the
+    // split would leave UnsortedStore tables the split cannot divide, and
+    // a busy writer could put off the split forever. Splits are rare (one
+    // per `partition_size` of growth), so writers wait out one merge.
+    let _held = FlushesHeld::new(core);
     rewrite_partition(core, pid, Rewrite::Merge)?;
-    // Only this thread changes partitions, so the copy stays current.
+    // Only this thread changes partitions and no flush runs: the copy stays
+    // current.
     let part = {
         let st = core.state.lock();
         match st.version.partitions.iter().find(|p| p.id == pid) {
@@ -939,6 +1022,10 @@ fn pick_consolidation(core: &Core, st: &EngineState) -> Option<u64> {
 /// instead of many. The new table is indexed before it becomes visible; the
 /// inputs leave the index after.
 fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
+    // The output must be older than every table flushed after its inputs
+    // (recovery orders an UnsortedStore by manifest order): no flush runs
+    // meanwhile.
+    let _held = FlushesHeld::new(core);
     core.counters
         .scans_since_consolidation
         .store(0, std::sync::atomic::Ordering::Relaxed);
@@ -976,9 +1063,12 @@ fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     let outputs = write_tables(&mut input, &policy, &spec, &mut new_file, &mut stats)?;
     let opened = open_new_tables(core, &outputs)?;
     crate::fault::crash_point("consolidate.tables_written");
-    for t in &opened {
-        if let Some((_, keys)) = stats.table_keys.iter().find(|(n, _)| *n == t.meta.number) {
-            index_table(&part, &t.meta, keys, core.options.unsorted_limit)?;
+    {
+        let _changes = core.index_changes.lock();
+        for t in &opened {
+            if let Some((_, keys)) = stats.table_keys.iter().find(|(n, _)| *n == t.meta.number) {
+                index_table(&part, &t.meta, keys, core.options.unsorted_limit)?;
+            }
         }
     }
     let mut st = core.state.lock();
@@ -1010,7 +1100,7 @@ fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     p.unsorted
         .retain(|t| !inputs.iter().any(|i| i.meta.number == t.meta.number));
     // The consolidated table holds data older than any table flushed since
-    // (none, on this thread) and newer than the SortedStore: it goes first.
+    // (none: flushes are held) and newer than the SortedStore: it goes first.
     let mut unsorted = opened;
     unsorted.append(&mut p.unsorted);
     p.unsorted = unsorted;
@@ -1019,6 +1109,7 @@ fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     core.state_cv.notify_all();
     drop(st);
     let numbers: Vec<u64> = inputs.iter().map(|t| t.meta.number).collect();
+    let _changes = core.index_changes.lock();
     part.index.write().remove_tables(&numbers);
     for t in &inputs {
         t.mark_obsolete();

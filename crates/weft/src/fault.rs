@@ -52,3 +52,89 @@ pub const CRASH_POINTS: &[&str] = &[
     "open.recovered_tables_written",
     "open.manifest_written",
 ];
+
+/// Marks a pause point: in the crate's unit tests, a background job that
+/// reaches a closed gate ([`gates`]) for its database directory waits
+/// there until the test opens it, so a test can hold one job mid-way and
+/// show what runs beside it. Outside tests it does nothing.
+pub(crate) fn pause_point(name: &str, dir: &std::path::Path) {
+    #[cfg(test)]
+    gates::pass(name, dir);
+    #[cfg(not(test))]
+    let _ = (name, dir);
+}
+
+/// Gates for [`pause_point`], keyed by point and directory so tests running
+/// side by side in one process never hold each other's jobs.
+#[cfg(test)]
+pub(crate) mod gates {
+    use std::path::{Path, PathBuf};
+    use std::time::{Duration, Instant};
+
+    use parking_lot::{Condvar, Mutex};
+
+    struct Gate {
+        name: String,
+        dir: PathBuf,
+        closed: bool,
+        /// Jobs that have reached the gate (waiting or let through).
+        reached: u64,
+    }
+
+    static GATES: Mutex<Vec<Gate>> = Mutex::new(Vec::new());
+    static CHANGED: Condvar = Condvar::new();
+
+    fn set(name: &str, dir: &Path, closed: bool) {
+        let mut gates = GATES.lock();
+        match gates.iter_mut().find(|g| g.name == name && g.dir == dir) {
+            Some(g) => g.closed = closed,
+            None => gates.push(Gate {
+                name: name.to_string(),
+                dir: dir.to_path_buf(),
+                closed,
+                reached: 0,
+            }),
+        }
+        CHANGED.notify_all();
+    }
+
+    /// Holds jobs of `dir` at pause point `name` from now on.
+    pub fn close(name: &str, dir: &Path) {
+        set(name, dir, true);
+    }
+
+    /// Lets held and later jobs through.
+    pub fn open(name: &str, dir: &Path) {
+        set(name, dir, false);
+    }
+
+    /// Waits up to `limit` until some job has reached the gate; false if
+    /// none did.
+    pub fn wait_reached(name: &str, dir: &Path, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut gates = GATES.lock();
+        loop {
+            let reached = gates
+                .iter()
+                .any(|g| g.name == name && g.dir == dir && g.reached > 0);
+            if reached {
+                return true;
+            }
+            if CHANGED.wait_until(&mut gates, deadline).timed_out() {
+                return false;
+            }
+        }
+    }
+
+    pub(super) fn pass(name: &str, dir: &Path) {
+        let mut gates = GATES.lock();
+        let Some(i) = gates.iter().position(|g| g.name == name && g.dir == dir) else {
+            return;
+        };
+        gates[i].reached += 1;
+        CHANGED.notify_all();
+        while gates[i].closed {
+            CHANGED.wait(&mut gates);
+        }
+    }
+}

@@ -64,6 +64,11 @@ pub(crate) struct EngineState {
     pub index_checkpoints: std::collections::BTreeMap<u64, u64>,
     /// Bytes flushed into each partition since its last checkpoint.
     pub flushed_since_checkpoint: std::collections::BTreeMap<u64, u64>,
+    /// The flush thread is writing a memtable out.
+    pub flushing: bool,
+    /// The compaction thread is splitting a partition or consolidating an
+    /// UnsortedStore: no flush may start (see [`crate::background`]).
+    pub restructuring: bool,
     pub shutting_down: bool,
 }
 
@@ -116,7 +121,7 @@ impl Counters {
     }
 }
 
-/// The engine, shared by `Db` handles and the background thread.
+/// The engine, shared by `Db` handles and the background threads.
 pub(crate) struct Core {
     pub dir: PathBuf,
     pub options: Options,
@@ -133,8 +138,11 @@ pub(crate) struct Core {
     pub wal: Mutex<ActiveWal>,
     pub state: Mutex<EngineState>,
     /// Signalled on every state change that someone may wait for: work for
-    /// the background thread, room for stalled writers, finished flushes.
+    /// the background threads, room for stalled writers, finished flushes.
     pub state_cv: Condvar,
+    /// Held while a background job changes a partition's hash index, so the
+    /// flush and compaction threads never interleave their changes.
+    pub index_changes: Mutex<()>,
     pub super_version: RwLock<Arc<SuperVersion>>,
     poisoned: AtomicBool,
     poison_reason: Mutex<Option<String>>,
@@ -177,6 +185,7 @@ impl Core {
             wal: Mutex::new(wal),
             state: Mutex::new(state),
             state_cv: Condvar::new(),
+            index_changes: Mutex::new(()),
             super_version: RwLock::new(sv),
             poisoned: AtomicBool::new(false),
             poison_reason: Mutex::new(None),

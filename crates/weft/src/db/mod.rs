@@ -47,7 +47,8 @@ pub struct Db {
 /// Owns the engine for all `Db` clones; closes it when the last goes.
 struct DbHandle {
     core: Arc<Core>,
-    background: Mutex<Option<JoinHandle<()>>>,
+    /// The flush and compaction threads, joined at shutdown.
+    background: Mutex<Vec<JoinHandle<()>>>,
     lock: Mutex<Option<open::DirLock>>,
 }
 
@@ -68,7 +69,7 @@ impl DbHandle {
 }
 
 /// Stops background work (after its current job) and syncs the WAL.
-fn shutdown(core: &Core, background: &Mutex<Option<JoinHandle<()>>>) -> Result<()> {
+fn shutdown(core: &Core, background: &Mutex<Vec<JoinHandle<()>>>) -> Result<()> {
     if core.closed.swap(true, Ordering::AcqRel) {
         return Ok(());
     }
@@ -77,7 +78,7 @@ fn shutdown(core: &Core, background: &Mutex<Option<JoinHandle<()>>>) -> Result<(
         st.shutting_down = true;
         core.state_cv.notify_all();
     }
-    if let Some(h) = background.lock().take() {
+    for h in std::mem::take(&mut *background.lock()) {
         let _ = h.join();
     }
     // Writers hold no lock between calls, so the WAL is quiescent once every
@@ -123,15 +124,30 @@ impl Db {
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         let opened = open::open(path.as_ref(), options)?;
         let core = opened.core;
-        let bg_core = Arc::clone(&core);
-        let handle = std::thread::Builder::new()
-            .name("weft-background".into())
-            .spawn(move || crate::background::run(bg_core))
-            .map_err(|e| Error::io("starting the background thread", e))?;
+        let mut threads = Vec::new();
+        type Loop = fn(Arc<Core>);
+        let loops: [(&str, Loop); 2] = [
+            ("weft-flush", crate::background::run_flushes),
+            ("weft-background", crate::background::run),
+        ];
+        for (name, run) in loops {
+            let bg_core = Arc::clone(&core);
+            let spawned = std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || run(bg_core));
+            match spawned {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    // Stop the thread already started before failing.
+                    let _ = shutdown(&core, &Mutex::new(threads));
+                    return Err(Error::io("starting a background thread", e));
+                }
+            }
+        }
         Ok(Db {
             inner: Arc::new(DbHandle {
                 core,
-                background: Mutex::new(Some(handle)),
+                background: Mutex::new(threads),
                 lock: Mutex::new(Some(opened.lock)),
             }),
         })
@@ -740,6 +756,90 @@ mod tests {
         assert_eq!(lookups(&rebuilt, n), lookups(&before, n));
         for i in (0..n).step_by(97) {
             assert!(db.get(format!("key{i:06}")).unwrap().is_some());
+        }
+    }
+
+    /// A flush completes while a merge is held mid-way (the flush and
+    /// compaction threads run side by side), and once the merge lands the
+    /// index knows exactly the tables flushed beside it.
+    #[test]
+    fn flushes_go_on_while_a_merge_runs() {
+        use crate::fault::gates;
+        use std::time::Duration;
+        const POINT: &str = "merge.inputs_open";
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options::default()
+            .unsorted_limit(140 << 10)
+            .unsorted_slowdown_tables(40)
+            .unsorted_stop_tables(80);
+        let db = Db::open(dir.path(), opts).unwrap();
+        const N: u32 = 3000;
+        fn value(round: u32, i: u32) -> Vec<u8> {
+            format!("r{round}-{i}").into_bytes().repeat(8)
+        }
+        fn put_round(db: &Db, round: u32) {
+            for i in (round % 5..N).step_by(5) {
+                db.put(format!("key{i:06}"), value(round, i)).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        gates::close(POINT, dir.path());
+        // Four flushes of ~41 KB pass `unsorted_limit` (three do not): a merge
+        // starts.
+        for round in 0..4 {
+            put_round(&db, round);
+        }
+        if !gates::wait_reached(POINT, dir.path(), Duration::from_secs(60)) {
+            gates::open(POINT, dir.path());
+            panic!("no merge started: {:?}", db.stats());
+        }
+        // The merge is held; two more memtables must still reach disk.
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let writer = {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for round in 4..6 {
+                    put_round(&db, round);
+                }
+                let _ = done_tx.send(());
+            })
+        };
+        let flushed = done_rx.recv_timeout(Duration::from_secs(60));
+        let during = db.stats();
+        gates::open(POINT, dir.path());
+        writer.join().unwrap();
+        assert!(
+            flushed.is_ok(),
+            "flushes waited for the held merge: {during:?}"
+        );
+        assert_eq!(during.partitions[0].unsorted_tables, 6, "{during:?}");
+        assert_eq!(during.merges, 0, "{during:?}");
+
+        for _ in 0..600 {
+            if db.stats().merges == 1 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let version = Arc::clone(&db.core().super_version().version);
+        let unsorted: Vec<u64> = version.partitions[0]
+            .unsorted
+            .iter()
+            .map(|t| t.meta.number)
+            .collect();
+        assert_eq!(db.stats().merges, 1);
+        assert_eq!(unsorted.len(), 2, "the two tables flushed beside the merge");
+        assert_eq!(index_of(&db).tables(), unsorted);
+        let rebuilt = crate::store::build_index(&version.partitions[0].unsorted).unwrap();
+        assert_eq!(lookups(&index_of(&db), N), lookups(&rebuilt, N));
+        for i in 0..N {
+            // Round r wrote the keys with i % 5 == r % 5; round 5 rewrote round 0's.
+            let newest = if i % 5 == 0 { 5 } else { i % 5 };
+            assert_eq!(
+                db.get(format!("key{i:06}")).unwrap(),
+                Some(value(newest, i)),
+                "key {i}"
+            );
         }
     }
 }

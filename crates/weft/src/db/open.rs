@@ -225,6 +225,8 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         next_partition_id: state.partitions.keys().max().map_or(0, |m| m + 1),
         index_checkpoints: state.index_checkpoints.clone(),
         flushed_since_checkpoint: Default::default(),
+        flushing: false,
+        restructuring: false,
         shutting_down: false,
     };
     let wal = ActiveWal { writer: wal_writer };
