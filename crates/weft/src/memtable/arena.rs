@@ -30,7 +30,10 @@
 //!
 //! * Chunks of 256 KiB and more are mapped from the OS and unmapped on
 //!   drop, so a flushed memtable's memory leaves the process (see
-//!   `MAPPED_CHUNK`).
+//!   `MAPPED_CHUNK`) — except full-size (2 MiB) chunks, which go back to
+//!   a small process-wide pool that the next arenas take from, still
+//!   faulted in (`pages::take_prefaulted`; unused ones leave after a
+//!   second).
 //!
 //! Memory returned by [`Arena::allocate`] is uninitialised and stays valid,
 //! at a fixed address, until the arena is dropped.
@@ -257,14 +260,20 @@ impl Drop for Arena {
         while let Some(c) = NonNull::new(chunk) {
             // SAFETY: every chunk in the list was made by `new_chunk`: a
             // mapping of `round_to_pages(size)` bytes when `is_mapped(size)`
-            // (a pre-faulted chunk is one too), else an allocation with
-            // `chunk_layout(size)`; its header is initialised and
-            // immutable apart from `used`, and `&mut self` means no other
-            // thread can use the arena or memory it handed out (borrowers of
-            // the arena's memory are tied to the arena's lifetime).
+            // (a pre-faulted chunk is one too), aligned to the huge page
+            // when `size` is a multiple of it (`chunk_layout`) — so a chunk
+            // of PREFAULTED_CHUNK bytes is exactly the mapping `recycle`
+            // takes — else an allocation with `chunk_layout(size)`. Its
+            // header is initialised and immutable apart from `used`, and
+            // `&mut self` means no other thread can use the arena or memory
+            // it handed out (borrowers of the arena's memory are tied to the
+            // arena's lifetime). Full-size chunks go back to the pool for
+            // the next arena; the rest to the OS or the allocator.
             unsafe {
                 let (prev, size) = ((*c.as_ptr()).prev, (*c.as_ptr()).size);
-                if is_mapped(size) {
+                if size == pages::PREFAULTED_CHUNK {
+                    pages::recycle(c.cast::<u8>());
+                } else if is_mapped(size) {
                     pages::unmap(c.cast::<u8>(), pages::round_to_pages(size));
                 } else {
                     alloc::dealloc(c.as_ptr().cast::<u8>(), chunk_layout(size));

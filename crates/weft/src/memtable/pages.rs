@@ -183,19 +183,84 @@ pub(crate) unsafe fn unmap(p: NonNull<u8>, bytes: usize) {
 /// Size of the chunks [`take_prefaulted`] hands out: the arena's largest
 /// shared chunk, one transparent huge page.
 pub(crate) const PREFAULTED_CHUNK: usize = HUGE_PAGE;
-/// Chunks kept ready (8 MiB: four huge pages).
+/// Fresh chunks kept ready (8 MiB: four huge pages).
 const PREFAULTED_READY: usize = 4;
+/// Most chunks given back by dropped arenas kept for the next ones (64 MiB:
+/// one default write buffer).
+const RECYCLED_MAX: usize = 32;
+/// Recycled chunks nobody took for this long go back to the OS.
+const RECYCLED_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Chunks mapped and faulted in ahead of need, and the refill thread's
-/// wake-up.
+/// Chunks whose pages are present, and the refill thread's wake-up.
 struct Prefaulted {
-    ready: Mutex<Vec<usize>>,
+    ready: Mutex<Ready>,
     low: Condvar,
 }
 
+#[derive(Default)]
+struct Ready {
+    /// Mapped and faulted in by the refill thread: all bytes zero.
+    fresh: Vec<usize>,
+    /// Given back by dropped arenas ([`recycle`]): contents left over.
+    recycled: Vec<usize>,
+    /// A recycled chunk was taken since the refill thread last looked.
+    reused: bool,
+}
+
+impl Ready {
+    /// A chunk, recycled ones first (the most recently given back, whose
+    /// lines may still be cached); whether a fresh one was taken.
+    fn take(&mut self) -> (Option<usize>, bool) {
+        match self.recycled.pop() {
+            Some(p) => {
+                self.reused = true;
+                (Some(p), false)
+            }
+            None => (self.fresh.pop(), true),
+        }
+    }
+
+    /// Keeps a chunk given back; false (the caller unmaps it) when
+    /// [`RECYCLED_MAX`] are kept already.
+    fn give(&mut self, p: usize) -> bool {
+        if self.recycled.len() >= RECYCLED_MAX {
+            return false;
+        }
+        self.recycled.push(p);
+        true
+    }
+
+    /// Called every [`RECYCLED_IDLE`] without a fresh chunk wanted: the
+    /// recycled chunks to unmap — all of them when none was taken since
+    /// the last call.
+    fn idle_tick(&mut self) -> Vec<usize> {
+        if std::mem::take(&mut self.reused) {
+            Vec::new()
+        } else {
+            std::mem::take(&mut self.recycled)
+        }
+    }
+}
+
+fn pool() -> Option<&'static Prefaulted> {
+    static POOL: OnceLock<Option<&'static Prefaulted>> = OnceLock::new();
+    *POOL.get_or_init(|| {
+        let pool: &'static Prefaulted = Box::leak(Box::new(Prefaulted {
+            ready: Mutex::new(Ready::default()),
+            low: Condvar::new(),
+        }));
+        std::thread::Builder::new()
+            .name("weft-prefault".into())
+            .spawn(move || refill(pool))
+            .ok()
+            .map(|_| pool)
+    })
+}
+
 /// A mapping of [`PREFAULTED_CHUNK`] bytes, aligned to its size, whose
-/// pages are already present (zero-filled), if one is ready; the caller
-/// owns it as if from [`map_zeroed`].
+/// pages are already present, if one is ready; the caller owns it as if
+/// from [`map_zeroed`], except that its bytes are unspecified (a chunk a
+/// dropped arena gave back, or zeros).
 ///
 /// # Why
 ///
@@ -212,40 +277,71 @@ struct Prefaulted {
 /// The thread runs at background CPU priority ([`crate::thread_priority`]):
 /// when no core is idle, a writer that finds no ready chunk faults its own
 /// rather than being preempted by the thread meant to spare it that.
+///
+/// When no core is idle (a write-heavy load with flushes and merges) the
+/// thread falls behind, and zeroing 64 MiB per memtable is work no one
+/// needs: an arena's memory is uninitialised by contract. So chunks of
+/// dropped arenas come back here ([`recycle`]) and are handed out first,
+/// still present and without being zeroed again.
 pub(crate) fn take_prefaulted() -> Option<NonNull<u8>> {
-    static POOL: OnceLock<Option<&'static Prefaulted>> = OnceLock::new();
-    let pool = (*POOL.get_or_init(|| {
-        let pool: &'static Prefaulted = Box::leak(Box::new(Prefaulted {
-            ready: Mutex::new(Vec::new()),
-            low: Condvar::new(),
-        }));
-        std::thread::Builder::new()
-            .name("weft-prefault".into())
-            .spawn(move || refill(pool))
-            .ok()
-            .map(|_| pool)
-    }))?;
-    let p = pool.ready.lock().pop();
-    pool.low.notify_one();
+    let pool = pool()?;
+    let (p, fresh) = pool.ready.lock().take();
+    if fresh {
+        pool.low.notify_one();
+    }
     p.and_then(|a| NonNull::new(a as *mut u8))
 }
 
-/// The `weft-prefault` thread: keeps [`PREFAULTED_READY`] chunks ready.
+/// Takes back a chunk of [`PREFAULTED_CHUNK`] bytes made by
+/// [`take_prefaulted`] or [`map_zeroed`] (aligned to its size), for a later
+/// [`take_prefaulted`]; unmaps it when [`RECYCLED_MAX`] are kept already.
+/// Kept chunks that go unused for [`RECYCLED_IDLE`] are unmapped, so a
+/// process that stops writing gives its memtable memory back.
+///
+/// # Safety
+///
+/// `p` must be such a mapping, owned by the caller, and nothing may use its
+/// memory afterwards.
+pub(crate) unsafe fn recycle(p: NonNull<u8>) {
+    if let Some(pool) = pool() {
+        if pool.ready.lock().give(p.as_ptr() as usize) {
+            return;
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { unmap(p, PREFAULTED_CHUNK) };
+}
+
+/// The `weft-prefault` thread: keeps [`PREFAULTED_READY`] fresh chunks
+/// ready, and unmaps recycled chunks left idle for [`RECYCLED_IDLE`].
 fn refill(pool: &Prefaulted) {
     crate::thread_priority::lower_current();
     loop {
-        {
+        let idle: Vec<usize> = {
             let mut ready = pool.ready.lock();
-            while ready.len() >= PREFAULTED_READY {
-                pool.low.wait(&mut ready);
+            let mut idle = Vec::new();
+            while ready.fresh.len() >= PREFAULTED_READY && idle.is_empty() {
+                if pool.low.wait_for(&mut ready, RECYCLED_IDLE).timed_out() {
+                    idle = ready.idle_tick();
+                }
             }
+            idle
+        };
+        if !idle.is_empty() {
+            for p in idle.into_iter().filter_map(|a| NonNull::new(a as *mut u8)) {
+                // SAFETY: recycled chunks are whole mappings of
+                // PREFAULTED_CHUNK bytes that `recycle` took ownership of;
+                // taken out of the pool, nothing else can reach them.
+                unsafe { unmap(p, PREFAULTED_CHUNK) };
+            }
+            continue;
         }
         let Some(p) = map_zeroed(PREFAULTED_CHUNK, PREFAULTED_CHUNK) else {
             std::thread::sleep(std::time::Duration::from_millis(100));
             continue;
         };
         fault_in(p, PREFAULTED_CHUNK);
-        pool.ready.lock().push(p.as_ptr() as usize);
+        pool.ready.lock().fresh.push(p.as_ptr() as usize);
     }
 }
 
@@ -293,6 +389,18 @@ mod tests {
 
     /// Asserts `[p, p + bytes)` is aligned to `align`, all zero and
     /// writable, then unmaps it.
+    /// Pages of `[p, p + bytes)` present in memory.
+    #[cfg(target_os = "linux")]
+    fn resident(p: *const u8, bytes: usize) -> usize {
+        let pages = bytes.div_ceil(page_size());
+        let mut vec = vec![0u8; pages];
+        // SAFETY: `[p, p + bytes)` lies in one live mapping of ours
+        // (page-aligned start); `vec` has one byte per page.
+        let rc = unsafe { libc::mincore(p as *mut libc::c_void, bytes, vec.as_mut_ptr()) };
+        assert_eq!(rc, 0, "mincore failed");
+        vec.iter().filter(|b| *b & 1 == 1).count()
+    }
+
     fn check_and_unmap(p: NonNull<u8>, bytes: usize, align: usize) {
         assert_eq!(p.as_ptr() as usize % align, 0, "{bytes} at {align}");
         // SAFETY: `p` is a fresh mapping of `bytes` bytes owned by the test.
@@ -316,7 +424,7 @@ mod tests {
     }
 
     #[test]
-    fn prefaulted_chunks_are_aligned_zeroed_and_keep_coming() {
+    fn prefaulted_chunks_are_aligned_present_and_keep_coming() {
         for _ in 0..2 * PREFAULTED_READY {
             let mut p = None;
             for _ in 0..1000 {
@@ -327,8 +435,41 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
             let p = p.expect("the refill thread never delivered a chunk");
-            check_and_unmap(p, PREFAULTED_CHUNK, PREFAULTED_CHUNK);
+            // Present, aligned and writable; its bytes are unspecified (a
+            // chunk recycled by another test's arena, or zeros).
+            assert_eq!(p.as_ptr() as usize % PREFAULTED_CHUNK, 0);
+            #[cfg(target_os = "linux")]
+            assert_eq!(
+                resident(p.as_ptr(), PREFAULTED_CHUNK),
+                PREFAULTED_CHUNK / page_size()
+            );
+            // SAFETY: a chunk owned by the test, of PREFAULTED_CHUNK bytes.
+            unsafe { p.as_ptr().write_bytes(0xa5, PREFAULTED_CHUNK) };
+            // SAFETY: the same mapping, used no more.
+            unsafe { unmap(p, PREFAULTED_CHUNK) };
         }
+    }
+
+    /// Recycled chunks go out first, newest first; at most `RECYCLED_MAX`
+    /// are kept; they are all let go after an idle period without a take,
+    /// and kept through one with a take.
+    #[test]
+    fn recycled_chunks_are_reused_first_and_let_go_when_idle() {
+        let mut r = Ready {
+            fresh: vec![1],
+            ..Ready::default()
+        };
+        assert!(r.give(10) && r.give(11));
+        assert_eq!(r.take(), (Some(11), false));
+        assert!(r.idle_tick().is_empty(), "a take since the last tick");
+        assert_eq!(r.idle_tick(), vec![10], "idle since the last tick");
+        assert_eq!(r.take(), (Some(1), true), "then fresh chunks");
+        assert_eq!(r.take(), (None, true));
+        for i in 0..RECYCLED_MAX {
+            assert!(r.give(100 + i));
+        }
+        assert!(!r.give(7), "the pool is full");
+        assert_eq!(r.recycled.len(), RECYCLED_MAX);
     }
 
     #[test]
@@ -353,26 +494,17 @@ mod tests {
     #[test]
     #[cfg(target_os = "linux")]
     fn large_tables_are_faulted_in_at_once() {
-        let resident = |p: *const AtomicU64, bytes: usize| -> usize {
-            let pages = bytes.div_ceil(page_size());
-            let mut vec = vec![0u8; pages];
-            // SAFETY: `[p, p + bytes)` lies in one live mapping of ours
-            // (page-aligned start); `vec` has one byte per page.
-            let rc = unsafe { libc::mincore(p as *mut libc::c_void, bytes, vec.as_mut_ptr()) };
-            assert_eq!(rc, 0, "mincore failed");
-            vec.iter().filter(|b| *b & 1 == 1).count()
-        };
         let len = (3 << 20) / 8;
         // SAFETY: all-zero bytes are a valid AtomicU64, which needs no drop.
         let big = unsafe { ZeroedPages::<AtomicU64>::new(len) };
         assert_eq!(big.as_ptr() as usize % HUGE_PAGE, 0);
         assert_eq!(
-            resident(big.as_ptr(), len * 8),
+            resident(big.as_ptr().cast(), len * 8),
             (len * 8).div_ceil(page_size())
         );
         let len = 64 << 10;
         // SAFETY: as above.
         let small = unsafe { ZeroedPages::<AtomicU64>::new(len) };
-        assert_eq!(resident(small.as_ptr(), len * 8), 0);
+        assert_eq!(resident(small.as_ptr().cast(), len * 8), 0);
     }
 }
