@@ -98,9 +98,28 @@ pub(crate) mod gates {
         CHANGED.notify_all();
     }
 
-    /// Holds jobs of `dir` at pause point `name` from now on.
-    pub fn close(name: &str, dir: &Path) {
+    /// Opens its gate when dropped, so a failing test never leaves a job
+    /// held (and the database's shutdown waiting for it).
+    pub struct Closed {
+        name: String,
+        dir: PathBuf,
+    }
+
+    impl Drop for Closed {
+        fn drop(&mut self) {
+            open(&self.name, &self.dir);
+        }
+    }
+
+    /// Holds jobs of `dir` at pause point `name` until [`open`] or until
+    /// the returned guard drops.
+    #[must_use]
+    pub fn close(name: &str, dir: &Path) -> Closed {
         set(name, dir, true);
+        Closed {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+        }
     }
 
     /// Lets held and later jobs through.

@@ -86,6 +86,70 @@ pub(crate) struct ActiveWal {
     pub writer: LogWriter,
 }
 
+/// WALs rotated out whose records may not be on disk yet, oldest first.
+///
+/// A rotation used to fdatasync the old WAL before the first write went to
+/// the new one, on the writer's path: 40–75 ms per 64 MiB memtable, and a
+/// lone writer's `fillrandom` (5M × 256 B) ran 15 % faster without it. Now
+/// the old WAL only has its deferred records written (so a process crash
+/// keeps it whole) and waits here; the flush thread syncs it before
+/// flushing its memtable (as RocksDB syncs closed logs in its flush job),
+/// and whoever promises durability — a `sync` write, `Db::sync_wal`,
+/// shutdown — syncs every closed WAL before its own. A machine crash can
+/// therefore leave an older WAL torn while a newer one kept records;
+/// recovery stops at the first torn record across all WALs (`db::open`),
+/// which keeps the result a prefix of the history.
+///
+/// A log leaves the list only once a sync covering it has returned, so a
+/// syncer that finds the list empty knows every closed WAL is durable.
+#[derive(Default)]
+pub(crate) struct ClosedWals {
+    logs: Mutex<Vec<(u64, LogWriter)>>,
+}
+
+impl ClosedWals {
+    /// Adds the WAL numbered `number`, just rotated out.
+    pub fn push(&self, number: u64, writer: LogWriter) {
+        let mut logs = self.logs.lock();
+        debug_assert!(logs.last().is_none_or(|(n, _)| *n < number));
+        logs.push((number, writer));
+    }
+
+    /// Makes every closed WAL numbered `through` or lower durable, then
+    /// forgets it. The fdatasyncs run on second handles, outside the lock,
+    /// so a rotation never waits for them.
+    pub fn sync_through(&self, through: u64) -> Result<()> {
+        let handles = {
+            let mut logs = self.logs.lock();
+            logs.iter_mut()
+                .filter(|(n, _)| *n <= through)
+                .map(|(n, w)| w.sync_handle().map(|f| (*n, f, w.path().to_path_buf())))
+                .collect::<Result<Vec<_>>>()?
+        };
+        let Some(&(last, _, _)) = handles.last() else {
+            return Ok(());
+        };
+        for (_, file, path) in &handles {
+            file.sync_data()
+                .map_err(|e| Error::io(format!("syncing closed log {}", path.display()), e))?;
+        }
+        // Dropping a writer cuts its file back to its records.
+        self.logs.lock().retain(|(n, _)| *n > last);
+        Ok(())
+    }
+
+    /// Makes every closed WAL durable.
+    pub fn sync_all(&self) -> Result<()> {
+        self.sync_through(u64::MAX)
+    }
+
+    /// Numbers of the closed WALs not known durable yet.
+    #[cfg(test)]
+    pub fn numbers(&self) -> Vec<u64> {
+        self.logs.lock().iter().map(|(n, _)| *n).collect()
+    }
+}
+
 /// Monotonic counters, read by `stats()`.
 #[derive(Default)]
 pub(crate) struct Counters {
@@ -136,6 +200,8 @@ pub(crate) struct Core {
     pub last_seq: AtomicU64,
     pub queue: Mutex<VecDeque<Arc<Writer>>>,
     pub wal: Mutex<ActiveWal>,
+    /// WALs rotated out but maybe not yet durable (see [`ClosedWals`]).
+    pub closed_wals: ClosedWals,
     pub state: Mutex<EngineState>,
     /// Signalled on every state change that someone may wait for: work for
     /// the background threads, room for stalled writers, finished flushes.
@@ -183,6 +249,7 @@ impl Core {
             last_seq: AtomicU64::new(last_seq),
             queue: Mutex::new(VecDeque::new()),
             wal: Mutex::new(wal),
+            closed_wals: ClosedWals::default(),
             state: Mutex::new(state),
             state_cv: Condvar::new(),
             index_changes: Mutex::new(()),

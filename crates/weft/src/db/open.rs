@@ -2,13 +2,18 @@
 //! removal of obsolete files, and the start of background work.
 //!
 //! Recovery never needs a flag. WALs at or above the manifest's log number
-//! are replayed in order. A bad record at the very end of the *last* WAL is a
-//! torn write from the crash: it and anything after it is dropped (every
-//! write acknowledged before it is kept, so the result is a prefix of the
-//! history). A bad record anywhere else — in an older WAL, which was synced
-//! before the next one started, or followed by further records — is damage,
-//! not a crash artefact, and open fails with `Error::Corruption` rather than
-//! silently dropping acknowledged writes.
+//! are replayed in order, and replay stops at the first torn record: a bad
+//! record followed only by zeros or the end of its file (a write cut by
+//! the crash, or pages the machine lost). It and everything after it —
+//! the rest of that WAL and every newer WAL — is dropped, so the result is
+//! a prefix of the history. An older WAL can be the torn one: a rotation
+//! does not wait for the old WAL's fdatasync (`ClosedWals`), so after a
+//! machine crash a newer WAL may hold records written after pages of the
+//! older one were lost; keeping them would break the prefix. A process
+//! crash never tears an older WAL (its records reached the page cache
+//! before the newer one took any). A bad record followed by further
+//! records is damage, not a crash artefact, and open fails with
+//! `Error::Corruption` rather than silently dropping acknowledged writes.
 //!
 //! The replayed writes are flushed into tables before the new manifest is
 //! written, so the old WALs can be deleted and the new WAL starts clean.
@@ -309,19 +314,8 @@ fn replay_wals(
 ) -> Result<u64> {
     let mut last_seq = state.last_sequence;
     let mut mem = new_memtable(options.memtable, options.write_buffer_size);
-    // A torn tail is accepted in the last WAL holding any data: a newer WAL
-    // can be blank after a crash (created by a rotation, or by an open,
-    // before the older one was synced), and nothing is written to a new
-    // WAL before the old one is synced (`Core::rotate`).
-    let mut last_with_data = 0;
-    for (i, &n) in wals.iter().enumerate() {
-        if !is_blank(&filename::wal_path(dir, n))? {
-            last_with_data = i;
-        }
-    }
-    for (i, &n) in wals.iter().enumerate() {
+    'logs: for (i, &n) in wals.iter().enumerate() {
         let path = filename::wal_path(dir, n);
-        let is_last = i >= last_with_data;
         let mut reader = LogReader::open(&path)?.with_lost_pages();
         loop {
             match reader.read()? {
@@ -347,10 +341,15 @@ fn replay_wals(
                     offset,
                     at_tail: true,
                     ..
-                } if is_last => {
+                } => {
+                    // The first torn record: the end of the history kept.
                     let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(offset);
                     Counters::add(&counters.wal_truncated, len.saturating_sub(offset));
-                    break;
+                    for &newer in &wals[i + 1..] {
+                        let dropped = record_bytes(&filename::wal_path(dir, newer))?;
+                        Counters::add(&counters.wal_truncated, dropped);
+                    }
+                    break 'logs;
                 }
                 LogRead::Bad { offset, reason, .. } => {
                     return Err(Error::corruption(&path, offset, reason))
@@ -364,10 +363,12 @@ fn replay_wals(
     Ok(last_seq)
 }
 
-/// True when the log at `path` holds no record and no damage: empty, or
-/// only the zeros a mapped writer reserves (the reader's end of log).
-fn is_blank(path: &Path) -> Result<bool> {
-    Ok(LogReader::open(path)?.read()? == LogRead::End)
+/// Bytes of the whole records at the start of the log at `path`: what
+/// recovery drops when an older log was torn.
+fn record_bytes(path: &Path) -> Result<u64> {
+    let mut reader = LogReader::open(path)?;
+    while let LogRead::Record { .. } = reader.read()? {}
+    Ok(reader.offset())
 }
 
 fn flush_recovered(

@@ -289,6 +289,9 @@ impl Core {
             r.and_then(|n| {
                 Counters::add(&self.counters.wal_bytes, n);
                 if sync {
+                    // Earlier WALs first: a durable write implies every
+                    // earlier one is.
+                    self.closed_wals.sync_all()?;
                     wal.writer.sync()?;
                 }
                 Ok(())
@@ -402,14 +405,15 @@ impl Core {
         crate::fault::crash_point("rotate.new_wal_created");
         {
             let mut wal = self.wal.lock();
-            // The old WAL must be durable before any write lands in the new
-            // one: otherwise a machine crash could keep later writes and lose
-            // earlier ones, breaking the prefix guarantee.
-            if let Err(e) = wal.writer.sync() {
+            // The old WAL's records reach the OS before any write lands in
+            // the new one, so a process crash keeps a prefix; its fdatasync
+            // is left to the flush thread (see `ClosedWals`).
+            if let Err(e) = wal.writer.flush_buffer() {
                 self.poison_holding_state(&e, st);
                 return Err(e);
             }
-            *wal = ActiveWal { writer };
+            let old = std::mem::replace(&mut *wal, ActiveWal { writer });
+            self.closed_wals.push(st.mem_wal, old.writer);
         }
         let old = std::mem::replace(
             &mut st.mem,
