@@ -192,11 +192,6 @@ impl MappedAppender {
         }
         let ptr =
             NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
-        let populate = self.reserved.saturating_sub(base).min(WINDOW) as usize;
-        // SAFETY: `[p, p + populate)` is inside the mapping just made and
-        // below the file's end (`reserved`), so every page has a reserved
-        // block; MADV_POPULATE_WRITE changes no content. Advice only.
-        unsafe { libc::madvise(p, populate, libc::MADV_POPULATE_WRITE) };
         self.window = Some(Window { base, ptr });
         Ok(ptr)
     }
