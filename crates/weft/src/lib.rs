@@ -17,8 +17,6 @@
 //!
 //! # Where the code departs from DESIGN.md, and why
 //!
-//! * The default memtable is `skiplist`: DESIGN names `teks`, which is not
-//!   built yet (it becomes the default only once benchmarks show it wins).
 //! * UnsortedStore tables keep their Bloom filters; lookups consult the hash
 //!   index *and* the filter (the filter is in memory and free to ask), and
 //!   tables the index does not know are probed directly — that is what keeps
@@ -39,7 +37,11 @@
 //! * Recovery flushes the replayed WAL into UnsortedStore tables (as LevelDB
 //!   does) rather than keeping old WALs alive.
 //! * A bad WAL record followed by valid ones is `Error::Corruption`, not a
-//!   silent truncation: only a torn *tail* of the last WAL is dropped.
+//!   silent truncation: only a torn *tail* is dropped, with every newer WAL
+//!   (a rotation does not wait for the old WAL's fdatasync, so after a
+//!   machine crash an older WAL may be the torn one; `db::open`).
+//! * Flushes run on a thread of their own, beside the thread that merges,
+//!   collects and splits (`background`).
 //! * [`fault`] holds crash points (`WEFT_CRASH_AT`) compiled into every
 //!   build, so crash tests exercise the same binary users run.
 
