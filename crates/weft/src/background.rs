@@ -160,16 +160,17 @@ impl Drop for FlushesHeld<'_> {
 /// A partition whose UnsortedStore passed the limit, or one a manual
 /// compaction asked for.
 fn pick_merge(core: &Core, st: &mut EngineState) -> Option<u64> {
-    while let Some(&p) = st.manual_merges.iter().next() {
-        let has_unsorted = st
+    while let Some((&p, &requested_at)) = st.manual_merges.iter().next() {
+        let pending = st
             .version
             .partitions
             .iter()
-            .any(|x| x.id == p && !x.unsorted.is_empty());
-        if has_unsorted {
+            .any(|x| x.id == p && x.unsorted.iter().any(|t| t.meta.number < requested_at));
+        if pending {
             return Some(p);
         }
-        // Nothing to merge there: the request is done; `compact()` waits on it.
+        // Nothing the request covers is left unmerged (or the partition
+        // is gone): it is done; `compact()` waits on it.
         st.manual_merges.remove(&p);
         core.state_cv.notify_all();
     }
@@ -466,12 +467,12 @@ enum Rewrite {
     Collect(BTreeSet<u64>),
 }
 
+/// Merges partition `pid`. A manual request for it is not settled here:
+/// a flush may have added a table while the merge ran, so `pick_merge`
+/// drops the request only once the partition's UnsortedStore is empty
+/// (and `compact()` returns only then).
 fn merge_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
-    rewrite_partition(core, pid, Rewrite::Merge)?;
-    // Done only now: `compact()` returns once no requested merge is pending
-    // *or running*. (The run loop notifies waiters after every job.)
-    core.state.lock().manual_merges.remove(&pid);
-    Ok(())
+    rewrite_partition(core, pid, Rewrite::Merge)
 }
 
 /// A partition due for value-log GC and the logs to collect: for garbage

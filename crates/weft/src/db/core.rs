@@ -7,7 +7,7 @@
 //! into the memtable; it is the only thread that touches the WAL between
 //! rotations, so its mutex is never contended.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -57,7 +57,12 @@ pub(crate) struct EngineState {
     pub imm_created: u64,
     pub imm_flushed: u64,
     /// Partitions a manual `compact()` asked to merge.
-    pub manual_merges: BTreeSet<u64>,
+    /// Partitions a manual `compact()` asked to merge, each with the next
+    /// file number at the request: it is settled once the partition holds
+    /// no UnsortedStore table numbered below it (tables flushed since are
+    /// not the request's business, so a steady stream of writes cannot
+    /// keep `compact()` waiting).
+    pub manual_merges: std::collections::BTreeMap<u64, u64>,
     /// Id for the next partition a split creates.
     pub next_partition_id: u64,
     /// Latest hash-index checkpoint file of each partition.

@@ -495,7 +495,9 @@ impl Db {
         let core = self.core();
         let mut st = core.state.lock();
         let ids: Vec<u64> = st.version.partitions.iter().map(|p| p.id).collect();
-        st.manual_merges.extend(ids);
+        let requested_at = st.next_file_number;
+        st.manual_merges
+            .extend(ids.into_iter().map(|id| (id, requested_at)));
         core.state_cv.notify_all();
         while !st.manual_merges.is_empty() {
             core.check_writable()?;
