@@ -74,12 +74,28 @@ fn child_killpoint_writer() {
         }
     }
     // An armed point in a background job (a GC triggered by the last
-    // writes, say) may still be on its way: give the job a moment to get
-    // there (the child dies at once when it does). Writers are not slowed
-    // while a flush runs, so on a loaded machine the writes can end before
-    // a GC started near their end reaches its manifest step.
+    // writes, say) may still be on its way: let the background work run
+    // until it has been quiet for a second (the child dies at once when it
+    // reaches the point). Flushes run beside merges, so writes can end with
+    // a backlog of merges and splits ahead of the first GC; a fixed pause
+    // missed it on a loaded machine. Bounded, so a point that is never
+    // reached (a third pass) costs at most a minute.
     if std::env::var("WEFT_CRASH_AT").is_ok() {
-        std::thread::sleep(std::time::Duration::from_secs(2));
+        let jobs = |db: &Db| {
+            let s = db.stats();
+            s.flushes + s.merges + s.gcs + s.splits + s.consolidations
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let (mut last, mut quiet_since) = (jobs(&db), std::time::Instant::now());
+        while std::time::Instant::now() < deadline
+            && quiet_since.elapsed() < std::time::Duration::from_secs(1)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let now = jobs(&db);
+            if now != last {
+                (last, quiet_since) = (now, std::time::Instant::now());
+            }
+        }
     }
     // Leave without closing: the WAL holds the tail, as after a crash.
     std::process::exit(0);
