@@ -267,7 +267,6 @@ fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     // it would have been at rotation (see `ClosedWals`).
     crate::fault::pause_point("flush.started", &core.dir);
     core.closed_wals.sync_through(wal_number)?;
-    crate::fault::pause_point("flush.wal_synced", &core.dir);
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();
     let files = write_memtable(

@@ -676,7 +676,19 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fault::gates;
     use crate::store::hash_index::HashIndex;
+    use std::time::Duration;
+
+    /// Waits until a background job of `db` (in `dir`) reaches the closed
+    /// gate `point`; the gate's guard opens it if this fails.
+    fn wait_at_gate(point: &str, dir: &Path, db: &Db) {
+        assert!(
+            gates::wait_reached(point, dir, Duration::from_secs(60)),
+            "no job reached {point}: {:?}",
+            db.stats()
+        );
+    }
 
     fn index_of(db: &Db) -> HashIndex {
         db.core().super_version().version.partitions[0]
@@ -770,8 +782,6 @@ mod tests {
     /// index knows exactly the tables flushed beside it.
     #[test]
     fn flushes_go_on_while_a_merge_runs() {
-        use crate::fault::gates;
-        use std::time::Duration;
         const POINT: &str = "merge.inputs_open";
         let dir = tempfile::tempdir().unwrap();
         let opts = Options::default()
@@ -795,10 +805,7 @@ mod tests {
         for round in 0..4 {
             put_round(&db, round);
         }
-        if !gates::wait_reached(POINT, dir.path(), Duration::from_secs(60)) {
-            gates::open(POINT, dir.path());
-            panic!("no merge started: {:?}", db.stats());
-        }
+        wait_at_gate(POINT, dir.path(), &db);
         // The merge is held; two more memtables must still reach disk.
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let writer = {
@@ -855,9 +862,7 @@ mod tests {
     /// survives is a prefix of the history. Intact, both WALs replay.
     #[test]
     fn a_torn_older_wal_ends_the_history_there() {
-        use crate::fault::gates;
-        use std::time::Duration;
-        const POINT: &str = "flush.wal_synced";
+        const POINT: &str = "flush.started";
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path(), Options::default()).unwrap();
         let _gate = gates::close(POINT, dir.path());
@@ -871,10 +876,7 @@ mod tests {
         db.core()
             .write(WriteBatch::new(), false, true, true)
             .unwrap();
-        if !gates::wait_reached(POINT, dir.path(), Duration::from_secs(60)) {
-            gates::open(POINT, dir.path());
-            panic!("the flush never started");
-        }
+        wait_at_gate(POINT, dir.path(), &db);
         for i in 0..50 {
             db.put(new(i), b"n").unwrap();
         }
@@ -935,8 +937,6 @@ mod tests {
     /// memtable does before anything else.
     #[test]
     fn durable_writes_sync_the_rotated_wals_first() {
-        use crate::fault::gates;
-        use std::time::Duration;
         const POINT: &str = "flush.started";
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path(), Options::default()).unwrap();
@@ -950,10 +950,7 @@ mod tests {
             wal
         };
         let first = rotate(&db);
-        if !gates::wait_reached(POINT, dir.path(), Duration::from_secs(60)) {
-            gates::open(POINT, dir.path());
-            panic!("the flush never started");
-        }
+        wait_at_gate(POINT, dir.path(), &db);
         assert_eq!(db.core().closed_wals.numbers(), vec![first]);
         db.put(b"a", b"1").unwrap();
         assert_eq!(
