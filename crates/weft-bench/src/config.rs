@@ -121,6 +121,8 @@ pub struct StoreKnobs {
     pub gc_min_garbage_bytes: Option<u64>,
     /// `--max_value_logs`.
     pub max_value_logs: Option<usize>,
+    /// `--mmap_read` ([`weft::Options::mmap_reads`]).
+    pub mmap_read: Option<bool>,
 }
 
 impl Default for BenchConfig {

@@ -122,6 +122,9 @@ pub fn weft_options(c: &BenchConfig) -> Options {
     if let Some(v) = s.min_blob_size {
         o = o.min_blob_size(v);
     }
+    if let Some(v) = s.mmap_read {
+        o = o.mmap_reads(v);
+    }
     if let Some(v) = s.scan_merge_limit {
         o = o.scan_merge_limit(v);
     }

@@ -225,6 +225,10 @@ pub struct BenchArgs {
     /// Weft: fold a partition's value logs into one past this many
     #[arg(long = "max_value_logs")]
     pub max_value_logs: Option<usize>,
+    /// Weft: read table blocks from a mapping of each table (page cache)
+    /// instead of through the block cache [default: true]
+    #[arg(long = "mmap_read", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub mmap_read: Option<bool>,
     /// YCSB records loaded by ycsb_load, in total [default: num]
     #[arg(long = "record_count")]
     pub record_count: Option<u64>,
@@ -362,7 +366,8 @@ impl BenchArgs {
             scan_merge_limit,
             gc_garbage_ratio,
             gc_min_garbage_bytes,
-            max_value_logs
+            max_value_logs,
+            mmap_read
         );
         c.json = self.json.clone();
         c
@@ -463,6 +468,7 @@ mod tests {
             "--min_blob_size=512",
             "--gc_garbage_ratio=0.3",
             "--gc_min_garbage_bytes=77",
+            "--mmap_read=0",
             "--record_count=1000",
             "--operation_count=500",
             "--field_count=4",
@@ -485,6 +491,7 @@ mod tests {
         assert_eq!(c.store.min_blob_size, Some(512));
         assert_eq!(c.store.gc_garbage_ratio, Some(0.3));
         assert_eq!(c.store.gc_min_garbage_bytes, Some(77));
+        assert_eq!(c.store.mmap_read, Some(false));
         assert_eq!(c.record_count(), 1000);
         assert_eq!(c.operation_count(), 500);
         assert_eq!(c.record_size(), 32);

@@ -450,7 +450,14 @@ fn index_table(part: &Partition, f: &FileMeta, keys: &KeyList, unsorted_limit: u
 fn open_new_tables(core: &Core, files: &[FileMeta]) -> Result<Vec<Arc<TableFile>>> {
     let opened = files
         .iter()
-        .map(|f| TableFile::open(&core.dir, f.clone(), &core.cache))
+        .map(|f| {
+            TableFile::open(
+                &core.dir,
+                f.clone(),
+                &core.cache,
+                core.options.block_reads(),
+            )
+        })
         .collect::<Result<Vec<_>>>();
     if opened.is_err() {
         remove_files(core, files);

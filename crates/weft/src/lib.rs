@@ -42,6 +42,11 @@
 //!   machine crash an older WAL may be the torn one; `db::open`).
 //! * Flushes run on a thread of their own, beside the thread that merges,
 //!   collects and splits (`background`).
+//! * Gets and scans read table blocks from a read-only mapping of each
+//!   table, not through the block cache: the kernel's page cache is the
+//!   cache, and a block's checksum is verified the first time an open table
+//!   hands it out (`table::reader`; `Options::mmap_reads = false` restores
+//!   the block cache). Background jobs still read with `pread`.
 //! * [`fault`] holds crash points (`WEFT_CRASH_AT`) compiled into every
 //!   build, so crash tests exercise the same binary users run.
 
@@ -57,6 +62,7 @@ pub mod filename;
 pub mod iter;
 pub mod key;
 pub mod manifest;
+mod mapping;
 pub mod memtable;
 pub mod options;
 mod pread;

@@ -186,10 +186,20 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     for (id, pm) in &state.partitions {
         let mut p = Partition::new(*id, pm.lower.clone(), pm.upper.clone());
         for m in pm.unsorted.values() {
-            p.unsorted.push(TableFile::open(&dir, m.clone(), &cache)?);
+            p.unsorted.push(TableFile::open(
+                &dir,
+                m.clone(),
+                &cache,
+                options.block_reads(),
+            )?);
         }
         for m in pm.sorted.values() {
-            p.sorted.push(TableFile::open(&dir, m.clone(), &cache)?);
+            p.sorted.push(TableFile::open(
+                &dir,
+                m.clone(),
+                &cache,
+                options.block_reads(),
+            )?);
         }
         p.sorted
             .sort_by(|a, b| a.meta.smallest_user_key().cmp(b.meta.smallest_user_key()));

@@ -48,7 +48,7 @@ use crate::cache::{BlockCache, DiskReads, ReadPurpose};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, SequenceNumber, ValueKind};
-use crate::table::Table;
+use crate::table::{BlockReads, Table};
 
 /// Where a table lives within its partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,10 +103,16 @@ pub struct TableFile {
 }
 
 impl TableFile {
-    /// Opens table `meta.number` in `dir`.
-    pub fn open(dir: &Path, meta: FileMeta, cache: &Arc<BlockCache>) -> Result<Arc<TableFile>> {
+    /// Opens table `meta.number` in `dir`, reading its blocks as `reads`
+    /// says.
+    pub fn open(
+        dir: &Path,
+        meta: FileMeta,
+        cache: &Arc<BlockCache>,
+        reads: BlockReads,
+    ) -> Result<Arc<TableFile>> {
         let path = crate::filename::table_path(dir, meta.number);
-        let table = Table::open(&path, meta.number, meta.size, Arc::clone(cache))?;
+        let table = Table::open(&path, meta.number, meta.size, Arc::clone(cache), reads)?;
         Ok(Arc::new(TableFile {
             meta,
             table,
@@ -647,7 +653,7 @@ mod tests {
             smallest: s.smallest,
             largest: s.largest,
         };
-        TableFile::open(dir, meta, cache).unwrap()
+        TableFile::open(dir, meta, cache, BlockReads::Mapped).unwrap()
     }
 
     /// A flush far larger than the index (small values: many keys per
@@ -723,7 +729,7 @@ mod tests {
                 smallest: s.smallest,
                 largest: s.largest,
             };
-            tables.push(TableFile::open(dir.path(), meta, &cache).unwrap());
+            tables.push(TableFile::open(dir.path(), meta, &cache, BlockReads::Mapped).unwrap());
         }
         let rebuilt = build_index(&tables).unwrap();
         // Same tables and, for every key, the same candidates.

@@ -28,13 +28,10 @@
 //! own, keys are random), so `seekrandom --seek_nexts=10` paid ten
 //! syscalls per seek; from the page cache a copy costs a fraction of one.
 //! The mapping is advised `MADV_RANDOM`: a cold value faults in its own
-//! pages, not a readahead window. Long sequential scans still read ahead
-//! with `pread` ([`ValueLogFile::read_raw`], `value_reader`), where the
-//! kernel's readahead streams. As for the WAL's mapping (`wal::mapped`),
-//! what a mapping cannot turn into an error is a device that fails under
-//! it or a file truncated behind the database's back (the directory is
-//! the database's, under its lock): either raises `SIGBUS`. Where the
-//! mapping cannot be made, reads fall back to `pread`.
+//! pages, not a readahead window. A scan walking a log in order asks the
+//! kernel to read ahead instead (`MADV_WILLNEED`, `value_reader`). What a
+//! mapping cannot turn into an error is described in `crate::mapping`.
+//! Where the mapping cannot be made, reads fall back to `pread`.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -45,6 +42,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
+use crate::mapping::ReadMapping;
 
 /// Bytes of a record before its value (checksum, length).
 pub(crate) const HEADER: usize = 8;
@@ -211,63 +209,6 @@ pub struct ValueLogFile {
     obsolete: AtomicBool,
 }
 
-/// A read-only shared mapping of the first `len` bytes of a file.
-struct ReadMapping {
-    ptr: std::ptr::NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the mapping is read-only and owned by this value (unmapped only by
-// its drop); reading it from any thread is as sound as reading a `&[u8]`.
-unsafe impl Send for ReadMapping {}
-// SAFETY: as for `Send`: only shared reads of immutable bytes.
-unsafe impl Sync for ReadMapping {}
-
-impl ReadMapping {
-    /// Maps `len` (> 0) bytes of `file`, which holds at least that many and
-    /// never changes while open; `None` if the kernel refuses.
-    fn new(file: &File, len: u64) -> Option<ReadMapping> {
-        use std::os::fd::AsRawFd;
-        let len = usize::try_from(len).ok().filter(|&l| l > 0)?;
-        // SAFETY: a new read-only shared mapping of an open file; the kernel
-        // picks the address, so no existing memory is affected.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return None;
-        }
-        // SAFETY: `[p, p + len)` is the mapping just made; the advice
-        // changes no content. Best effort.
-        let _ = unsafe { libc::madvise(p, len, libc::MADV_RANDOM) };
-        std::ptr::NonNull::new(p.cast::<u8>()).map(|ptr| ReadMapping { ptr, len })
-    }
-
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` maps `len` readable bytes of the log for as long as
-        // `self` lives; every byte lies below the file's length (checked at
-        // open) and the log is immutable, so the bytes never change under
-        // the slice.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl Drop for ReadMapping {
-    fn drop(&mut self) {
-        // SAFETY: exactly the mapping made in `new`; no slice of it outlives
-        // `self` (`bytes` borrows from it).
-        let r = unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-        debug_assert_eq!(r, 0, "munmap of a value log failed");
-    }
-}
-
 impl ValueLogFile {
     /// Opens value log `number` of `size` bytes.
     pub fn open(dir: &Path, number: u64, size: u64) -> Result<Arc<ValueLogFile>> {
@@ -295,6 +236,16 @@ impl ValueLogFile {
         }))
     }
 
+    /// [`ValueLogFile::open`] without the mapping: every read takes the
+    /// `pread` path, as when the kernel refuses to map.
+    #[cfg(test)]
+    pub(crate) fn open_unmapped(dir: &Path, number: u64, size: u64) -> Result<Arc<ValueLogFile>> {
+        let mut log = Arc::into_inner(Self::open(dir, number, size)?)
+            .expect("a log just opened has no other holder");
+        log.map = None;
+        Ok(Arc::new(log))
+    }
+
     /// The log's file number.
     pub fn number(&self) -> u64 {
         self.number
@@ -308,10 +259,7 @@ impl ValueLogFile {
     /// Reads and verifies the value `ptr` points at.
     pub fn read(&self, ptr: &ValuePointer) -> Result<Vec<u8>> {
         self.check_bounds(ptr)?;
-        if let Some(map) = &self.map {
-            // In bounds: `check_bounds` holds the record below `size`.
-            let record =
-                &map.bytes()[ptr.offset as usize..(ptr.offset + ptr.record_size()) as usize];
+        if let Some(record) = self.mapped_record(ptr) {
             self.check_record(ptr, record)?;
             return Ok(record[HEADER..].to_vec());
         }
@@ -321,6 +269,24 @@ impl ValueLogFile {
         self.check_record(ptr, &buf)?;
         buf.drain(..HEADER);
         Ok(buf)
+    }
+
+    /// The bytes of the whole record `ptr` names (header and value), straight
+    /// from the log's mapping, unverified (see [`ValueLogFile::check_record`]);
+    /// `None` when the log is not mapped. `ptr` must be in bounds
+    /// ([`ValueLogFile::check_bounds`]).
+    pub fn mapped_record(&self, ptr: &ValuePointer) -> Option<&[u8]> {
+        let map = self.map.as_ref()?;
+        map.bytes()
+            .get(ptr.offset as usize..(ptr.offset + ptr.record_size()) as usize)
+    }
+
+    /// Starts reading `len` bytes of the log at `offset` into the page cache
+    /// (a no-op for a log that is not mapped).
+    pub fn will_need(&self, offset: u64, len: usize) {
+        if let Some(map) = &self.map {
+            map.will_need(offset as usize, len);
+        }
     }
 
     /// Checks that the record `ptr` names lies inside the log.

@@ -21,21 +21,34 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::key::{compare_internal, parse_internal_key};
+use crate::mapping::ReadMapping;
 use crate::table::format::{get_varint32, put_varint32};
 
 /// A decoded block: its contents (trailer stripped) with the restart array
 /// located and bounds-checked.
 pub struct Block {
-    data: Vec<u8>,
+    contents: Contents,
     restart_offset: usize,
     num_restarts: usize,
     file_offset: u64,
 }
 
+/// Where a block's bytes live.
+enum Contents {
+    /// Read into memory of its own (the block cache's blocks).
+    Owned(Vec<u8>),
+    /// `len` bytes at `start` of a table's read-only mapping.
+    Mapped {
+        map: Arc<ReadMapping>,
+        start: usize,
+        len: usize,
+    },
+}
+
 impl std::fmt::Debug for Block {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Block")
-            .field("len", &self.data.len())
+            .field("len", &self.len())
             .field("num_restarts", &self.num_restarts)
             .field("file_offset", &self.file_offset)
             .finish()
@@ -46,29 +59,69 @@ impl Block {
     /// Wraps block contents read from `file_offset`; fails if the restart
     /// array does not fit.
     pub fn new(data: Vec<u8>, file_offset: u64) -> Result<Block, &'static str> {
+        Block::with_contents(Contents::Owned(data), file_offset)
+    }
+
+    /// Wraps the `len` bytes at `start` of `map` (a verified block of the
+    /// mapped table, trailer stripped), read from `file_offset`; fails as
+    /// [`Block::new`] does, or if the range lies outside the mapping.
+    pub(crate) fn mapped(
+        map: Arc<ReadMapping>,
+        start: usize,
+        len: usize,
+        file_offset: u64,
+    ) -> Result<Block, &'static str> {
+        if start
+            .checked_add(len)
+            .is_none_or(|end| end > map.bytes().len())
+        {
+            return Err("block past the end of the mapped table");
+        }
+        Block::with_contents(Contents::Mapped { map, start, len }, file_offset)
+    }
+
+    fn with_contents(contents: Contents, file_offset: u64) -> Result<Block, &'static str> {
+        let mut block = Block {
+            contents,
+            restart_offset: 0,
+            num_restarts: 0,
+            file_offset,
+        };
+        let data = block.data();
         let Some(body) = data.len().checked_sub(4) else {
             return Err("block too short for its restart count");
         };
-        let num_restarts = read_u32(&data, body) as usize;
+        let num_restarts = read_u32(data, body) as usize;
         if num_restarts > body / 4 {
             return Err("block restart count exceeds block size");
         }
-        Ok(Block {
-            restart_offset: body - 4 * num_restarts,
-            num_restarts,
-            data,
-            file_offset,
-        })
+        block.restart_offset = body - 4 * num_restarts;
+        block.num_restarts = num_restarts;
+        Ok(block)
+    }
+
+    /// The contents (trailer stripped).
+    fn data(&self) -> &[u8] {
+        match &self.contents {
+            Contents::Owned(v) => v,
+            Contents::Mapped { map, start, len } => &map.bytes()[*start..*start + *len],
+        }
     }
 
     /// Size of the contents in bytes.
     pub fn len(&self) -> usize {
-        self.data.len()
+        self.data().len()
     }
 
     /// True if the contents are empty (never, for a block that parsed).
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.data().is_empty()
+    }
+
+    /// Entries in an index block (built with one entry per restart point);
+    /// restart points in any block.
+    pub fn num_restarts(&self) -> usize {
+        self.num_restarts
     }
 
     /// Where the block starts in its file (reported by corruption errors).
@@ -78,7 +131,11 @@ impl Block {
 
     /// Bytes this block holds in memory, as charged to the block cache.
     pub fn charge(&self) -> usize {
-        self.data.capacity() + std::mem::size_of::<Block>()
+        let held = match &self.contents {
+            Contents::Owned(v) => v.capacity(),
+            Contents::Mapped { .. } => 0,
+        };
+        held + std::mem::size_of::<Block>()
     }
 
     /// Offset of restart point `i`; an error if it points past the entries.
@@ -86,7 +143,7 @@ impl Block {
         if i >= self.num_restarts {
             return Err("restart index out of range");
         }
-        let p = read_u32(&self.data, self.restart_offset + 4 * i) as usize;
+        let p = read_u32(self.data(), self.restart_offset + 4 * i) as usize;
         if p > self.restart_offset {
             return Err("restart point past the entries");
         }
@@ -215,6 +272,13 @@ impl BlockIter {
         &self.block
     }
 
+    /// The restart point at or before the current entry: in an index block
+    /// (one entry per restart point) the entry's ordinal, which is its data
+    /// block's.
+    pub fn restart_index(&self) -> usize {
+        self.restart_index
+    }
+
     /// True when positioned on an entry.
     pub fn valid(&self) -> bool {
         self.valid
@@ -233,7 +297,7 @@ impl BlockIter {
     pub fn value(&self) -> &[u8] {
         if self.valid {
             self.block
-                .data
+                .data()
                 .get(self.value_start..self.value_end)
                 .unwrap_or(&[])
         } else {
@@ -357,7 +421,7 @@ impl BlockIter {
     /// The full key stored at restart point `index` (which must share nothing).
     fn restart_key(&self, index: usize) -> Result<&[u8], BlockError> {
         let p = self.block.restart_point(index)?;
-        let limit = &self.block.data[..self.block.restart_offset];
+        let limit = &self.block.data()[..self.block.restart_offset];
         let (shared, p) = get_varint32(limit, p).ok_or("bad entry header")?;
         let (unshared, p) = get_varint32(limit, p).ok_or("bad entry header")?;
         let (_, p) = get_varint32(limit, p).ok_or("bad entry header")?;
@@ -378,7 +442,7 @@ impl BlockIter {
     fn parse_next(&mut self) -> Result<bool, BlockError> {
         self.current = self.next;
         let block = &*self.block;
-        let limit = &block.data[..block.restart_offset];
+        let limit = &block.data()[..block.restart_offset];
         if self.current >= limit.len() {
             self.valid = false;
             return Ok(false);
@@ -484,7 +548,7 @@ mod tests {
     #[test]
     fn garbage_blocks_error_instead_of_panicking() {
         let entries = sample(20);
-        let good = build(&entries, 3).data.clone();
+        let good = build(&entries, 3).data().to_vec();
         let mut rng_state = 0x1234_5678_9abc_def0u64;
         let mut rnd = || {
             rng_state ^= rng_state << 13;

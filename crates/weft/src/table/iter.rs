@@ -132,7 +132,7 @@ impl TwoLevel {
             return Ok(());
         }
         self.data = None;
-        let block = t.data_block(handle, self.purpose)?;
+        let block = t.data_block(handle, self.index.restart_index(), self.purpose)?;
         self.data = Some(BlockIter::new(block));
         self.data_handle = handle;
         Ok(())

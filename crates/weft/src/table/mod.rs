@@ -78,8 +78,9 @@
 //!
 //! [`Table::get`] asks the in-memory Bloom filter first, then seeks the
 //! in-memory index and reads one data block (two if the versions of the key
-//! straddle a block boundary), through the shared [`crate::cache::BlockCache`].
-//! [`TableIter`] walks index and data blocks in both directions.
+//! straddle a block boundary), from the table's mapping or through the
+//! shared [`crate::cache::BlockCache`] ([`BlockReads`]). [`TableIter`] walks
+//! index and data blocks in both directions.
 
 pub mod block;
 mod builder;
@@ -92,7 +93,7 @@ mod tests;
 
 pub use builder::TableBuilder;
 pub use iter::TableIter;
-pub use reader::Table;
+pub use reader::{BlockReads, Table};
 
 /// How tables are built.
 #[derive(Debug, Clone, Copy)]

@@ -196,7 +196,9 @@ fn round_trip_matches_model() {
         assert_eq!(summary.largest, internal_key(&last.0, last.1, last.2));
 
         let cache = Arc::new(BlockCache::new(64 << 10));
-        let table = Table::open(&path, round, summary.file_size, cache).unwrap();
+        let reads = [BlockReads::Mapped, BlockReads::Cached][round as usize % 2];
+        let table = Table::open(&path, round, summary.file_size, cache, reads).unwrap();
+        assert_eq!(table.is_mapped(), reads == BlockReads::Mapped);
         assert_eq!(table.entries(), entries.len() as u64);
         assert_eq!(table.file_number(), round);
         assert_eq!(table.file_size(), summary.file_size);
@@ -228,7 +230,14 @@ fn versions_spanning_many_blocks() {
         bloom_bits_per_key: 10,
     };
     let summary = build(&path, &entries, options);
-    let table = Table::open(&path, 1, summary.file_size, Arc::new(BlockCache::new(0))).unwrap();
+    let table = Table::open(
+        &path,
+        1,
+        summary.file_size,
+        Arc::new(BlockCache::new(0)),
+        BlockReads::Mapped,
+    )
+    .unwrap();
     assert!(table.verify_checksums().unwrap() > 50);
     for snapshot in 0..3020 {
         for k in [&b"a"[..], b"hot", b"hot\0", b"z", b"ho", b"hot\0\0"] {
@@ -252,6 +261,7 @@ fn empty_table() {
         1,
         summary.file_size,
         Arc::new(BlockCache::new(1 << 20)),
+        BlockReads::Mapped,
     )
     .unwrap();
     let mut it = table.iter();
@@ -308,7 +318,14 @@ fn bloom_filter_in_table_has_no_false_negatives() {
         .collect();
     let summary = build(&path, &entries, TableOptions::default());
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let table = Table::open(&path, 1, summary.file_size, cache.clone()).unwrap();
+    let table = Table::open(
+        &path,
+        1,
+        summary.file_size,
+        cache.clone(),
+        BlockReads::Cached,
+    )
+    .unwrap();
     for e in &entries {
         assert!(table.may_contain(&e.0));
     }
@@ -342,7 +359,14 @@ fn cache_is_filled_only_when_asked() {
     };
     let summary = build(&path, &entries, options);
     let cache = Arc::new(BlockCache::new(8 << 20));
-    let table = Table::open(&path, 9, summary.file_size, cache.clone()).unwrap();
+    let table = Table::open(
+        &path,
+        9,
+        summary.file_size,
+        cache.clone(),
+        BlockReads::Cached,
+    )
+    .unwrap();
     let mut it = table.iter_for(crate::cache::ReadPurpose::Background);
     it.seek_to_first().unwrap();
     while it.valid() {
@@ -385,7 +409,14 @@ fn concurrent_readers_share_a_small_cache() {
     let summary = build(&path, &entries, options);
     // Far smaller than the table: blocks are evicted while others use them.
     let cache = Arc::new(BlockCache::new(4 << 10));
-    let table = Table::open(&path, 3, summary.file_size, cache.clone()).unwrap();
+    let table = Table::open(
+        &path,
+        3,
+        summary.file_size,
+        cache.clone(),
+        BlockReads::Cached,
+    )
+    .unwrap();
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
             let table = table.clone();
@@ -440,20 +471,42 @@ fn regions(bytes: &[u8]) -> Vec<(u64, u64)> {
     out
 }
 
-/// Opens a damaged table and reads everything: each result must be either
-/// corruption or exactly the original. Returns the first error.
+/// Opens a damaged table and reads everything, both through the cache and
+/// through a mapping: each result must be either corruption or exactly the
+/// original. Returns the first error (the same both ways).
 fn read_everything(path: &Path, size: u64, entries: &[Entry]) -> Option<Error> {
+    let cached = read_everything_by(path, size, entries, BlockReads::Cached);
+    let mapped = read_everything_by(path, size, entries, BlockReads::Mapped);
+    assert_eq!(
+        cached.as_ref().map(ToString::to_string),
+        mapped.as_ref().map(ToString::to_string),
+        "the two ways of reading disagree"
+    );
+    mapped
+}
+
+fn read_everything_by(
+    path: &Path,
+    size: u64,
+    entries: &[Entry],
+    reads: BlockReads,
+) -> Option<Error> {
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let table = match Table::open(path, 1, size, cache) {
+    let table = match Table::open(path, 1, size, cache, reads) {
         Ok(t) => t,
         Err(e) => return Some(e),
+    };
+    // Scans through the mapping when mapped; by `pread` otherwise.
+    let purpose = match reads {
+        BlockReads::Mapped => crate::cache::ReadPurpose::Scan { fill_cache: true },
+        BlockReads::Cached => crate::cache::ReadPurpose::Background,
     };
     let mut first_error = None;
     let mut note = |e: Error| {
         assert!(e.is_corruption(), "{e}");
         first_error.get_or_insert(e);
     };
-    let mut it = table.iter_for(crate::cache::ReadPurpose::Background);
+    let mut it = table.iter_for(purpose);
     let mut r = it.seek_to_first();
     let mut i = 0;
     while r.is_ok() && it.valid() {
@@ -551,7 +604,14 @@ fn every_flipped_byte_is_detected_at_its_block() {
         let mut damaged = bytes.clone();
         damaged[((start + end) / 2) as usize] ^= 0x40;
         std::fs::write(&bad, &damaged).unwrap();
-        let t = Table::open(&bad, 2, bytes.len() as u64, Arc::new(BlockCache::new(0))).unwrap();
+        let t = Table::open(
+            &bad,
+            2,
+            bytes.len() as u64,
+            Arc::new(BlockCache::new(0)),
+            BlockReads::Mapped,
+        )
+        .unwrap();
         match t.verify_checksums() {
             Err(Error::Corruption { offset, .. }) => assert_eq!(offset, start),
             other => panic!("expected corruption at {start}, got {other:?}"),
