@@ -568,6 +568,10 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
     if rng.gen_bool(0.5) {
         options = options.block_cache_size(16 << 10);
     }
+    // Table blocks from mappings (the default) or through the block cache.
+    if rng.gen_bool(0.5) {
+        options = options.mmap_reads(false);
+    }
     let db = Db::open(dir.path(), options.clone()).expect("open");
     let mut h = Harness {
         db: Some(db),

@@ -224,6 +224,10 @@ struct SlotInfo {
     age: u64,
 }
 
+/// Keys whose candidate buckets [`HashIndex::add_table`] requests ahead of
+/// inserting them.
+const INSERT_AHEAD: usize = 8;
+
 /// Where a key's entries may be: its tag and its four candidate buckets.
 #[derive(Clone, Copy, Debug)]
 struct Probe {
@@ -314,9 +318,28 @@ impl HashIndex {
         let slot = slot as u16;
         self.order.push(slot);
         self.by_table.insert(table, slot);
-        for key in keys {
-            let h = key_hash(key);
-            let probe = self.probe(home_of(h, self.bucket_count()), tag_of(h));
+        // Each insert reads all four candidate buckets, scattered over the
+        // whole table: four cache misses. The buckets of the next
+        // `INSERT_AHEAD` keys are requested before each insert, so their
+        // misses overlap (a flush inserts a million keys; the order of the
+        // inserts, hence the layout, is unchanged).
+        let mut pending = std::collections::VecDeque::with_capacity(INSERT_AHEAD + 1);
+        let mut keys = keys.into_iter();
+        loop {
+            if let Some(key) = keys.next() {
+                let h = key_hash(key);
+                let probe = self.probe(home_of(h, self.bucket_count()), tag_of(h));
+                for &c in &probe.cands {
+                    crate::memtable::prefetch_line(&self.buckets[c as usize]);
+                }
+                pending.push_back(probe);
+                if pending.len() <= INSERT_AHEAD {
+                    continue;
+                }
+            }
+            let Some(probe) = pending.pop_front() else {
+                break;
+            };
             if let Err(e) = self.insert(probe, slot) {
                 self.remove_tables(&[table]);
                 return Err(format!("hash index: adding table {table}: {e}"));
