@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{internal_key, parse_internal_key, SequenceNumber, ValueKind, MAX_SEQUENCE};
 use crate::table::block::{Block, BlockIter};
-use crate::table::format::BlockHandle;
+use crate::table::format::{BlockHandle, BLOCK_TRAILER_SIZE};
 use crate::table::reader::Table;
 
 /// Index cursor + current data block cursor.
@@ -24,7 +24,17 @@ pub(crate) struct TwoLevel {
     data: Option<BlockIter>,
     data_handle: BlockHandle,
     purpose: ReadPurpose,
+    /// Data blocks loaded in a row, each right after the one before.
+    streak: u32,
+    /// File offset up to which readahead was requested.
+    read_ahead_to: u64,
 }
+
+/// Blocks loaded in file order before a scan of a mapped table asks the
+/// kernel to read ahead (a seek + a few `next`s never does).
+const READAHEAD_STREAK: u32 = 2;
+/// Bytes of a mapped table requested ahead of a scan at a time.
+const READAHEAD: u64 = 256 << 10;
 
 impl TwoLevel {
     pub(crate) fn new(index: Arc<Block>, purpose: ReadPurpose) -> TwoLevel {
@@ -33,6 +43,8 @@ impl TwoLevel {
             data: None,
             data_handle: BlockHandle::default(),
             purpose,
+            streak: 0,
+            read_ahead_to: 0,
         }
     }
 
@@ -134,8 +146,30 @@ impl TwoLevel {
         self.data = None;
         let block = t.data_block(handle, self.index.restart_index(), self.purpose)?;
         self.data = Some(BlockIter::new(block));
+        self.read_ahead(t, handle);
         self.data_handle = handle;
         Ok(())
+    }
+
+    /// A scan of a mapped table walking it in file order asks the kernel to
+    /// read the next [`READAHEAD`] bytes (the mapping is advised random
+    /// access, so a cold scan would otherwise fault in one page at a time;
+    /// `pread` gets the kernel's own readahead).
+    fn read_ahead(&mut self, t: &Table, handle: BlockHandle) {
+        if !matches!(self.purpose, ReadPurpose::Scan { .. }) || !t.is_mapped() {
+            return;
+        }
+        let prev_end = self.data_handle.offset + self.data_handle.size + BLOCK_TRAILER_SIZE as u64;
+        self.streak = if self.data.is_some() && handle.offset == prev_end {
+            self.streak + 1
+        } else {
+            0
+        };
+        let end = handle.offset + handle.size + BLOCK_TRAILER_SIZE as u64;
+        if self.streak >= READAHEAD_STREAK && end > self.read_ahead_to {
+            t.read_ahead(handle.offset, READAHEAD);
+            self.read_ahead_to = handle.offset + READAHEAD;
+        }
     }
 
     fn skip_empty_forward(&mut self, t: &Table) -> Result<()> {

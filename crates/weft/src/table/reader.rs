@@ -55,6 +55,8 @@ struct MappedBlocks {
     /// Bit `i` set: data block `i` (the index's `i`-th entry) passed its
     /// CRC check through this mapping.
     verified: Box<[AtomicU64]>,
+    /// Readahead requests made by scans ([`Table::read_ahead`]).
+    read_aheads: AtomicU64,
 }
 
 /// An open table: index and filter in memory, data blocks via the cache or
@@ -140,6 +142,7 @@ impl Table {
                     verified: (0..index.num_restarts().div_ceil(64))
                         .map(|_| AtomicU64::new(0))
                         .collect(),
+                    read_aheads: AtomicU64::new(0),
                 })
             }
             _ => None,
@@ -163,6 +166,22 @@ impl Table {
     /// True if gets and scans read this table's data blocks from a mapping.
     pub fn is_mapped(&self) -> bool {
         self.mapped.is_some()
+    }
+
+    /// Asks the kernel to read `len` bytes of a mapped table at `offset`
+    /// into the page cache (`MADV_WILLNEED`); a no-op when not mapped.
+    pub(crate) fn read_ahead(&self, offset: u64, len: u64) {
+        if let Some(m) = &self.mapped {
+            m.map.will_need(offset as usize, len as usize);
+            m.read_aheads.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Readahead requests made so far (a mapped table's scans).
+    pub fn read_aheads(&self) -> u64 {
+        self.mapped
+            .as_ref()
+            .map_or(0, |m| m.read_aheads.load(Ordering::Relaxed))
     }
 
     /// The newest version of `user_key` with sequence `<= snapshot`.

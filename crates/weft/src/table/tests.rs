@@ -209,6 +209,59 @@ fn round_trip_matches_model() {
     }
 }
 
+/// A scan walking a mapped table in order asks the kernel to read ahead,
+/// about once per readahead window; gets, short scans and background
+/// reads (which use `pread`) never do.
+#[test]
+fn mapped_scans_read_ahead_and_nothing_else_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.sst");
+    let entries: Vec<Entry> = (0..4000u32)
+        .map(|i| {
+            let key = format!("key{i:06}").into_bytes();
+            (key, 1 + u64::from(i), ValueKind::Put, vec![i as u8; 300])
+        })
+        .collect();
+    let summary = build(&path, &entries, TableOptions::default());
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let table = Table::open(&path, 1, summary.file_size, cache, BlockReads::Mapped).unwrap();
+    assert!(table.is_mapped());
+    for e in entries.iter().step_by(7) {
+        assert_eq!(table.get(&e.0, e.1).unwrap(), Some((e.1, e.2, e.3.clone())));
+    }
+    let mut it = table.iter();
+    it.seek(b"key002000", MAX_SEQUENCE).unwrap();
+    for _ in 0..3 {
+        it.next().unwrap();
+    }
+    let mut bg = table.iter_for(crate::cache::ReadPurpose::Background);
+    bg.seek_to_first().unwrap();
+    while bg.valid() {
+        bg.next().unwrap();
+    }
+    assert_eq!(
+        table.read_aheads(),
+        0,
+        "gets, a short scan and a background walk"
+    );
+    let mut it = table.iter();
+    it.seek_to_first().unwrap();
+    let mut n = 0;
+    while it.valid() {
+        assert_eq!(current(&it), entries[n]);
+        n += 1;
+        it.next().unwrap();
+    }
+    assert_eq!(n, entries.len());
+    let windows = summary.file_size / (256 << 10) + 1;
+    let asked = table.read_aheads();
+    assert!(
+        (1..=windows + 1).contains(&asked),
+        "{asked} readahead requests for a {}-byte table",
+        summary.file_size
+    );
+}
+
 #[test]
 fn versions_spanning_many_blocks() {
     let dir = tempfile::tempdir().unwrap();
