@@ -58,6 +58,8 @@ pub fn to_json(s: &Stats) -> Value {
         "background_bytes_read": s.background_bytes_read,
         // NaN/inf have no JSON form; serde_json turns them into null.
         "write_amplification": s.write_amplification,
+        "tables": s.tables,
+        "mapped_tables": s.mapped_tables,
         "block_cache": {
             "capacity": s.block_cache.capacity,
             "usage": s.block_cache.usage,

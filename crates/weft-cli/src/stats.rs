@@ -66,6 +66,13 @@ pub fn to_table(s: &Stats) -> String {
             c.hits, c.misses, c.usage, c.capacity
         ),
     );
+    row(
+        "tables",
+        format!(
+            "{} live, {} read from mappings (their blocks skip the block cache)",
+            s.tables, s.mapped_tables
+        ),
+    );
     row("flushes", s.flushes.to_string());
     row("merges", s.merges.to_string());
     row(

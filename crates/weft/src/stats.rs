@@ -50,6 +50,11 @@ pub struct Stats {
     pub background_bytes_read: u64,
     /// Block cache counters.
     pub block_cache: CacheStats,
+    /// Live tables whose blocks gets and scans read from a mapping
+    /// (`Options::mmap_reads`) rather than through the block cache.
+    pub mapped_tables: u64,
+    /// Live tables.
+    pub tables: u64,
     /// Flushes completed.
     pub flushes: u64,
     /// Merges (UnsortedStore → SortedStore) completed.

@@ -579,6 +579,8 @@ fn compact_empties_unsorted_stores_and_checksums_verify() {
         "{st:?}"
     );
     assert!(st.merges > 0, "{st:?}");
+    // Tables are read through mappings by default (`Options::mmap_reads`).
+    assert!(st.tables > 0 && st.mapped_tables == st.tables, "{st:?}");
     // Partitions are disjoint and ordered, covering the whole key space.
     assert!(st.partitions[0].lower.is_empty());
     assert!(st.partitions.last().unwrap().upper.is_none());
@@ -594,6 +596,14 @@ fn compact_empties_unsorted_stores_and_checksums_verify() {
     assert!(rep.files > 0 && rep.blocks > 0 && rep.bytes > 0, "{rep:?}");
     assert_db_eq(&db, &model, "after compact");
     assert!(st.user_bytes_written > 0 && st.wal_bytes_written > 0 && st.flush_bytes_written > 0);
+    // The same tables read through the block cache instead.
+    drop(db);
+    let options = tiny_options(MemtableKind::default()).mmap_reads(false);
+    let db = Db::open(dir.path(), options).unwrap();
+    let st = db.stats();
+    assert!(st.tables > 0 && st.mapped_tables == 0, "{st:?}");
+    assert_db_eq(&db, &model, "through the block cache");
+    assert!(db.stats().block_cache.misses > 0);
 }
 
 /// One flush in progress is the steady state of a write-heavy load: with

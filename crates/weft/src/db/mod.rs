@@ -638,6 +638,12 @@ impl Db {
                 written as f64 / user as f64
             },
             block_cache: core.cache.stats(),
+            mapped_tables: sv
+                .version
+                .all_tables()
+                .filter(|t| t.table.is_mapped())
+                .count() as u64,
+            tables: sv.version.all_tables().count() as u64,
             flushes: load(&c.flushes),
             merges: load(&c.merges),
             gc_bytes_written: load(&c.gc_bytes),
