@@ -31,9 +31,9 @@ pub struct MergingIter {
     children: Vec<VisibleIter>,
     current: Option<usize>,
     direction: Direction,
-    /// Going forward: the valid children, a min-heap by (key, newest
-    /// first), `heap[0] == current`. Empty going backward.
-    heap: Vec<usize>,
+    /// Going forward: the valid children by (key, newest first), its top
+    /// the current one. Empty going backward.
+    heap: SourceHeap,
     scratch: Vec<u8>,
 }
 
@@ -43,7 +43,7 @@ pub struct MergingIter {
 impl MergingIter {
     /// Merges `children` (all filtered at the same snapshot).
     pub fn new(children: Vec<VisibleIter>) -> Self {
-        let heap = Vec::with_capacity(children.len());
+        let heap = SourceHeap::with_capacity(children.len());
         MergingIter {
             children,
             current: None,
@@ -132,7 +132,7 @@ impl MergingIter {
     /// Going forward, every child is at a key `>= key` and those on `key`
     /// lead the heap: advances each of them, restoring the heap after each.
     fn advance_heap_past(&mut self, key: &[u8]) -> Result<()> {
-        while let Some(&top) = self.heap.first() {
+        while let Some(top) = self.heap.top() {
             let c = &mut self.children[top];
             if c.key() != key {
                 break;
@@ -142,56 +142,24 @@ impl MergingIter {
                 self.current = None;
                 return Err(e);
             }
-            if !self.children[top].valid() {
-                let last = self.heap.pop().expect("the heap held `top`");
-                if self.heap.is_empty() {
-                    break;
-                }
-                self.heap[0] = last;
-            }
-            self.sift_down(0);
+            let children = &self.children;
+            self.heap
+                .repair_top(children[top].valid(), |a, b| visible_before(children, a, b));
         }
-        self.current = self.heap.first().copied();
+        self.current = self.heap.top();
         Ok(())
     }
 
     /// Going forward from freshly positioned children: heaps the valid ones.
     fn build_heap(&mut self) {
         self.direction = Direction::Forward;
-        self.heap.clear();
-        self.heap
-            .extend((0..self.children.len()).filter(|&i| self.children[i].valid()));
-        for i in (0..self.heap.len() / 2).rev() {
-            self.sift_down(i);
-        }
-        self.current = self.heap.first().copied();
-    }
-
-    /// True if child `a` comes before child `b` going forward: a smaller
-    /// key, or the same key with a newer version.
-    fn before(&self, a: usize, b: usize) -> bool {
-        let (a, b) = (&self.children[a], &self.children[b]);
-        compare_positions(a.key(), a.seq(), b.key(), b.seq()) == Ordering::Less
-    }
-
-    /// Restores the heap order below `i`, whose child may have moved on.
-    fn sift_down(&mut self, mut i: usize) {
-        let n = self.heap.len();
-        loop {
-            let (l, r) = (2 * i + 1, 2 * i + 2);
-            let mut least = i;
-            if l < n && self.before(self.heap[l], self.heap[least]) {
-                least = l;
-            }
-            if r < n && self.before(self.heap[r], self.heap[least]) {
-                least = r;
-            }
-            if least == i {
-                return;
-            }
-            self.heap.swap(i, least);
-            i = least;
-        }
+        let children = &self.children;
+        self.heap.rebuild(
+            children.len(),
+            |i| children[i].valid(),
+            |a, b| visible_before(children, a, b),
+        );
+        self.current = self.heap.top();
     }
 
     /// Moves to the previous key. Requires `valid()`.
@@ -263,8 +231,8 @@ impl MergingIter {
 /// included, in key compares and virtual calls).
 pub struct MergedEntries {
     children: Vec<Box<dyn InternalIterator>>,
-    /// Indices of the valid children; `heap[0]` holds the smallest position.
-    heap: Vec<usize>,
+    /// The valid children by position, the smallest on top.
+    heap: SourceHeap,
 }
 
 // A positioned cursor (RocksDB style), not a `std::iter::Iterator`: `next`
@@ -273,7 +241,7 @@ pub struct MergedEntries {
 impl MergedEntries {
     /// Merges `children`; call [`MergedEntries::seek_to_first`] before use.
     pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
-        let heap = Vec::with_capacity(children.len());
+        let heap = SourceHeap::with_capacity(children.len());
         MergedEntries { children, heap }
     }
 
@@ -304,62 +272,116 @@ impl MergedEntries {
 
     /// Moves to the next entry. On error the merge is left invalid.
     pub fn next(&mut self) -> Result<()> {
-        let Some(&top) = self.heap.first() else {
+        let Some(top) = self.heap.top() else {
             return Ok(());
         };
         if let Err(e) = self.children[top].next() {
             self.heap.clear();
             return Err(e);
         }
-        if !self.children[top].valid() {
-            let last = self.heap.pop().expect("the heap held `top`");
-            if self.heap.is_empty() {
-                return Ok(());
-            }
-            self.heap[0] = last;
-        }
-        self.sift_down(0);
+        let children = &self.children;
+        self.heap
+            .repair_top(children[top].valid(), |a, b| entry_before(children, a, b));
         Ok(())
     }
 
     /// The current entry's source.
     pub fn entry(&self) -> &dyn InternalIterator {
-        self.children[*self.heap.first().expect("MergedEntries not valid")].as_ref()
-    }
-
-    /// True if child `a` is positioned before child `b`.
-    fn before(&self, a: usize, b: usize) -> bool {
-        let (a, b) = (&self.children[a], &self.children[b]);
-        let ord = compare_positions(a.user_key(), a.seq(), b.user_key(), b.seq());
-        debug_assert_ne!(ord, Ordering::Equal, "two sources hold the same version");
-        ord == Ordering::Less
+        self.children[self.heap.top().expect("MergedEntries not valid")].as_ref()
     }
 
     fn build_heap(&mut self) {
-        self.heap.clear();
-        self.heap
-            .extend((0..self.children.len()).filter(|&i| self.children[i].valid()));
-        for i in (0..self.heap.len() / 2).rev() {
-            self.sift_down(i);
+        let children = &self.children;
+        self.heap.rebuild(
+            children.len(),
+            |i| children[i].valid(),
+            |a, b| entry_before(children, a, b),
+        );
+    }
+}
+
+/// True if visible source `a` comes before `b` going forward: a smaller
+/// key, or the same key with a newer version.
+fn visible_before(children: &[VisibleIter], a: usize, b: usize) -> bool {
+    let (a, b) = (&children[a], &children[b]);
+    compare_positions(a.key(), a.seq(), b.key(), b.seq()) == Ordering::Less
+}
+
+/// True if entry source `a` is positioned before `b` (internal order).
+fn entry_before(children: &[Box<dyn InternalIterator>], a: usize, b: usize) -> bool {
+    let (a, b) = (&children[a], &children[b]);
+    let ord = compare_positions(a.user_key(), a.seq(), b.user_key(), b.seq());
+    debug_assert_ne!(ord, Ordering::Equal, "two sources hold the same version");
+    ord == Ordering::Less
+}
+
+/// A binary min-heap of source indices, ordered by a `before(a, b)` the
+/// caller passes to each call (the sources live beside the heap, not in
+/// it). Both merges keep their valid sources here going forward.
+struct SourceHeap(Vec<usize>);
+
+impl SourceHeap {
+    fn with_capacity(n: usize) -> SourceHeap {
+        SourceHeap(Vec::with_capacity(n))
+    }
+
+    /// The smallest source.
+    fn top(&self) -> Option<usize> {
+        self.0.first().copied()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// Heaps the sources among `0..n` that are `valid`.
+    fn rebuild(
+        &mut self,
+        n: usize,
+        valid: impl Fn(usize) -> bool,
+        before: impl Fn(usize, usize) -> bool,
+    ) {
+        self.0.clear();
+        self.0.extend((0..n).filter(|&i| valid(i)));
+        for i in (0..self.0.len() / 2).rev() {
+            self.sift_down(i, &before);
         }
     }
 
-    /// Restores the heap order below `i`, whose child may have moved on.
-    fn sift_down(&mut self, mut i: usize) {
-        let n = self.heap.len();
+    /// The top source has moved on: drops it if it is now exhausted
+    /// (`!top_valid`), then restores the order.
+    fn repair_top(&mut self, top_valid: bool, before: impl Fn(usize, usize) -> bool) {
+        if !top_valid {
+            let last = self.0.pop().expect("repair_top on an empty heap");
+            if self.0.is_empty() {
+                return;
+            }
+            self.0[0] = last;
+        }
+        self.sift_down(0, &before);
+    }
+
+    /// Restores the order below `i`.
+    fn sift_down(&mut self, mut i: usize, before: &impl Fn(usize, usize) -> bool) {
+        let h = &mut self.0;
+        let n = h.len();
         loop {
             let (l, r) = (2 * i + 1, 2 * i + 2);
             let mut least = i;
-            if l < n && self.before(self.heap[l], self.heap[least]) {
+            if l < n && before(h[l], h[least]) {
                 least = l;
             }
-            if r < n && self.before(self.heap[r], self.heap[least]) {
+            if r < n && before(h[r], h[least]) {
                 least = r;
             }
             if least == i {
                 return;
             }
-            self.heap.swap(i, least);
+            h.swap(i, least);
             i = least;
         }
     }

@@ -79,6 +79,17 @@ fn build(path: &Path, entries: &[Entry], options: TableOptions) -> TableSummary 
     b.finish().unwrap()
 }
 
+/// Every entry of `it` from the first on.
+fn scan_forward(it: &mut TableIter) -> Vec<Entry> {
+    let mut out = Vec::new();
+    it.seek_to_first().unwrap();
+    while it.valid() {
+        out.push(current(it));
+        it.next().unwrap();
+    }
+    out
+}
+
 fn current(it: &TableIter) -> Entry {
     (
         it.user_key().to_vec(),
@@ -244,15 +255,7 @@ fn mapped_scans_read_ahead_and_nothing_else_does() {
         0,
         "gets, a short scan and a background walk"
     );
-    let mut it = table.iter();
-    it.seek_to_first().unwrap();
-    let mut n = 0;
-    while it.valid() {
-        assert_eq!(current(&it), entries[n]);
-        n += 1;
-        it.next().unwrap();
-    }
-    assert_eq!(n, entries.len());
+    assert_eq!(scan_forward(&mut table.iter()), entries);
     let windows = summary.file_size / (256 << 10) + 1;
     let asked = table.read_aheads();
     assert!(
@@ -481,15 +484,7 @@ fn concurrent_readers_share_a_small_cache() {
                     let got = table.get(&e.0, e.1).unwrap();
                     assert_eq!(got, Some((e.1, e.2, e.3.clone())));
                 }
-                let mut it = table.iter();
-                it.seek_to_first().unwrap();
-                let mut n = 0;
-                while it.valid() {
-                    assert_eq!(current(&it), entries[n]);
-                    n += 1;
-                    it.next().unwrap();
-                }
-                assert_eq!(n, entries.len());
+                assert_eq!(scan_forward(&mut table.iter()), *entries);
             })
         })
         .collect();
