@@ -278,6 +278,24 @@ impl Core {
         *self.super_version.write() = sv;
     }
 
+    /// Counts a scan for UniKV's scan-time consolidation (§III-F). The
+    /// first scan since the last consolidation wakes the compaction thread:
+    /// it is otherwise woken only by flushes and merges, so a read-only
+    /// phase would never have its UnsortedStores consolidated.
+    pub fn note_scan(&self) {
+        if self
+            .counters
+            .scans_since_consolidation
+            .fetch_add(1, Ordering::Relaxed)
+            == 0
+        {
+            // Taking the lock orders the wake-up after a picker that saw no
+            // scans and is about to wait: it cannot be lost.
+            let _st = self.state.lock();
+            self.state_cv.notify_all();
+        }
+    }
+
     /// The current super version.
     pub fn super_version(&self) -> Arc<SuperVersion> {
         Arc::clone(&self.super_version.read())

@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
-use self::core::{Core, Counters, SuperVersion};
+use self::core::{Core, SuperVersion};
 use self::watermark::OwnedReadGuard;
 use crate::batch::WriteBatch;
 use crate::cache::ReadPurpose;
@@ -321,7 +321,7 @@ impl Db {
     /// ```
     pub fn iter(&self, opts: &ReadOptions) -> Result<DbIterator> {
         self.core().check_open()?;
-        Counters::add(&self.core().counters.scans_since_consolidation, 1);
+        self.core().note_scan();
         let reading = self.core().read_tracker.enter_owned();
         let sv = self.core().super_version();
         let seq = self.read_sequence(opts);
@@ -362,7 +362,7 @@ impl Db {
 
     fn range_from(&self, opts: &ReadOptions) -> Result<Range> {
         self.core().check_open()?;
-        Counters::add(&self.core().counters.scans_since_consolidation, 1);
+        self.core().note_scan();
         let tracker = &self.core().read_tracker;
         let (front_reading, back_reading) = (tracker.enter_owned(), tracker.enter_owned());
         let sv = self.core().super_version();
