@@ -56,8 +56,17 @@ pub trait InternalIterator: Send {
     fn seq(&self) -> SequenceNumber;
     /// The current entry's kind. Requires `valid()`.
     fn kind(&self) -> ValueKind;
-    /// The current entry's value (empty for deletes). Requires `valid()`.
+    /// The current entry's value (empty for deletes). Requires `valid()`
+    /// and, for a source that may rest lazily, [`Self::prepare_value`].
     fn value(&self) -> &[u8];
+    /// Makes the current entry's value readable. A sorted run that rests on
+    /// a table it has not opened (known by its metadata's first key) opens
+    /// it here; every other source has nothing to do. A user scan calls it
+    /// on each entry whose value it reads; background jobs read runs that
+    /// never rest. Requires `valid()`.
+    fn prepare_value(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// An iterator over a sorted in-memory vector of entries; used by tests and

@@ -74,9 +74,15 @@ impl MergingIter {
     pub fn kind(&self) -> ValueKind {
         self.cur().kind()
     }
-    /// Value of the winning version.
+    /// Value of the winning version, once prepared ([`Self::prepare_value`]).
     pub fn value(&self) -> &[u8] {
         self.cur().value()
+    }
+    /// Makes the winning version's value readable
+    /// ([`crate::iter::InternalIterator::prepare_value`]).
+    pub fn prepare_value(&mut self) -> Result<()> {
+        let i = self.current.expect("MergingIter not valid");
+        self.children[i].prepare_value()
     }
 
     /// Positions on the first key.

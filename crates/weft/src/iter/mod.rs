@@ -157,6 +157,12 @@ impl DbIterator {
         }
         self.valid = self.merged.valid() && !self.past_upper() && !self.before_lower();
         self.resolved = None;
+        if self.valid {
+            if let Err(e) = self.merged.prepare_value() {
+                self.valid = false;
+                return Err(e);
+            }
+        }
         if self.valid && self.merged.kind() == ValueKind::Pointer {
             match self.values.read(&self.pin.version, self.merged.value()) {
                 Ok(v) => self.resolved = Some(v),

@@ -67,10 +67,17 @@ impl VisibleIter {
         self.inner.kind()
     }
 
-    /// Value of the current version.
+    /// Value of the current version; see [`InternalIterator::prepare_value`].
     #[inline]
     pub fn value(&self) -> &[u8] {
         self.inner.value()
+    }
+
+    /// Makes the current version's value readable
+    /// ([`InternalIterator::prepare_value`]).
+    #[inline]
+    pub fn prepare_value(&mut self) -> Result<()> {
+        self.inner.prepare_value()
     }
 
     /// Positions on the first visible key.

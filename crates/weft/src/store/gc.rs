@@ -54,6 +54,9 @@ impl ResolvingIter {
 
     fn settle(&mut self) -> Result<()> {
         self.resolved = None;
+        if self.inner.valid() {
+            self.inner.prepare_value()?;
+        }
         if self.inner.valid() && self.inner.kind() == ValueKind::Pointer {
             let raw = self.inner.value();
             let ptr = ValuePointer::parse(raw)?;

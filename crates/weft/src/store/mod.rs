@@ -678,10 +678,23 @@ mod tests {
         keys: &[Vec<u8>],
         cache: &Arc<BlockCache>,
     ) -> Arc<TableFile> {
+        let entries: Vec<_> = (keys.iter().enumerate())
+            .map(|(i, k)| (k.clone(), i as u64 + 1, ValueKind::Put, b"v".to_vec()))
+            .collect();
+        write_entries(dir, number, &entries, cache)
+    }
+
+    /// A mapped table of `entries`, which must be in internal order.
+    pub(super) fn write_entries(
+        dir: &Path,
+        number: u64,
+        entries: &[(Vec<u8>, u64, ValueKind, Vec<u8>)],
+        cache: &Arc<BlockCache>,
+    ) -> Arc<TableFile> {
         let path = crate::filename::table_path(dir, number);
         let mut b = TableBuilder::create(&path, TableOptions::default()).unwrap();
-        for (i, k) in keys.iter().enumerate() {
-            b.add(k, i as u64 + 1, ValueKind::Put, b"v").unwrap();
+        for (k, seq, kind, v) in entries {
+            b.add(k, *seq, *kind, v).unwrap();
         }
         let s = b.finish().unwrap();
         let meta = FileMeta {
