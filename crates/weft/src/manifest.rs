@@ -480,6 +480,11 @@ impl ManifestWriter {
     pub fn number(&self) -> u64 {
         self.number
     }
+
+    /// Bytes of whole records in the file (appends are synced at once).
+    pub fn size(&self) -> u64 {
+        self.log.size_in_file()
+    }
 }
 
 fn set_current(dir: &Path, number: u64) -> Result<()> {

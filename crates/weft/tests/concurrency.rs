@@ -547,3 +547,44 @@ fn large_batches_insert_in_parallel_and_stay_atomic() {
         );
     }
 }
+
+/// `verify_checksums` reads the manifest and the active WAL while they are
+/// appended to. It must stop at what their writers had written when it
+/// listed them: scanning on, it meets records being stored at that moment
+/// (a header still zero, the payload already behind it) and would report
+/// damage that is not there.
+#[test]
+fn checksums_verify_while_writers_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = weft::Options::default()
+        .write_buffer_size(256 << 10)
+        .unsorted_limit(1 << 20);
+    let db = Db::open(dir.path(), opts).unwrap();
+    let writers_done = AtomicUsize::new(0);
+    let writers = 2;
+    let checks = std::thread::scope(|s| {
+        for w in 0..writers {
+            let (db, done) = (&db, &writers_done);
+            s.spawn(move || {
+                mark_test_thread();
+                let _d = Done(done);
+                let mut rng = rng(0x5eed + w as u64);
+                for n in 0..200_000 {
+                    let k = format!("w{w}k{:05}", rng.gen_range(0..5000));
+                    db.put(k, format!("{n}-{}", pad(&mut rng))).unwrap();
+                }
+            });
+        }
+        let mut checks = 0u64;
+        while writers_done.load(Ordering::SeqCst) < writers {
+            if let Err(e) = db.verify_checksums() {
+                panic!("verify_checksums during writes, check {checks}: {e}");
+            }
+            checks += 1;
+        }
+        checks
+    });
+    eprintln!("checks while writing: {checks}");
+    assert!(checks > 0);
+    db.verify_checksums().unwrap();
+}

@@ -512,12 +512,19 @@ impl Db {
     pub fn verify_checksums(&self) -> Result<CheckReport> {
         let core = self.core();
         core.check_open()?;
-        let (sv, manifest_number, wal_numbers) = {
+        // The manifest and the active WAL are appended to while this runs:
+        // each is read only up to the bytes its writer had written when
+        // listed (the state lock holds off manifest appends, the WAL lock
+        // log appends; rotation takes them in this order too).
+        let (sv, manifest, wal_numbers, active_wal_size) = {
             let st = core.state.lock();
             let mut wals: Vec<u64> = st.imms.iter().map(|i| i.wal_number).collect();
             wals.push(st.mem_wal);
-            (core.super_version(), st.manifest.number(), wals)
+            let active_wal_size = core.wal.lock().writer.size_in_file();
+            let manifest = (st.manifest.number(), st.manifest.size());
+            (core.super_version(), manifest, wals, active_wal_size)
         };
+        let (manifest_number, manifest_size) = manifest;
         let mut report = CheckReport::default();
         for t in sv.version.all_tables() {
             report.blocks += t.table.verify_checksums()?;
@@ -531,15 +538,22 @@ impl Db {
         }
         let mut logs = vec![(
             crate::filename::manifest_path(&core.dir, manifest_number),
-            false,
+            manifest_size,
         )];
         let n = wal_numbers.len();
         for (i, w) in wal_numbers.into_iter().enumerate() {
-            // The active WAL may be mid-append: a torn tail there is expected.
-            logs.push((crate::filename::wal_path(&core.dir, w), i + 1 == n));
+            // WALs before the active one are closed, whole files.
+            let limit = if i + 1 == n {
+                active_wal_size
+            } else {
+                u64::MAX
+            };
+            logs.push((crate::filename::wal_path(&core.dir, w), limit));
         }
-        for (path, active) in logs {
-            let mut r = match LogReader::open(&path) {
+        // Every record inside a limit is whole: no torn tail is expected
+        // (a recovered WAL's is cut off, and writing resumes in a new one).
+        for (path, limit) in logs {
+            let mut r = match LogReader::open_prefix(&path, limit) {
                 Ok(r) => r,
                 // A WAL listed above whose memtable has been flushed since:
                 // deleted, its writes now in a table newer than this check.
@@ -558,7 +572,6 @@ impl Db {
                         report.bytes += payload.len() as u64;
                     }
                     LogRead::End => break,
-                    LogRead::Bad { at_tail: true, .. } if active => break,
                     LogRead::Bad { offset, reason, .. } => {
                         return Err(Error::corruption(&path, offset, reason))
                     }

@@ -89,7 +89,7 @@
 //! is taken for a crash and the records after it are dropped with it.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufReader, ErrorKind, IoSlice, Read, Write};
+use std::io::{BufReader, ErrorKind, IoSlice, Read, Take, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -338,6 +338,12 @@ impl LogWriter {
         self.size
     }
 
+    /// Bytes of records handed to the OS (deferred ones not counted): every
+    /// record before this offset is whole in the file.
+    pub fn size_in_file(&self) -> u64 {
+        self.size - self.deferred.len() as u64
+    }
+
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -435,7 +441,9 @@ pub enum LogRead {
 pub struct LogReader {
     path: PathBuf,
     name: String,
-    reader: BufReader<File>,
+    reader: BufReader<Take<File>>,
+    /// Bytes of the file this reader sees (`u64::MAX`: all of it).
+    limit: u64,
     /// Offset of the next record's header.
     pos: u64,
     /// File size as last observed; refreshed before declaring a length bogus,
@@ -450,16 +458,27 @@ pub struct LogReader {
 impl LogReader {
     /// Opens the log at `path` for reading.
     pub fn open(path: &Path) -> Result<LogReader> {
+        Self::open_prefix(path, u64::MAX)
+    }
+
+    /// Opens the first `limit` bytes of the log at `path`, as if the file
+    /// ended there: for reading a log that is being appended to, up to a
+    /// length its writer reported (a reader scanning on past it could find
+    /// bytes the writer is storing now — a header still zero with its
+    /// payload already behind it — and take them for damage).
+    pub fn open_prefix(path: &Path, limit: u64) -> Result<LogReader> {
         let name = file_name(path);
         let file = File::open(path).map_err(|e| Error::io(format!("opening log {name}"), e))?;
         let file_len = file
             .metadata()
             .map_err(|e| Error::io(format!("reading size of log {name}"), e))?
-            .len();
+            .len()
+            .min(limit);
         Ok(LogReader {
             path: path.to_path_buf(),
             name,
-            reader: BufReader::with_capacity(64 << 10, file),
+            reader: BufReader::with_capacity(64 << 10, file.take(limit)),
+            limit,
             pos: 0,
             file_len,
             done: None,
@@ -623,10 +642,11 @@ impl LogReader {
         let len = self
             .reader
             .get_ref()
+            .get_ref()
             .metadata()
             .map_err(|e| Error::io(format!("reading size of log {}", self.name), e))?
             .len();
-        self.file_len = self.file_len.max(len);
+        self.file_len = self.file_len.max(len.min(self.limit));
         Ok(())
     }
 
@@ -674,6 +694,34 @@ mod tests {
         }
         v.push(Vec::new());
         v
+    }
+
+    /// A prefix ends the log where it is cut: the records before the cut,
+    /// then the end (cut at a boundary) or a torn tail (cut inside one).
+    #[test]
+    fn a_prefix_reads_as_the_whole_log_cut_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000001.log");
+        let payloads = vec![b"one".to_vec(), vec![7u8; 5000], b"three".to_vec()];
+        let offsets = write_log(&path, &payloads);
+        let read_all = |limit: u64| {
+            let mut r = LogReader::open_prefix(&path, limit).unwrap();
+            let mut got = Vec::new();
+            loop {
+                match r.read().unwrap() {
+                    LogRead::Record { payload, .. } => got.push(payload),
+                    other => return (got, other),
+                }
+            }
+        };
+        let (got, end) = read_all(offsets[2]);
+        assert_eq!(got, payloads[..2]);
+        assert!(matches!(end, LogRead::End), "{end:?}");
+        let (got, end) = read_all(offsets[2] - 10);
+        assert_eq!(got, payloads[..1]);
+        assert!(matches!(end, LogRead::Bad { at_tail: true, .. }), "{end:?}");
+        let (got, _) = read_all(u64::MAX);
+        assert_eq!(got, payloads);
     }
 
     fn write_log(path: &Path, payloads: &[Vec<u8>]) -> Vec<u64> {
