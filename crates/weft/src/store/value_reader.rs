@@ -182,8 +182,7 @@ impl ValueReader {
                 self.reads_issued += 1;
             }
             self.disk_reads.add(self.purpose, ptr.record_size());
-            log.check_record(ptr, record)?;
-            return Ok(record[super::value_log::HEADER..].to_vec());
+            return log.copy_checked(ptr, record);
         }
         if !w.holds(offset, end) {
             let record = ptr.record_size() as usize;
