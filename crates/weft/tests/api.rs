@@ -579,8 +579,14 @@ fn compact_empties_unsorted_stores_and_checksums_verify() {
         "{st:?}"
     );
     assert!(st.merges > 0, "{st:?}");
-    // Tables are read through mappings by default (`Options::mmap_reads`).
+    // Tables are read through mappings by default (`Options::mmap_reads`),
+    // their blocks never cached: not even the merges' reads look there.
     assert!(st.tables > 0 && st.mapped_tables == st.tables, "{st:?}");
+    assert_eq!(
+        (st.block_cache.hits, st.block_cache.misses),
+        (0, 0),
+        "{st:?}"
+    );
     // Partitions are disjoint and ordered, covering the whole key space.
     assert!(st.partitions[0].lower.is_empty());
     assert!(st.partitions.last().unwrap().upper.is_none());

@@ -593,7 +593,10 @@ impl Version {
     /// about seven tables) a `seek + 10` had positioned some 35 cursors and
     /// stepped a 36-way merge. A table that would not follow its run's last
     /// table in key order (never expected: a partition's tables lie inside
-    /// its range) gets a run of its own.
+    /// its range) gets a run of its own. A seek opens at most one table per
+    /// run, and none where the run's next table starts past the target
+    /// (the run rests on its metadata: `sorted_run`), so a short scan reads
+    /// the tables of the partitions it covers.
     pub fn iters(&self, fill_cache: bool) -> Vec<Box<dyn InternalIterator>> {
         let purpose = ReadPurpose::Scan { fill_cache };
         let mut runs: Vec<Vec<Arc<TableFile>>> = Vec::new();

@@ -193,7 +193,17 @@ impl InternalIterator for SortedRunIter {
     }
 
     fn prev(&mut self) -> Result<()> {
-        self.open_resting()?;
+        if self.unopened.take().is_some() {
+            // Before a table's first entry comes the previous table's last:
+            // the table rested on stays unopened.
+            self.current = None;
+            if self.index == 0 {
+                return Ok(());
+            }
+            let i = self.index - 1;
+            self.open(i).seek_to_last()?;
+            return self.settle_backward();
+        }
         if let Some(c) = self.current.as_mut() {
             c.prev()?;
         }
@@ -346,7 +356,15 @@ mod tests {
         let cache = Arc::new(BlockCache::new(1 << 20));
         let tables = run(dir.path(), &cache);
         let first_of_second = tables[1].meta.smallest_user_key().to_vec();
+        let last_of_first = tables[0].meta.largest_user_key().to_vec();
         let mut it = SortedRunIter::new(tables, ReadPurpose::Scan { fill_cache: true });
+
+        // Stepping back from a resting position opens only the table before.
+        it.seek(b"c", 5_000).unwrap();
+        it.prev().unwrap();
+        assert_eq!(it.user_key(), last_of_first);
+        assert_eq!(it.tables_opened(), 1);
+        it = SortedRunIter::new(it.tables.clone(), it.purpose);
 
         it.seek(b"c", 5_000).unwrap(); // between the first two tables
         assert!(it.valid());

@@ -304,8 +304,12 @@ impl Table {
         {
             return self.mapped_block(m, handle, ordinal, purpose);
         }
-        if let Some(block) = self.cache.get(self.file_number, handle.offset) {
-            return Ok(block);
+        // A mapped table's blocks never enter the cache (a background job,
+        // the only reader here, does not fill it): no use looking.
+        if self.mapped.is_none() {
+            if let Some(block) = self.cache.get(self.file_number, handle.offset) {
+                return Ok(block);
+            }
         }
         let block = Arc::new(read_block(&self.file, &self.path, handle)?);
         self.cache
