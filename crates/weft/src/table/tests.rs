@@ -70,6 +70,16 @@ fn random_entries(rng: &mut StdRng, distinct: usize, max_versions: usize) -> Vec
     out
 }
 
+/// Puts of `key000000`, `key000001`, ... (sequence `1 + i`), valued by `value`.
+fn numbered_puts(n: u32, value: impl Fn(u32) -> Vec<u8>) -> Vec<Entry> {
+    (0..n)
+        .map(|i| {
+            let key = format!("key{i:06}").into_bytes();
+            (key, 1 + u64::from(i), ValueKind::Put, value(i))
+        })
+        .collect()
+}
+
 fn build(path: &Path, entries: &[Entry], options: TableOptions) -> TableSummary {
     let mut b = TableBuilder::create(path, options).unwrap();
     for (k, s, kind, v) in entries {
@@ -227,12 +237,7 @@ fn round_trip_matches_model() {
 fn mapped_scans_read_ahead_and_nothing_else_does() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.sst");
-    let entries: Vec<Entry> = (0..4000u32)
-        .map(|i| {
-            let key = format!("key{i:06}").into_bytes();
-            (key, 1 + u64::from(i), ValueKind::Put, vec![i as u8; 300])
-        })
-        .collect();
+    let entries = numbered_puts(4000, |i| vec![i as u8; 300]);
     let summary = build(&path, &entries, TableOptions::default());
     let cache = Arc::new(BlockCache::new(1 << 20));
     let table = Table::open(&path, 1, summary.file_size, cache, BlockReads::Mapped).unwrap();
@@ -362,16 +367,7 @@ fn out_of_order_add_is_rejected() {
 fn bloom_filter_in_table_has_no_false_negatives() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("b.sst");
-    let entries: Vec<Entry> = (0..10_000u32)
-        .map(|i| {
-            (
-                format!("key{i:06}").into_bytes(),
-                1 + i as u64,
-                ValueKind::Put,
-                vec![1],
-            )
-        })
-        .collect();
+    let entries = numbered_puts(10_000, |_| vec![1]);
     let summary = build(&path, &entries, TableOptions::default());
     let cache = Arc::new(BlockCache::new(1 << 20));
     let table = Table::open(
