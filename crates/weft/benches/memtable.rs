@@ -7,7 +7,12 @@
 //! Environment knobs: `WEFT_BENCH_OPS` (default 1000000), `WEFT_BENCH_SCANS`
 //! (default OPS / 10), `WEFT_BENCH_THREADS` (default `1,2`),
 //! `WEFT_BENCH_PARTS` (default `micro,teks,ycsb`), `WEFT_BENCH_KINDS`
-//! (default every kind and `crossbeam`).
+//! (default every kind and `crossbeam`), `WEFT_BENCH_ROUNDS` (default 1).
+//!
+//! Each kind runs in a process of its own (the benchmark starts copies of
+//! itself), so no kind inherits memory another kind's run left mapped and
+//! faulted in; with `WEFT_BENCH_ROUNDS=R` every kind runs R times, the
+//! order rotated each round, and the table shows the median of each cell.
 //!
 //! *Micro* (JellyFish Figs. 3–5): OPS puts of 16 B keys and 100 B values
 //! into an empty memtable, then OPS gets and SCANS scans (seek + 10 next
@@ -523,8 +528,48 @@ fn ycsb(threads: &[usize], out: &mut Results) {
     }
 }
 
+/// Set in the child processes the benchmark runs each kind in.
+const CHILD_ENV: &str = "WEFT_BENCH_CHILD";
+
 fn main() {
     // `cargo bench` passes `--bench`; ignore arguments.
+    if std::env::var_os(CHILD_ENV).is_some() {
+        print_cells(&measure());
+        return;
+    }
+    let rounds = env_usize("WEFT_BENCH_ROUNDS", 1).max(1);
+    let kinds = kinds();
+    let mut samples: BTreeMap<(String, String, usize), BTreeMap<&'static str, Vec<f64>>> =
+        BTreeMap::new();
+    for round in 0..rounds {
+        // Each kind takes each place in the order over the rounds.
+        let mut order = kinds.clone();
+        order.rotate_left(round % kinds.len().max(1));
+        for kind in order {
+            eprintln!("round {}/{rounds}: {kind}", round + 1);
+            for (cell, value) in run_child(kind) {
+                samples
+                    .entry(cell)
+                    .or_default()
+                    .entry(kind)
+                    .or_default()
+                    .push(value);
+            }
+        }
+    }
+    let medians: Results = samples
+        .into_iter()
+        .map(|(cell, by_kind)| {
+            let row = by_kind.into_iter().map(|(k, v)| (k, median(v))).collect();
+            (cell, row)
+        })
+        .collect();
+    print_table(&medians, rounds);
+}
+
+/// Runs the parts selected by the environment for the kinds in
+/// `WEFT_BENCH_KINDS` in this process.
+fn measure() -> Results {
     let ops = env_usize("WEFT_BENCH_OPS", 1_000_000);
     let scans = env_usize("WEFT_BENCH_SCANS", ops / 10);
     let threads: Vec<usize> = std::env::var("WEFT_BENCH_THREADS")
@@ -543,6 +588,62 @@ fn main() {
     if parts.contains("ycsb") {
         ycsb(&threads, &mut out);
     }
+    out
+}
+
+/// A child's results, one tab-separated line per cell, for [`run_child`].
+fn print_cells(out: &Results) {
+    for ((dist, op, th), row) in out {
+        for (kind, v) in row {
+            println!("cell\t{dist}\t{op}\t{th}\t{kind}\t{v}");
+        }
+    }
+}
+
+/// Measures `kind` alone in a new process of this benchmark, so that no
+/// kind runs on memory another kind's run left mapped and faulted in (the
+/// arena recycles dropped chunks; the first kind in a shared process paid
+/// for page faults the later ones did not, and swung put rates by a
+/// third).
+fn run_child(kind: &str) -> Vec<((String, String, usize), f64)> {
+    let exe = std::env::current_exe().expect("the benchmark knows its own path");
+    let out = std::process::Command::new(exe)
+        .env(CHILD_ENV, "1")
+        .env("WEFT_BENCH_KINDS", kind)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("the benchmark starts a copy of itself");
+    assert!(
+        out.status.success(),
+        "the run of {kind} failed: {}",
+        out.status
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split('\t').collect();
+            match f[..] {
+                ["cell", dist, op, th, _kind, v] => Some((
+                    (dist.to_string(), op.to_string(), th.parse().ok()?),
+                    v.parse().ok()?,
+                )),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn print_table(out: &Results, rounds: usize) {
     println!(
         "\n| workload | op | thr | {} | {} |",
         KINDS.join(" | "),
@@ -553,7 +654,7 @@ fn main() {
             .join(" | ")
     );
     println!("|{}", "---|".repeat(3 + KINDS.len() * 2 - 1));
-    for ((dist, op, th), row) in &out {
+    for ((dist, op, th), row) in out {
         let base = row.get("skiplist").copied().unwrap_or(f64::NAN);
         let vals: Vec<String> = KINDS
             .iter()
@@ -573,5 +674,9 @@ fn main() {
             ratios.join(" | ")
         );
     }
-    println!("\n({}; ratios against skiplist in the same run)", unit());
+    println!(
+        "\n({}; median of {rounds} round(s), each kind in a process of its own, the\n\
+         order rotated each round; ratios of the medians against skiplist)",
+        unit()
+    );
 }
