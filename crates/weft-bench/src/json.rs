@@ -22,7 +22,8 @@
 //!   } ],
 //!   "end": { write_amplification, read_amplification, space_amplification,
 //!            disk_bytes, live_bytes, engine_memory_bytes, rss_bytes,
-//!            peak_rss_bytes, io: { rchar, wchar, read_bytes, write_bytes },
+//!            peak_rss_bytes, io: { rchar, wchar, read_bytes, write_bytes,
+//!                                  cancelled_write_bytes },
 //!            engine: { ...engine-specific... } }   // null if not collected
 //! }
 //! ```

@@ -367,7 +367,7 @@ fn end_stats_text(e: &json::EndStats) -> String {
         mib(e.rss_bytes),
         mib(e.peak_rss_bytes),
         mib(e.io.read_bytes),
-        mib(e.io.write_bytes),
+        mib(e.io.disk_write_bytes()),
         mib(e.io.rchar),
         mib(e.io.wchar),
     )

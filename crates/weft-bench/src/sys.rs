@@ -16,8 +16,14 @@ pub struct ProcIo {
     pub wchar: u64,
     /// Bytes actually fetched from the storage layer.
     pub read_bytes: u64,
-    /// Bytes sent to the storage layer (written back, now or later).
+    /// Bytes sent to the storage layer (written back, now or later):
+    /// counted when a page is dirtied.
     pub write_bytes: u64,
+    /// Of `write_bytes`, those dirtied in files truncated or deleted before
+    /// their pages were written back (a WAL dropped after its flush): they
+    /// never reached the disk.
+    #[serde(default)]
+    pub cancelled_write_bytes: u64,
 }
 
 impl ProcIo {
@@ -34,7 +40,15 @@ impl ProcIo {
             wchar: self.wchar.saturating_sub(earlier.wchar),
             read_bytes: self.read_bytes.saturating_sub(earlier.read_bytes),
             write_bytes: self.write_bytes.saturating_sub(earlier.write_bytes),
+            cancelled_write_bytes: self
+                .cancelled_write_bytes
+                .saturating_sub(earlier.cancelled_write_bytes),
         }
+    }
+
+    /// Bytes that reached (or will reach) the disk: dirtied, not cancelled.
+    pub fn disk_write_bytes(&self) -> u64 {
+        self.write_bytes.saturating_sub(self.cancelled_write_bytes)
     }
 }
 
@@ -52,6 +66,7 @@ pub fn parse_proc_io(text: &str) -> ProcIo {
             "wchar" => io.wchar = v,
             "read_bytes" => io.read_bytes = v,
             "write_bytes" => io.write_bytes = v,
+            "cancelled_write_bytes" => io.cancelled_write_bytes = v,
             _ => {}
         }
     }
@@ -159,7 +174,7 @@ mod tests {
     #[test]
     fn parses_proc_io() {
         let t = "rchar: 10\nwchar: 20\nsyscr: 3\nsyscw: 4\nread_bytes: 4096\n\
-                 write_bytes: 8192\ncancelled_write_bytes: 0\n";
+                 write_bytes: 8192\ncancelled_write_bytes: 4096\n";
         let io = parse_proc_io(t);
         assert_eq!(
             io,
@@ -167,9 +182,11 @@ mod tests {
                 rchar: 10,
                 wchar: 20,
                 read_bytes: 4096,
-                write_bytes: 8192
+                write_bytes: 8192,
+                cancelled_write_bytes: 4096,
             }
         );
+        assert_eq!(io.disk_write_bytes(), 4096);
         let later = ProcIo { wchar: 25, ..io };
         assert_eq!(later.since(&io).wchar, 5);
         assert_eq!(io.since(&later).wchar, 0);
