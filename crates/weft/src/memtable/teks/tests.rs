@@ -102,6 +102,60 @@ fn writers_link_a_backlog_the_worker_leaves() {
     assert_eq!(n as usize, HELP_BACKLOG + extra);
 }
 
+/// A backlog one drainer sorted and published is linked by every thread
+/// that comes to drain: the helpers' chunks and the drainer's together
+/// link each node exactly once, and the levels come out complete.
+#[test]
+fn helpers_link_a_published_backlog_in_parallel() {
+    let m = make();
+    m.freeze_worker(true);
+    let shared = &m.shared;
+    let total = 4 * LINK_CHUNK + 123;
+    let mut rng = StdRng::seed_from_u64(3);
+    for seq in 1..=total as u64 {
+        let key = rng.gen::<u64>().to_be_bytes();
+        let node = shared
+            .nodes
+            .insert(random_height, &key, seq, ValueKind::Put, b"v")
+            .expect("distinct keys");
+        shared.queue.push(node);
+    }
+    // One thread takes and sorts the batch, then stops before linking, as
+    // a worker preempted after publishing it.
+    let batch = shared.queue.take();
+    let sorted = Arc::new(SortedBatch::new(shared.sorted(&batch)));
+    *shared.pending.lock() = Some(Arc::clone(&sorted));
+    let helpers = 3;
+    let start = Barrier::new(helpers);
+    let by_helpers: usize = std::thread::scope(|s| {
+        let joins: Vec<_> = (0..helpers)
+            .map(|_| {
+                s.spawn(|| {
+                    start.wait();
+                    shared.drain()
+                })
+            })
+            .collect();
+        joins.into_iter().map(|j| j.join().unwrap()).sum()
+    });
+    assert_eq!(by_helpers, total, "the helpers left chunks unlinked");
+    assert_eq!(shared.link_chunks(&sorted), 0, "a chunk was claimed twice");
+    assert!(!shared.queue.is_idle(), "the drainer still holds its batch");
+    drop(batch);
+    assert!(shared.queue.is_idle());
+    let mut vi = VisibleIter::new(Arc::clone(&m).iter(), u64::MAX);
+    vi.seek_to_first().unwrap();
+    let mut seen = Vec::new();
+    while vi.valid() {
+        seen.push(vi.key().to_vec());
+        vi.next().unwrap();
+    }
+    let mut want: Vec<Vec<u8>> = sorted.nodes.iter().map(|n| n.key().to_vec()).collect();
+    want.sort();
+    assert_eq!(seen, want);
+    assert_eq!(m.weave_stats().linked, total);
+}
+
 /// The worker links new keys by itself (no scan needed).
 #[test]
 fn worker_links_in_the_background() {
