@@ -32,7 +32,7 @@
 //! keyed by user key ‖ !seq (versions as separate entries, like `skiplist`).
 //!
 //! Reported: Mops/s (wall clock over the whole phase) and the ratio to
-//! `skiplist` in the same run. Built with the `key-compare-count` feature
+//! `skiplist`, both from the medians of the rounds. Built with the `key-compare-count` feature
 //! (`cargo bench -p weft --bench memtable --features weft/key-compare-count`)
 //! it reports key comparisons per operation instead (JellyFish Fig. 7; see
 //! `weft::memtable::compares`), background linking included. Cache misses

@@ -110,6 +110,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+// The published batch's lock is part of the protocol loom checks.
 use crate::sync::Mutex as ProtocolMutex;
 
 use self::queue::LinkQueue;
@@ -244,12 +245,12 @@ impl Shared {
             helping.map_or(0, |sorted| self.link_chunks(&sorted))
         } else {
             let sorted = Arc::new(SortedBatch::new(self.sorted(&batch)));
-            let shared = sorted.nodes.len() > LINK_CHUNK;
-            if shared {
+            let published = sorted.nodes.len() > LINK_CHUNK;
+            if published {
                 *self.pending.lock() = Some(Arc::clone(&sorted));
             }
             let n = self.link_chunks(&sorted);
-            if shared {
+            if published {
                 let mut pending = self.pending.lock();
                 if pending.as_ref().is_some_and(|p| Arc::ptr_eq(p, &sorted)) {
                     *pending = None;
