@@ -6,8 +6,10 @@
 //!
 //! Environment knobs: `WEFT_BENCH_OPS` (default 1000000), `WEFT_BENCH_SCANS`
 //! (default OPS / 10), `WEFT_BENCH_THREADS` (default `1,2`),
-//! `WEFT_BENCH_PARTS` (default `micro,teks,ycsb`), `WEFT_BENCH_KINDS`
-//! (default every kind and `crossbeam`), `WEFT_BENCH_ROUNDS` (default 1).
+//! `WEFT_BENCH_PARTS` (default `micro,teks,ycsb`), `WEFT_BENCH_DISTS`
+//! (the micro part's key distributions, default
+//! `uniform,zipf1.2,zipf1.2-dbkeys`), `WEFT_BENCH_KINDS` (default every
+//! kind and `crossbeam`), `WEFT_BENCH_ROUNDS` (default 1).
 //!
 //! Each kind runs in a process of its own (the benchmark starts copies of
 //! itself), so no kind inherits memory another kind's run left mapped and
@@ -19,7 +21,15 @@
 //! distinct keys through the engine's snapshot filter `VisibleIter`, as a
 //! range query runs), keys uniform (distinct: every put a new key) or
 //! Zipfian (numpy `zipf(a = 1.2)`: a few keys take most puts, so many
-//! versions per key). *YCSB* (ESL §6): 1 M keys preloaded (not timed), then
+//! versions per key). The Zipfian ids become keys two ways: `zipf1.2`
+//! scatters them (a hash of the id, so hot keys lie far apart in key order
+//! and a scan from a hot key soon reaches keys with one version), and
+//! `zipf1.2-dbkeys` writes them as `db_bench` does (`GenerateKeyFromInt`:
+//! the id big-endian, then `'0'` padding), so the hottest keys are
+//! neighbours and a scan from one crosses many keys with many versions
+//! (the key format of `db_bench`, whose benchmarks JellyFish's evaluation
+//! runs; the paper does not say how its simulator forms keys). *YCSB*
+//! (ESL §6): 1 M keys preloaded (not timed), then
 //! 1 M operations each of A (50% read, 50% update), B (95/5), C (100%
 //! read), D (95% read-latest, 5% insert), request keys YCSB-Zipfian
 //! (θ = 0.99, scrambled) or latest for D, run one after the other on the
@@ -70,6 +80,15 @@ fn key_of(id: u64) -> [u8; 16] {
     let mut k = [0u8; 16];
     k[..8].copy_from_slice(&splitmix(id).to_be_bytes());
     k[8..].copy_from_slice(&splitmix(id ^ 0x5555_5555).to_be_bytes());
+    k
+}
+
+/// db_bench's key for integer `id` (`GenerateKeyFromInt`): the id
+/// big-endian, padded with `'0'` to 16 bytes, so ids adjacent in value are
+/// adjacent in key order.
+fn db_bench_key(id: u64) -> [u8; 16] {
+    let mut k = [b'0'; 16];
+    k[..8].copy_from_slice(&id.to_be_bytes());
     k
 }
 
@@ -349,7 +368,10 @@ fn env_usize(name: &str, default: usize) -> usize {
 type Results = BTreeMap<(String, String, usize), BTreeMap<&'static str, f64>>;
 
 fn micro(ops: usize, scans: usize, threads: &[usize], out: &mut Results) {
-    for dist in ["uniform", "zipf1.2"] {
+    for dist in ["uniform", "zipf1.2", "zipf1.2-dbkeys"] {
+        if std::env::var("WEFT_BENCH_DISTS").is_ok_and(|l| !l.split(',').any(|d| d == dist)) {
+            continue;
+        }
         let mut rng = StdRng::seed_from_u64(42);
         let draw = |rng: &mut StdRng, i: usize, put: bool| -> [u8; 16] {
             if dist == "uniform" {
@@ -359,8 +381,10 @@ fn micro(ops: usize, scans: usize, threads: &[usize], out: &mut Results) {
                 } else {
                     rng.gen_range(0..ops as u64)
                 })
-            } else {
+            } else if dist == "zipf1.2" {
                 key_of(numpy_zipf(rng, 1.2))
+            } else {
+                db_bench_key(numpy_zipf(rng, 1.2))
             }
         };
         let puts: Vec<[u8; 16]> = (0..ops).map(|i| draw(&mut rng, i, true)).collect();

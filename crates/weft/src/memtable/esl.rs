@@ -24,8 +24,9 @@
 //!   the COIL shortcut when indexed). A new key is linked into the data
 //!   level with one CAS (the race for the same new key is resolved as in
 //!   `jellyfish`: the loser adds its version to the winner's node); one
-//!   new key in four then pushes a PDL node onto the lock-free operation
-//!   log (one CAS). Writers never touch the PDL or the COIL.
+//!   new key in two ([`PDL_SAMPLE`]) then pushes a PDL node onto the
+//!   lock-free operation log (one CAS). Writers never touch the PDL or the
+//!   COIL.
 //! * **Background worker**: one thread per memtable (spawned once the
 //!   memtable holds a few hundred keys; tiny memtables never need it)
 //!   drains the log, sorts the batch, links each node into the PDL, and
@@ -37,11 +38,11 @@
 //! The paper inserts into each COIL array in place, shifting the tail by
 //! one entry per insert under a version lock, with ordered 8-byte stores so
 //! readers see at worst a duplicate. At memtable scale this is quadratic:
-//! with 1 M keys the COIL's bottom array (one entry per PDL node, 1 in 4
-//! keys) has 250 K entries of 24 B, so a shift moves ~3 MB on average, per
-//! indexed insert — 250 K shifts move ~750 GB; the paper's own §7.1 names
+//! with 1 M keys the COIL's bottom array (one entry per PDL node, 1 in 2
+//! keys) has 500 K entries of 24 B, so a shift moves ~6 MB on average, per
+//! indexed insert — 500 K shifts move ~3 TB; the paper's own §7.1 names
 //! this as the limit. Here the worker rebuilds the arrays off to the side
-//! in one sequential pass over the PDL (O(n), ~10 ms at 250 K entries) and
+//! in one sequential pass over the PDL (O(n), ~20 ms at 500 K entries) and
 //! publishes them with one pointer store; a rebuild happens when the PDL has
 //! grown by half, so the total build work is O(n) amortised and a reader
 //! walks on average at most ~1 unindexed PDL node past its COIL entry.
@@ -54,15 +55,18 @@
 //! dependency). Because rebuilds happen at 1.5× growth, the retired arrays
 //! sum to at most twice the live one (a geometric series; a rebuild forced
 //! by the `sync_index` test/bench hook can add one more); they are counted
-//! in [`Memtable::approximate_memory`]. At 1 M keys the live COIL is ~6 MB
-//! against ~150 MB of nodes, so the bound costs ~8% of the memtable; the
-//! arena and the arrays go when the last `Arc` drops.
+//! in [`Memtable::approximate_memory`]. At 1 M keys the live COIL is ~12 MB
+//! against ~150 MB of nodes with 100 B values, so the bound costs ~16% of
+//! such a memtable (less with larger values); the arena and the arrays go
+//! when the last `Arc` drops.
 //!
 //! # Other differences from the paper
 //!
 //! * Levels are built with a fixed fanout of 16 (a static tree) instead of
 //!   per-key random levels: a batch build knows the whole key set, so it
-//!   can balance exactly. The PDL keeps the paper's random 1-in-4 sample.
+//!   can balance exactly. The PDL keeps a random sample of the data level,
+//!   one key in two as a skiplist's level 1 (Pugh's p = 1/2); see
+//!   [`PDL_SAMPLE`] for the measured choice.
 //! * COIL prefixes are the 8 bytes after the indexed keys' common prefix
 //!   (not the first 8 bytes), with a full-key comparison on ties, so keys
 //!   with long shared prefixes still search in O(log n).
@@ -94,16 +98,28 @@ use parking_lot::Mutex;
 use self::coil::{Coil, Hit};
 use self::pdl::{OpLog, Pdl};
 use super::arena::Arena;
-use super::jellyfish::levels::SkipLevels;
+use super::jellyfish::levels::{SkipLevels, Splice};
 use super::jellyfish::node::{
-    alloc_node, alloc_version, cas_link_0, insert_version, random_height, truncate_below, Node,
+    alloc_node, alloc_version, cas_link_0, insert_version, truncate_below, Node,
 };
 use super::jellyfish::{Cursor, KeyIndex};
 use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
 use crate::memtable::compares::{self, key_prefix};
+use crate::memtable::height::one_in;
 
+/// One new key in this many gets a PDL node (and so a COIL entry).
+///
+/// The sample sets how far a search walks the data level from the COIL's
+/// entry: about `PDL_SAMPLE / 2` nodes past it, each a cache miss. The
+/// memtable benchmark (`WEFT_BENCH_KINDS=esl`, uniform 1 M keys, one
+/// thread, medians of 3 alternating runs, Mops/s) measured 1 in 4, 2 and 1:
+/// get 0.93 / 1.09 / 1.28, YCSB C 1.35 / 1.51 / 1.80, put 0.84 / 1.09 /
+/// 1.14, and memory for 1 M keys of 256 B 334 / 354 / 392 MiB (a
+/// `skiplist` holds them in 286). One in two takes most of the gain for a
+/// sixth of the memory one in one costs.
+const PDL_SAMPLE: u32 = 2;
 /// PDL nodes pending before the worker is started.
 const SPAWN_AT: usize = 64;
 /// A writer wakes the worker every this many pushes.
@@ -233,8 +249,19 @@ impl Shared {
     /// walking from `before` (before the key, or the head).
     #[inline]
     fn splice(key: &[u8], before: Node) -> (Node, Option<Node>) {
-        let splice = SkipLevels::splice(key, before, 0, None);
+        let splice = Self::walk(key, before);
         (splice.prev, splice.next)
+    }
+
+    /// Walks the data level from `before` (before the key, or the head).
+    /// Where the index left the walk a few nodes short, the node two on
+    /// (`before`'s skip hint) is requested with the first step's.
+    #[inline]
+    fn walk(key: &[u8], before: Node) -> Splice {
+        if let Some(s) = before.skip() {
+            s.prefetch();
+        }
+        SkipLevels::splice(key, before, 0, None)
     }
 
     /// The key's node, if present.
@@ -273,7 +300,7 @@ impl Shared {
             }
             Err(before) => before,
         };
-        let splice = SkipLevels::splice(key, before, 0, None);
+        let splice = Self::walk(key, before);
         let (mut passed, mut prev, mut next) = (splice.before_prev, splice.prev, splice.next);
         if let Some(n) = next.filter(|_| splice.found) {
             insert_version(n.versions(), alloc_version(&self.arena, seq, kind, value));
@@ -298,7 +325,7 @@ impl Shared {
             }
         }
         self.keys.fetch_add(1, Ordering::Relaxed);
-        if random_height() < 2 {
+        if !one_in(PDL_SAMPLE) {
             return None;
         }
         // Count before pushing, so the worker's decrement never runs first.

@@ -12,6 +12,24 @@ pub(crate) const MAX_HEIGHT: usize = 12;
 /// A tower height: 1 + number of leading "1 in 4" successes, from a
 /// per-thread xorshift64* generator (no shared state between writers).
 pub(crate) fn random_height() -> usize {
+    let mut bits = random_bits();
+    let mut height = 1;
+    while height < MAX_HEIGHT && bits & 3 == 0 {
+        height += 1;
+        bits >>= 2;
+    }
+    height
+}
+
+/// True with probability `1 / n` (`n` a power of two), from the same
+/// per-thread generator as [`random_height`].
+pub(crate) fn one_in(n: u32) -> bool {
+    debug_assert!(n.is_power_of_two());
+    random_bits() & u64::from(n - 1) == 0
+}
+
+/// 32 good random bits from a per-thread xorshift64* generator.
+fn random_bits() -> u64 {
     thread_local! {
         static RNG: Cell<u64> = Cell::new({
             // RandomState is randomly keyed per thread: a cheap, distinct seed.
@@ -27,12 +45,6 @@ pub(crate) fn random_height() -> usize {
         x ^= x >> 27;
         rng.set(x);
         // The high bits of xorshift64* are the good ones.
-        let mut bits = x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32;
-        let mut height = 1;
-        while height < MAX_HEIGHT && bits & 3 == 0 {
-            height += 1;
-            bits >>= 2;
-        }
-        height
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32
     })
 }

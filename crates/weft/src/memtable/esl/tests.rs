@@ -224,11 +224,11 @@ fn memory_counts_index_arrays() {
     let coil = m.shared.coil_bytes.load(Ordering::Relaxed);
     assert!(coil > 0);
     assert_eq!(m.approximate_memory(), arena + coil);
-    // Live COIL ~25 B per PDL node (1 in 4 keys); retired ones sum to at
-    // most 2x the live one under growth-triggered rebuilds, plus one more
-    // live-sized array for the rebuild `sync_index` forces.
+    // Live COIL ~25 B per PDL node (1 in PDL_SAMPLE keys); retired ones
+    // sum to at most 2x the live one under growth-triggered rebuilds, plus
+    // one more live-sized array for the rebuild `sync_index` forces.
     let live = m.shared.coil().map_or(0, Coil::bytes);
-    assert!(live <= 50_000 / 4 * 30, "{live}");
+    assert!(live <= 50_000 / PDL_SAMPLE as usize * 30, "{live}");
     assert!(
         coil <= 4 * live + 4096,
         "{coil} retired+live vs {live} live"

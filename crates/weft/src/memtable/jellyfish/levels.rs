@@ -142,6 +142,14 @@ impl SkipLevels {
             match next {
                 Some(n) if next != bound => match compares::cmp(n.key(), key) {
                     CmpOrdering::Less => {
+                        if level == 0 {
+                            // The walk goes on: request the node after the
+                            // next (its skip hint shares the key's line), so
+                            // two of the walk's misses overlap.
+                            if let Some(s) = n.skip() {
+                                s.prefetch();
+                            }
+                        }
                         splice.before_prev = Some(splice.prev);
                         splice.prev = n;
                     }
