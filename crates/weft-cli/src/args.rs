@@ -111,6 +111,10 @@ pub struct ServeArgs {
     /// cores, at least 1]
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Microseconds an event loop keeps polling after a wake-up that found
+    /// work before it sleeps (0: sleep at once) [default: 50]
+    #[arg(long = "busy-poll-us")]
+    pub busy_poll_us: Option<u64>,
 }
 
 fn parse_sync(s: &str) -> Result<weft_server::SyncMode, String> {
@@ -579,6 +583,7 @@ mod tests {
                 assert_eq!(s.sync, weft_server::SyncMode::EverySec);
                 assert!(s.dir.is_none());
                 assert!(s.threads.is_none());
+                assert!(s.busy_poll_us.is_none());
             }
             other => panic!("{other:?}"),
         }
@@ -593,11 +598,13 @@ mod tests {
             "always",
             "--maxclients=5",
             "--threads=3",
+            "--busy-poll-us=0",
         ])
         .unwrap();
         match cli.command {
             Command::Serve(s) => {
                 assert_eq!(s.threads, Some(3));
+                assert_eq!(s.busy_poll_us, Some(0));
                 assert_eq!(s.port, 0);
                 assert_eq!(s.dir, Some(PathBuf::from("/d")));
                 assert_eq!(s.sync, weft_server::SyncMode::Always);

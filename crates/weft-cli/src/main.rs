@@ -188,6 +188,9 @@ fn serve(args: args::ServeArgs, default_dir: PathBuf) -> CliResult {
     if let Some(t) = args.threads {
         config.threads = t;
     }
+    if let Some(us) = args.busy_poll_us {
+        config.busy_poll = std::time::Duration::from_micros(us);
+    }
     if let Some(m) = args.memtable {
         config.db_options = config.db_options.memtable(m);
     }

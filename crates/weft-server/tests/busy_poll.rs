@@ -1,0 +1,95 @@
+//! An event loop polls for a while after work and then sleeps: it keeps
+//! its core while requests come, and an idle server costs no CPU.
+//!
+//! In a file of its own so that its process runs one server: the loop's
+//! CPU time is read from `/proc/self/task/*/stat` by thread name.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestServer, V};
+
+/// CPU time (user + system) of the thread named `name` in this process.
+fn thread_cpu(name: &str) -> Duration {
+    let ticks_per_s = {
+        // SAFETY: sysconf takes no pointers and only reads a constant.
+        let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        assert!(t > 0, "sysconf(_SC_CLK_TCK) = {t}");
+        t as u64
+    };
+    let mut found = None;
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let path = task.unwrap().path();
+        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+            continue; // the thread ended
+        };
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(path.join("stat")).unwrap();
+        // Fields after the parenthesised name: state is field 3, utime 14,
+        // stime 15 (proc(5)).
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = rest.split(' ').collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        assert!(found.is_none(), "two threads named {name}");
+        found = Some(Duration::from_millis(ticks * 1000 / ticks_per_s));
+    }
+    found.unwrap_or_else(|| panic!("no thread named {name}"))
+}
+
+#[test]
+fn a_loop_polls_after_work_then_sleeps() {
+    const POLL: Duration = Duration::from_millis(300);
+    let s = TestServer::with(|c| {
+        c.threads = 1;
+        c.busy_poll = POLL;
+    });
+    let mut r = s.raw();
+    assert_eq!(r.cmd(&["PING"]), V::Simple("PONG".into()));
+    std::thread::sleep(POLL * 2);
+
+    // Idle: the loop sleeps in epoll_wait (a loop that never stopped
+    // polling would spend the whole second on the CPU).
+    let before = thread_cpu("weft-loop-0");
+    std::thread::sleep(Duration::from_secs(1));
+    let idle = thread_cpu("weft-loop-0") - before;
+    assert!(
+        idle < Duration::from_millis(150),
+        "an idle loop used {idle:?} of CPU in 1 s"
+    );
+
+    // One request: the loop keeps polling for `POLL` after it, on the CPU
+    // (a loop that slept at once would use next to nothing). The bound is
+    // a fraction of `POLL`, for a machine busy with other work.
+    let before = thread_cpu("weft-loop-0");
+    assert_eq!(r.cmd(&["PING"]), V::Simple("PONG".into()));
+    std::thread::sleep(POLL * 2);
+    let busy = thread_cpu("weft-loop-0") - before;
+    assert!(
+        busy >= POLL / 4,
+        "the loop polled only {busy:?} of CPU after a request (busy_poll {POLL:?})"
+    );
+
+    // Zero turns polling off.
+    drop(r);
+    s.stop().unwrap();
+    let s = TestServer::with(|c| {
+        c.threads = 1;
+        c.busy_poll = Duration::ZERO;
+    });
+    let mut r = s.raw();
+    // The loops start with the server: measure once one has answered.
+    assert_eq!(r.cmd(&["PING"]), V::Simple("PONG".into()));
+    let before = thread_cpu("weft-loop-0");
+    for _ in 0..10 {
+        assert_eq!(r.cmd(&["PING"]), V::Simple("PONG".into()));
+    }
+    std::thread::sleep(POLL * 2);
+    let off = thread_cpu("weft-loop-0") - before;
+    assert!(
+        off < Duration::from_millis(100),
+        "with busy_poll 0 the loop used {off:?} of CPU for 10 PINGs"
+    );
+}
