@@ -19,7 +19,8 @@
 //! *Micro* (JellyFish Figs. 3–5): OPS puts of 16 B keys and 100 B values
 //! into an empty memtable, then OPS gets and SCANS scans (seek + 10 next
 //! distinct keys through the engine's snapshot filter `VisibleIter`, as a
-//! range query runs), keys uniform (distinct: every put a new key) or
+//! range query runs; each thread makes one iterator and seeks it again for
+//! every scan, see [`Scanner`]), keys uniform (distinct: every put a new key) or
 //! Zipfian (numpy `zipf(a = 1.2)`: a few keys take most puts, so many
 //! versions per key). The Zipfian ids become keys two ways: `zipf1.2`
 //! scatters them (a hash of the id, so hot keys lie far apart in key order
@@ -154,15 +155,66 @@ trait Target: Send + Sync {
     }
     fn put_value(&self, key: &[u8], seq: u64, value: &[u8]);
     fn get(&self, key: &[u8]) -> bool;
-    /// Seek + up to `SCAN_LEN` distinct keys; returns bytes touched.
-    fn scan(&self, key: &[u8]) -> usize;
+    /// A thread's scanner: its iterator is made once and sought again for
+    /// every scan.
+    fn scanner(&self) -> Box<dyn Scanner + '_>;
     /// Every visible key in order, from one iterator; returns the count.
     fn full_scan(&self) -> usize;
     /// Bytes held, where the structure reports it.
     fn memory(&self) -> Option<usize>;
 }
 
-struct Weft(Arc<dyn Memtable>);
+/// Seeks and steps of one thread. A scan re-seeks the thread's iterator
+/// rather than making one: making an iterator clones the memtable's `Arc`,
+/// and with two threads scanning, that shared count's cache line moving
+/// between the cores is paid per scan — a cost of the engine's iterator
+/// API, not of the structure's seek + 10 next, and one the `crossbeam`
+/// peer (no iterator object) never paid.
+trait Scanner {
+    /// Seek + up to `SCAN_LEN` distinct keys; returns bytes touched.
+    fn scan(&mut self, key: &[u8]) -> usize;
+}
+
+/// A Weft memtable; `fresh_scans` for a kind whose iterator is a copy.
+struct Weft(Arc<dyn Memtable>, bool);
+
+/// A thread's scanner over a Weft memtable.
+enum WeftScanner {
+    /// One iterator, sought again for every scan.
+    Reused(VisibleIter),
+    /// A new iterator per scan: `cuckoo`'s iterator sorts a copy of the
+    /// keys when made, the cost this baseline is there to show.
+    Fresh(Arc<dyn Memtable>),
+}
+
+impl Scanner for WeftScanner {
+    fn scan(&mut self, key: &[u8]) -> usize {
+        match self {
+            WeftScanner::Reused(it) => seek_and_step(it, key),
+            WeftScanner::Fresh(m) => seek_and_step(
+                &mut VisibleIter::new(Arc::clone(m).iter(), MAX_SEQUENCE),
+                key,
+            ),
+        }
+    }
+}
+
+fn seek_and_step(it: &mut VisibleIter, key: &[u8]) -> usize {
+    let mut touched = 0;
+    if it.seek(key).is_err() {
+        return 0;
+    }
+    for _ in 0..SCAN_LEN {
+        if !it.valid() {
+            break;
+        }
+        touched += it.key().len() + it.value().len();
+        if it.next().is_err() {
+            break;
+        }
+    }
+    touched
+}
 
 impl Target for Weft {
     fn put_value(&self, key: &[u8], seq: u64, value: &[u8]) {
@@ -171,22 +223,12 @@ impl Target for Weft {
     fn get(&self, key: &[u8]) -> bool {
         self.0.get(key, MAX_SEQUENCE).is_some()
     }
-    fn scan(&self, key: &[u8]) -> usize {
-        let mut it = VisibleIter::new(Arc::clone(&self.0).iter(), MAX_SEQUENCE);
-        let mut touched = 0;
-        if it.seek(key).is_err() {
-            return 0;
-        }
-        for _ in 0..SCAN_LEN {
-            if !it.valid() {
-                break;
-            }
-            touched += it.key().len() + it.value().len();
-            if it.next().is_err() {
-                break;
-            }
-        }
-        touched
+    fn scanner(&self) -> Box<dyn Scanner + '_> {
+        Box::new(if self.1 {
+            WeftScanner::Fresh(Arc::clone(&self.0))
+        } else {
+            WeftScanner::Reused(VisibleIter::new(Arc::clone(&self.0).iter(), MAX_SEQUENCE))
+        })
     }
     fn full_scan(&self) -> usize {
         self.0.prepare_scan(MAX_SEQUENCE);
@@ -229,7 +271,29 @@ impl Target for Crossbeam {
             .lower_bound(Bound::Included(&ikey(key, MAX_SEQUENCE)))
             .is_some_and(|e| e.key()[..16] == key[..16])
     }
-    fn scan(&self, key: &[u8]) -> usize {
+    fn scanner(&self) -> Box<dyn Scanner + '_> {
+        Box::new(CrossbeamScanner(&self.0))
+    }
+    fn full_scan(&self) -> usize {
+        let mut n = 0;
+        let mut e = self.0.front();
+        while let Some(cur) = e {
+            std::hint::black_box(cur.value());
+            n += 1;
+            let uk: [u8; 16] = cur.key()[..16].try_into().unwrap_or([0; 16]);
+            e = self.0.lower_bound(Bound::Excluded(&ikey(&uk, 0)));
+        }
+        n
+    }
+    fn memory(&self) -> Option<usize> {
+        None
+    }
+}
+
+struct CrossbeamScanner<'a>(&'a SkipMap<[u8; 24], Box<[u8]>>);
+
+impl Scanner for CrossbeamScanner<'_> {
+    fn scan(&mut self, key: &[u8]) -> usize {
         let mut touched = 0;
         let mut e = self
             .0
@@ -252,20 +316,6 @@ impl Target for Crossbeam {
             e = n;
         }
         touched
-    }
-    fn full_scan(&self) -> usize {
-        let mut n = 0;
-        let mut e = self.0.front();
-        while let Some(cur) = e {
-            std::hint::black_box(cur.value());
-            n += 1;
-            let uk: [u8; 16] = cur.key()[..16].try_into().unwrap_or([0; 16]);
-            e = self.0.lower_bound(Bound::Excluded(&ikey(&uk, 0)));
-        }
-        n
-    }
-    fn memory(&self) -> Option<usize> {
-        None
     }
 }
 
@@ -301,13 +351,19 @@ fn make(kind: &str) -> (Box<dyn Target>, Option<Arc<EslMemtable>>) {
         "crossbeam" => (Box::new(Crossbeam(SkipMap::new())), None),
         "esl" => {
             let m = Arc::new(EslMemtable::new());
-            (Box::new(Weft(Arc::clone(&m) as Arc<dyn Memtable>)), Some(m))
+            (
+                Box::new(Weft(Arc::clone(&m) as Arc<dyn Memtable>, false)),
+                Some(m),
+            )
         }
         k => (
-            Box::new(Weft(new_memtable(
-                k.parse::<MemtableKind>().unwrap_or_default(),
-                BENCH_WRITE_BUFFER,
-            ))),
+            Box::new(Weft(
+                new_memtable(
+                    k.parse::<MemtableKind>().unwrap_or_default(),
+                    BENCH_WRITE_BUFFER,
+                ),
+                k == "cuckoo",
+            )),
             None,
         ),
     }
@@ -335,6 +391,44 @@ fn timed(threads: usize, n: usize, f: &(dyn Fn(usize) + Sync)) -> f64 {
                 }
             });
         }
+    });
+    per_op(n, start)
+}
+
+/// As [`timed`], with a state each thread makes once before the clock
+/// starts (its scanner) and passes to every `f` it runs.
+fn timed_each<S>(
+    threads: usize,
+    n: usize,
+    init: &(dyn Fn() -> S + Sync),
+    f: &(dyn Fn(&mut S, usize) + Sync),
+) -> f64 {
+    const BLOCK: usize = 16;
+    let next = AtomicUsize::new(0);
+    let ready = std::sync::Barrier::new(threads + 1);
+    let go = std::sync::Barrier::new(threads + 1);
+    let mut start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut state = init();
+                ready.wait();
+                go.wait();
+                loop {
+                    let b = next.fetch_add(BLOCK, Ordering::Relaxed);
+                    if b >= n {
+                        break;
+                    }
+                    for i in b..(b + BLOCK).min(n) {
+                        f(&mut state, i);
+                    }
+                }
+            });
+        }
+        ready.wait();
+        compares::take();
+        start = Instant::now();
+        go.wait();
     });
     per_op(n, start)
 }
@@ -404,8 +498,8 @@ fn micro(ops: usize, scans: usize, threads: &[usize], out: &mut Results) {
                 let get = timed(th, ops, &|i| {
                     std::hint::black_box(t.get(&gets[i]));
                 });
-                let scan = timed(th, scans_for(kind, scans), &|i| {
-                    std::hint::black_box(t.scan(&scan_keys[i]));
+                let scan = timed_each(th, scans_for(kind, scans), &|| t.scanner(), &|sc, i| {
+                    std::hint::black_box(sc.scan(&scan_keys[i]));
                 });
                 for (op, v) in [("put", put), ("get", get), ("scan", scan)] {
                     out.entry((dist.to_string(), op.to_string(), th))
@@ -456,8 +550,8 @@ fn teks_setup(items: usize, scans: usize, threads: &[usize], out: &mut Results) 
             let get = timed(th, items, &|i| {
                 std::hint::black_box(t.get(&gets[i]));
             });
-            let scan = timed(th, scans_for(kind, scans), &|i| {
-                std::hint::black_box(t.scan(&scan_keys[i]));
+            let scan = timed_each(th, scans_for(kind, scans), &|| t.scanner(), &|sc, i| {
+                std::hint::black_box(sc.scan(&scan_keys[i]));
             });
             let base = items as u64 + 1;
             let overwrite = timed(th, items, &|i| {
