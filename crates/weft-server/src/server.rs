@@ -69,6 +69,10 @@ pub struct Server {
     addr: SocketAddr,
 }
 
+/// The longest `Config::busy_poll` accepted: polling is for the gaps
+/// between a client's requests, microseconds, not for idle time.
+const MAX_BUSY_POLL: Duration = Duration::from_secs(1);
+
 impl Server {
     /// Opens the database and binds the listener.
     pub fn bind(config: Config) -> Result<Server, Error> {
@@ -80,6 +84,13 @@ impl Server {
         }
         if config.max_bulk == 0 {
             return Err(Error::Config("max bulk length must be at least 1".into()));
+        }
+        if config.busy_poll > MAX_BUSY_POLL {
+            return Err(Error::Config(format!(
+                "busy poll must be at most {} µs, got {} µs",
+                MAX_BUSY_POLL.as_micros(),
+                config.busy_poll.as_micros()
+            )));
         }
         let listener = TcpListener::bind((config.bind.as_str(), config.port))
             .map_err(|e| Error::io(format!("binding {}:{}", config.bind, config.port), e))?;

@@ -93,3 +93,30 @@ fn a_loop_polls_after_work_then_sleeps() {
         "with busy_poll 0 the loop used {off:?} of CPU for 10 PINGs"
     );
 }
+
+/// A poll longer than a second is a mistake, refused at start with a
+/// message that names it (and `Instant + Duration` can never overflow).
+#[test]
+fn an_overlong_busy_poll_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (poll, ok) in [
+        (Duration::from_secs(1), true),
+        (Duration::from_secs(2), false),
+        (Duration::MAX, false),
+    ] {
+        let mut c = weft_server::Config::default();
+        c.port = 0;
+        c.dir = dir.path().to_path_buf();
+        c.busy_poll = poll;
+        match weft_server::Server::bind(c) {
+            Ok(server) => {
+                assert!(ok, "busy_poll {poll:?} was accepted");
+                drop(server);
+            }
+            Err(e) => {
+                assert!(!ok, "busy_poll {poll:?} was refused: {e}");
+                assert!(e.to_string().contains("busy poll"), "{e}");
+            }
+        }
+    }
+}
