@@ -28,6 +28,12 @@ pub trait InternalIterator: Send {
     fn next(&mut self) -> Result<()>;
     /// Moves to the previous entry. Requires `valid()`.
     fn prev(&mut self) -> Result<()>;
+    /// True when [`Self::next_key`] ignores its `current_key` (it follows a
+    /// link from the current key's node), so a caller need not copy the
+    /// key first. Fixed for the cursor's life.
+    fn next_key_ignores_key(&self) -> bool {
+        false
+    }
     /// Moves past every remaining version of the current user key, which
     /// the caller passes as `current_key` (a copy: the cursor moves), onto
     /// the first entry of the next key or the end. Requires `valid()`.

@@ -28,6 +28,8 @@ pub struct VisibleIter {
     snapshot: SequenceNumber,
     /// Scratch copy of the current user key while the inner cursor moves.
     scratch: Vec<u8>,
+    /// `inner.next_key_ignores_key()`: `next` need not copy the key.
+    next_key_ignores_key: bool,
 }
 
 // A positioned cursor (RocksDB style), not a `std::iter::Iterator`: `next`
@@ -37,6 +39,7 @@ impl VisibleIter {
     /// Filters `inner` at `snapshot`.
     pub fn new(inner: Box<dyn InternalIterator>, snapshot: SequenceNumber) -> Self {
         VisibleIter {
+            next_key_ignores_key: inner.next_key_ignores_key(),
             inner,
             snapshot,
             scratch: Vec::new(),
@@ -112,9 +115,13 @@ impl VisibleIter {
     /// Moves to the next visible key. Requires `valid()`.
     pub fn next(&mut self) -> Result<()> {
         debug_assert!(self.valid());
-        self.scratch.clear();
-        self.scratch.extend_from_slice(self.inner.user_key());
-        self.skip_rest_of_key()?;
+        if self.next_key_ignores_key {
+            self.inner.next_key(&[])?;
+        } else {
+            self.scratch.clear();
+            self.scratch.extend_from_slice(self.inner.user_key());
+            self.skip_rest_of_key()?;
+        }
         self.settle_forward()
     }
 

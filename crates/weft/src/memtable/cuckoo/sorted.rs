@@ -89,6 +89,10 @@ impl<O: Send + Sync + 'static> InternalIterator for SortedCursor<O> {
         Ok(())
     }
 
+    fn next_key_ignores_key(&self) -> bool {
+        true
+    }
+
     fn next_key(&mut self, _current_key: &[u8]) -> Result<()> {
         let (i, _) = self.current();
         self.land_first(i + 1);

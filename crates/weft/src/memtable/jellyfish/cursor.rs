@@ -288,6 +288,10 @@ impl<I: KeyIndex> InternalIterator for Cursor<I> {
         Ok(())
     }
 
+    fn next_key_ignores_key(&self) -> bool {
+        true
+    }
+
     fn next_key(&mut self, _current_key: &[u8]) -> Result<()> {
         let (n, _) = self.current();
         self.step_to(n.next(0));
