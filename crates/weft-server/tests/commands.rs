@@ -364,6 +364,16 @@ fn expiry_lazy_and_background() {
     assert_eq!(q::<i64>(&mut c, &["HSET", "h", "g", "w"]).unwrap(), 1);
     let m: HashMap<String, String> = c.hgetall("h").unwrap();
     assert_eq!(m.len(), 1);
+    // Even when it writes a field the expired hash had: the field is new.
+    // (Expired 5 ms before the write, almost always before the background
+    // expirer, which runs every 100 ms, has removed its records.)
+    let () = q(&mut c, &["HSET", "h2", "f", "v", "g", "v"]).unwrap();
+    assert_eq!(q::<i64>(&mut c, &["PEXPIRE", "h2", "1"]).unwrap(), 1);
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(q::<i64>(&mut c, &["HSET", "h2", "f", "w"]).unwrap(), 1);
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "h2"]).unwrap(), 1);
+    let m: HashMap<String, String> = c.hgetall("h2").unwrap();
+    assert_eq!(m, HashMap::from([("f".to_string(), "w".to_string())]));
     // Background: the expirer deletes the records (counted in INFO stats).
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
