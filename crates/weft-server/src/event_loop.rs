@@ -168,10 +168,11 @@ impl EventLoop {
         let mut events: Vec<Event> = Vec::with_capacity(EVENTS);
         let stop = Arc::clone(&self.loops.stop);
         let busy_poll = self.loops.shared.config.busy_poll;
+        let mut now = Instant::now();
         // Until when this loop polls instead of sleeping.
-        let mut poll_until = Instant::now();
+        let mut poll_until = now;
         while !stop.stopped() {
-            let timeout = if Instant::now() < poll_until {
+            let timeout = if now < poll_until {
                 Duration::ZERO
             } else {
                 TICK
@@ -179,6 +180,7 @@ impl EventLoop {
             self.poller
                 .wait(&mut events, Some(timeout))
                 .map_err(|e| Error::io("waiting for sockets", e))?;
+            now = Instant::now();
             if !events.is_empty() {
                 for ev in &events {
                     match ev.token {
@@ -190,13 +192,13 @@ impl EventLoop {
                 self.commit_group();
                 self.flush_wal();
                 self.settle_touched();
-                poll_until = Instant::now() + busy_poll;
+                now = Instant::now();
+                poll_until = now + busy_poll;
             } else if timeout.is_zero() {
                 // Polling found nothing: let any thread waiting for this
                 // core have it before the next poll.
                 std::thread::yield_now();
             }
-            let now = Instant::now();
             if now.duration_since(self.last_sweep) >= TICK {
                 self.last_sweep = now;
                 self.sweep(now);
