@@ -39,11 +39,13 @@
 //! and memory after the load (the `MiB` rows). The `cuckoo` kind sorts its
 //! keys for every iterator, so it runs only 64 scans per phase (enough
 //! for a rate). Threads claim each phase's operations in blocks of 16
-//! (sequence numbers unique, roughly in arrival order as under group commit). Peers: the five Weft kinds and `crossbeam_skiplist::SkipMap`
+//! (sequence numbers unique, roughly in arrival order as under group
+//! commit). Peers: the five Weft kinds and `crossbeam_skiplist::SkipMap`
 //! keyed by user key ‖ !seq (versions as separate entries, like `skiplist`).
 //!
-//! Reported: Mops/s (wall clock over the whole phase) and the ratio to
-//! `skiplist`, both from the medians of the rounds. Built with the `key-compare-count` feature
+//! Reported: Mops/s (wall clock over the whole phase, from when every
+//! thread is ready) and the ratio to `skiplist`, both from the medians of
+//! the rounds. Built with the `key-compare-count` feature
 //! (`cargo bench -p weft --bench memtable --features weft/key-compare-count`)
 //! it reports key comparisons per operation instead (JellyFish Fig. 7; see
 //! `weft::memtable::compares`), background linking included. Cache misses
@@ -175,8 +177,12 @@ trait Scanner {
     fn scan(&mut self, key: &[u8]) -> usize;
 }
 
-/// A Weft memtable; `fresh_scans` for a kind whose iterator is a copy.
-struct Weft(Arc<dyn Memtable>, bool);
+/// A Weft memtable.
+struct Weft {
+    table: Arc<dyn Memtable>,
+    /// A new iterator per scan ([`WeftScanner::Fresh`]).
+    fresh_scans: bool,
+}
 
 /// A thread's scanner over a Weft memtable.
 enum WeftScanner {
@@ -218,21 +224,24 @@ fn seek_and_step(it: &mut VisibleIter, key: &[u8]) -> usize {
 
 impl Target for Weft {
     fn put_value(&self, key: &[u8], seq: u64, value: &[u8]) {
-        self.0.insert(key, seq, ValueKind::Put, value);
+        self.table.insert(key, seq, ValueKind::Put, value);
     }
     fn get(&self, key: &[u8]) -> bool {
-        self.0.get(key, MAX_SEQUENCE).is_some()
+        self.table.get(key, MAX_SEQUENCE).is_some()
     }
     fn scanner(&self) -> Box<dyn Scanner + '_> {
-        Box::new(if self.1 {
-            WeftScanner::Fresh(Arc::clone(&self.0))
+        Box::new(if self.fresh_scans {
+            WeftScanner::Fresh(Arc::clone(&self.table))
         } else {
-            WeftScanner::Reused(VisibleIter::new(Arc::clone(&self.0).iter(), MAX_SEQUENCE))
+            WeftScanner::Reused(VisibleIter::new(
+                Arc::clone(&self.table).iter(),
+                MAX_SEQUENCE,
+            ))
         })
     }
     fn full_scan(&self) -> usize {
-        self.0.prepare_scan(MAX_SEQUENCE);
-        let mut it = VisibleIter::new(Arc::clone(&self.0).iter(), MAX_SEQUENCE);
+        self.table.prepare_scan(MAX_SEQUENCE);
+        let mut it = VisibleIter::new(Arc::clone(&self.table).iter(), MAX_SEQUENCE);
         let mut n = 0;
         if it.seek_to_first().is_err() {
             return 0;
@@ -247,7 +256,7 @@ impl Target for Weft {
         n
     }
     fn memory(&self) -> Option<usize> {
-        Some(self.0.approximate_memory())
+        Some(self.table.approximate_memory())
     }
 }
 
@@ -352,18 +361,21 @@ fn make(kind: &str) -> (Box<dyn Target>, Option<Arc<EslMemtable>>) {
         "esl" => {
             let m = Arc::new(EslMemtable::new());
             (
-                Box::new(Weft(Arc::clone(&m) as Arc<dyn Memtable>, false)),
+                Box::new(Weft {
+                    table: Arc::clone(&m) as Arc<dyn Memtable>,
+                    fresh_scans: false,
+                }),
                 Some(m),
             )
         }
         k => (
-            Box::new(Weft(
-                new_memtable(
+            Box::new(Weft {
+                table: new_memtable(
                     k.parse::<MemtableKind>().unwrap_or_default(),
                     BENCH_WRITE_BUFFER,
                 ),
-                k == "cuckoo",
-            )),
+                fresh_scans: k == "cuckoo",
+            }),
             None,
         ),
     }
@@ -375,28 +387,12 @@ fn make(kind: &str) -> (Box<dyn Target>, Option<Arc<EslMemtable>>) {
 /// the engine's group commit makes them (a static split lets one thread run
 /// far ahead and the other insert deep under hot keys' newer versions).
 fn timed(threads: usize, n: usize, f: &(dyn Fn(usize) + Sync)) -> f64 {
-    const BLOCK: usize = 16;
-    let next = AtomicUsize::new(0);
-    compares::take();
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let b = next.fetch_add(BLOCK, Ordering::Relaxed);
-                if b >= n {
-                    break;
-                }
-                for i in b..(b + BLOCK).min(n) {
-                    f(i);
-                }
-            });
-        }
-    });
-    per_op(n, start)
+    timed_each(threads, n, &|| (), &|_, i| f(i))
 }
 
-/// As [`timed`], with a state each thread makes once before the clock
-/// starts (its scanner) and passes to every `f` it runs.
+/// [`timed`], with a state each thread makes before the clock starts
+/// (its scanner) and passes to every `f` it runs. The clock starts once
+/// every thread is ready, so thread start-up is not timed.
 fn timed_each<S>(
     threads: usize,
     n: usize,
