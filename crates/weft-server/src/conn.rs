@@ -22,10 +22,12 @@
 //!
 //! A connection stops parsing while more than [`OUT_HIGH_WATER`] reply
 //! bytes wait for a client that does not read, and stops reading while it
-//! is paused, so a client can hold at most one read's worth of requests
-//! plus one high-water mark of replies and the last replies that crossed
-//! it: one request's, or one run of up to [`MAX_GET_RUN`] plain `GET`s
-//! (answered by one engine read, see [`cmd::answer_gets`]). One incomplete request may hold
+//! is paused; it asks to be woken when it can write, and then resumes
+//! parsing even if the client has meanwhile taken every reply. So a client
+//! can hold at most one read's worth of requests plus one high-water mark
+//! of replies and the last replies that crossed it: one request's, or one
+//! run of up to [`MAX_GET_RUN`] plain `GET`s (answered by one engine read,
+//! see [`cmd::answer_gets`]). One incomplete request may hold
 //! `max_query_buffer` bytes (and never less than one `max_bulk` string).
 //! Answered requests go back to the parser ([`Parser::recycle`]), which
 //! keeps up to 64 KiB of their buffers for the next ones.
@@ -105,6 +107,11 @@ pub(crate) struct Conn {
     state: State,
     /// Requests of this connection waiting in the loop's [`PendingSets`].
     in_group: bool,
+    /// `run_requests` stopped at [`OUT_HIGH_WATER`], maybe with requests
+    /// left in `buf`: the connection asks to be woken when it can write,
+    /// even once its replies are all sent (the client may take them before
+    /// the loop looks again, and send nothing more).
+    paused: bool,
     /// The client shut its sending side: answer what it sent, then close.
     eof: bool,
 }
@@ -137,6 +144,7 @@ impl Conn {
             max_held,
             state: State::Open,
             in_group: false,
+            paused: false,
             eof: false,
         }
     }
@@ -210,7 +218,7 @@ impl Conn {
         match self.state {
             State::Open => Interest {
                 read: !self.eof && self.unsent() < OUT_HIGH_WATER,
-                write: self.unsent() > 0,
+                write: self.unsent() > 0 || self.paused,
             },
             State::Closing => Interest {
                 read: false,
@@ -296,6 +304,7 @@ impl Conn {
             // Its trailing run is not committed yet: nothing may overtake it.
             return;
         }
+        self.paused = false;
         let max_bulk = shared.config.max_bulk;
         let mut run: Vec<Args> = Vec::new();
         let mut run_keys = 0usize;
@@ -315,7 +324,8 @@ impl Conn {
                 }
                 self.write_out();
                 if self.unsent() >= OUT_HIGH_WATER {
-                    break; // paused until the client reads
+                    self.paused = true; // until the client reads
+                    break;
                 }
             }
             match self.parser.next(&self.buf[..self.end], &mut self.pos) {
@@ -472,4 +482,127 @@ fn is_transient(e: &io::Error) -> bool {
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+
+    use super::*;
+    use crate::keyspace::Keyspace;
+    use crate::{Config, Counters, SyncMode};
+
+    /// Sets a socket buffer size (which also turns off the kernel's
+    /// autotuning of it), so that a few replies fill the socket.
+    fn small_buffer(s: &TcpStream, which: libc::c_int) {
+        use std::os::fd::AsRawFd;
+        let size: libc::c_int = 64 << 10;
+        // SAFETY: `size` is a live c_int for the duration of the call, and
+        // its length is passed; the fd is open (owned by `s`).
+        let r = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                which,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0, "setsockopt: {}", io::Error::last_os_error());
+    }
+
+    fn encode(args: &[&[u8]]) -> Vec<u8> {
+        let mut v = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            v.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            v.extend_from_slice(a);
+            v.extend_from_slice(b"\r\n");
+        }
+        v
+    }
+
+    /// Reads whatever the client socket holds; returns the byte count.
+    fn drain(client: &mut TcpStream) -> usize {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0;
+        loop {
+            match client.read(&mut buf) {
+                Ok(0) => return total,
+                Ok(n) => total += n,
+                Err(e) if is_transient(&e) => return total,
+                Err(e) => panic!("client read: {e}"),
+            }
+        }
+    }
+
+    /// A connection paused at the high-water mark, whose client then takes
+    /// every reply before the loop looks again (here: while the loop
+    /// finishes its wake-up with `after_group`), has requests left in its
+    /// buffer and nothing new to read. It must still ask for an event that
+    /// comes, and answer them all. Driven like the level-triggered loop:
+    /// readable when it wants to read and input waits, writable when it
+    /// wants to write (the drained socket has room).
+    #[test]
+    fn a_paused_connection_whose_client_takes_every_reply_answers_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+        let shared = Shared {
+            ks: Keyspace::new(db, SyncMode::No).unwrap(),
+            config: Config::default(),
+            port: 0,
+            counters: Counters::default(),
+            started: Instant::now(),
+        };
+        let value = vec![b'v'; 256 << 10];
+        cmd::commit_sets(&shared, &[vec![b"SET".to_vec(), b"big".to_vec(), value]]).unwrap();
+
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        small_buffer(&server, libc::SO_SNDBUF);
+        server.set_nonblocking(true).unwrap();
+        server.set_nodelay(true).unwrap(); // as the loop sets it
+        const N: usize = 64;
+        let get = encode(&[b"GET", b"big"]);
+        client.write_all(&get.repeat(N)).unwrap();
+        client.set_nonblocking(true).unwrap();
+        let reply_len = format!("${}\r\n", 256 << 10).len() + (256 << 10) + 2;
+
+        let mut conn = Conn::new(&shared, server, 2, 1);
+        let mut group = PendingSets::default();
+        // Wait for the requests to reach the server's socket, then run.
+        let mut received = 0;
+        for _ in 0..1000 {
+            conn.on_ready(&shared, true, false, &mut group);
+            if conn.unsent() > 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(conn.paused, "the setup must pause the connection");
+        // The client takes every reply while the loop ends its wake-up.
+        while conn.unsent() > 0 {
+            received += drain(&mut client);
+            conn.after_group();
+        }
+        assert!(conn.pos < conn.end, "requests are left in the buffer");
+
+        for _ in 0..1_000_000 {
+            received += drain(&mut client);
+            if received == N * reply_len {
+                break;
+            }
+            let want = conn.wanted_interest();
+            // No more input comes: readable only if unread input waits.
+            let readable = want.read && conn.stream.peek(&mut [0u8; 1]).is_ok();
+            assert!(
+                readable || want.write,
+                "stuck: {} of {N} replies sent, requests left, no event asked for",
+                received / reply_len
+            );
+            conn.on_ready(&shared, readable, want.write, &mut group);
+            conn.after_group();
+        }
+        assert_eq!(received, N * reply_len);
+    }
 }
