@@ -612,6 +612,14 @@ impl Db {
                 .partitions
                 .iter()
                 .map(|p| {
+                    // One read guard, dropped before the next partition's:
+                    // two at once on one lock deadlock when a writer (a
+                    // flush or consolidation) queues between them, as
+                    // parking_lot's fair lock then blocks the second read.
+                    let (index_entries, index_bytes) = {
+                        let index = p.index.read();
+                        (index.entries() as u64, index.memory_usage() as u64)
+                    };
                     let (mut n, mut bytes, mut garbage) = (0, 0, 0);
                     for (_, l) in sv.version.logs_of(p.id) {
                         n += 1;
@@ -629,8 +637,8 @@ impl Db {
                         value_logs: n,
                         value_log_bytes: bytes,
                         value_log_garbage_bytes: garbage,
-                        index_entries: p.index.read().entries() as u64,
-                        index_bytes: p.index.read().memory_usage() as u64,
+                        index_entries,
+                        index_bytes,
                     }
                 })
                 .collect(),
