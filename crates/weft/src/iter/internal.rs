@@ -56,6 +56,25 @@ pub trait InternalIterator: Send {
         }
         Ok(())
     }
+    /// Moves past every remaining version of the current user key onto the
+    /// newest version with sequence `<= snapshot` of the first later key
+    /// that has one, or the end: one forward step of a snapshot scan
+    /// ([`crate::iter::visible::VisibleIter`]). `current_key` as for
+    /// [`Self::next_key`] (empty when [`Self::next_key_ignores_key`]).
+    /// Requires `valid()`.
+    ///
+    /// The default is `next_key` and then `next` past versions newer than
+    /// the snapshot. The key-node cursors override it with one loop over
+    /// their nodes, so a scan step is one call through the trait object
+    /// instead of three (in the memtable benchmark's Zipfian scans those
+    /// calls were a tenth of the time).
+    fn next_visible_key(&mut self, current_key: &[u8], snapshot: SequenceNumber) -> Result<()> {
+        self.next_key(current_key)?;
+        while self.valid() && self.seq() > snapshot {
+            self.next()?;
+        }
+        Ok(())
+    }
     /// The current entry's user key. Requires `valid()`.
     fn user_key(&self) -> &[u8];
     /// The current entry's sequence. Requires `valid()`.

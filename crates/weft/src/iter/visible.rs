@@ -28,7 +28,8 @@ pub struct VisibleIter {
     snapshot: SequenceNumber,
     /// Scratch copy of the current user key while the inner cursor moves.
     scratch: Vec<u8>,
-    /// `inner.next_key_ignores_key()`: `next` need not copy the key.
+    /// `inner.next_key_ignores_key()`: `next` need not copy the key, and
+    /// lets the source filter ([`InternalIterator::next_visible_key`]).
     next_key_ignores_key: bool,
 }
 
@@ -116,12 +117,11 @@ impl VisibleIter {
     pub fn next(&mut self) -> Result<()> {
         debug_assert!(self.valid());
         if self.next_key_ignores_key {
-            self.inner.next_key(&[])?;
-        } else {
-            self.scratch.clear();
-            self.scratch.extend_from_slice(self.inner.user_key());
-            self.skip_rest_of_key()?;
+            return self.inner.next_visible_key(&[], self.snapshot);
         }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(self.inner.user_key());
+        self.skip_rest_of_key()?;
         self.settle_forward()
     }
 

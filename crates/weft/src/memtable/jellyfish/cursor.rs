@@ -37,6 +37,9 @@ pub(crate) struct Cursor<I: KeyIndex> {
     /// Current key node and version; both `Some` or both `None`.
     pos: Option<(Node, Version)>,
     readahead: Readahead,
+    /// Value length of the version the cursor last stepped from: the
+    /// guess [`Cursor::prefetch_ahead`] sizes the next record's request by.
+    value_len_hint: usize,
 }
 
 /// Nodes the readahead may request ahead of the cursor at first, and at
@@ -167,6 +170,7 @@ impl<I: KeyIndex> Cursor<I> {
             index,
             pos: None,
             readahead,
+            value_len_hint: 0,
         }
     }
 
@@ -185,9 +189,11 @@ impl<I: KeyIndex> Cursor<I> {
         self.prefetch_ahead();
     }
 
-    /// Moves forward onto the newest version of `node` (or the end).
+    /// Moves forward from version `from` onto the newest version of `node`
+    /// (or the end).
     #[inline]
-    fn step_to(&mut self, node: Option<Node>) {
+    fn step_to(&mut self, from: Version, node: Option<Node>) {
+        self.value_len_hint = from.value().len();
         self.land_first(node);
         if let Some((n, _)) = self.pos {
             self.readahead.step(n);
@@ -206,19 +212,21 @@ impl<I: KeyIndex> Cursor<I> {
     /// brings the next node a step ahead.
     ///
     /// The version record is requested whole (up to 512 bytes), its value
-    /// length guessed from the current one's: a reader that copies each
+    /// length guessed from the one the cursor last stepped from (already
+    /// loaded: guessing from the current one waited for a record still in
+    /// flight before any request of the step could go out): a reader that copies each
     /// value (db_bench's `seekrandom`) otherwise waits on the value's later
     /// lines at every key. One that only looks at keys pays for the
     /// bandwidth (measured: whole-store `seekrandom` +7 %, `readseq`, which
     /// never touches the value bytes, −22 %; both in `bench/RESULTS.md`).
     #[inline]
     fn prefetch_ahead(&self) {
-        let Some((n, cur)) = self.pos else {
+        let Some((n, _)) = self.pos else {
             return;
         };
         if let Some(next) = n.next(0) {
             if let Some(v) = next.first_version() {
-                v.prefetch_record(cur.value().len());
+                v.prefetch_record(self.value_len_hint);
             }
             if let Some(after) = next.next(0) {
                 after.prefetch();
@@ -283,7 +291,7 @@ impl<I: KeyIndex> InternalIterator for Cursor<I> {
         let (n, v) = self.current();
         match v.next() {
             Some(older) => self.pos = Some((n, older)),
-            None => self.step_to(n.next(0)),
+            None => self.step_to(v, n.next(0)),
         }
         Ok(())
     }
@@ -293,8 +301,25 @@ impl<I: KeyIndex> InternalIterator for Cursor<I> {
     }
 
     fn next_key(&mut self, _current_key: &[u8]) -> Result<()> {
-        let (n, _) = self.current();
-        self.step_to(n.next(0));
+        let (n, v) = self.current();
+        self.step_to(v, n.next(0));
+        Ok(())
+    }
+
+    fn next_visible_key(&mut self, _current_key: &[u8], snapshot: SequenceNumber) -> Result<()> {
+        let (n, v) = self.current();
+        self.step_to(v, n.next(0));
+        // Keys whose every version is newer than the snapshot are skipped
+        // here, on the links, without a step through the trait object each.
+        while let Some((n, newest)) = self.pos {
+            if newest.seq() <= snapshot {
+                break;
+            }
+            match n.version_at(snapshot) {
+                Some(visible) => self.pos = Some((n, visible)),
+                None => self.step_to(newest, n.next(0)),
+            }
+        }
         Ok(())
     }
 
