@@ -76,6 +76,11 @@ impl SkipLevels {
                 if let Some(down) = x.next(level - 1) {
                     down.prefetch();
                 }
+                if level == 1 {
+                    if let Some(two) = x.skip() {
+                        two.prefetch();
+                    }
+                }
             } else if let Some(two) = x.skip() {
                 two.prefetch();
             }
