@@ -85,6 +85,11 @@ pub(crate) fn order(a: &[u8], b: &[u8]) -> Ordering {
                 // One side has fewer than 8 bytes left: its padded word
                 // against the other's first bytes, then the lengths.
                 let n = a.len().min(b.len());
+                if n == 0 {
+                    // Equal so far and one side ended (every key whose
+                    // length is a multiple of 8 compared equal ends here).
+                    return a.len().cmp(&b.len());
+                }
                 return key_prefix(&a[..n])
                     .cmp(&key_prefix(&b[..n]))
                     .then(a.len().cmp(&b.len()));
@@ -128,6 +133,11 @@ mod tests {
             for i in 0..4096u32 {
                 m.insert(&i.to_be_bytes(), u64::from(i) + 1, ValueKind::Put, b"v");
             }
+            // `teks` compares keys when it links them into its sorted
+            // index, in the background: wait until every key is linked
+            // (without this the count raced the linker and read 0 on a
+            // busy machine).
+            m.prepare_scan(u64::MAX >> 8);
             let inserts = super::take();
             assert!(inserts > 0, "{kind:?}: 4096 inserts counted no comparison");
             for i in 0..4096u32 {
