@@ -114,11 +114,18 @@ impl VisibleIter {
     }
 
     /// Moves to the next visible key. Requires `valid()`.
+    #[inline]
     pub fn next(&mut self) -> Result<()> {
         debug_assert!(self.valid());
         if self.next_key_ignores_key {
             return self.inner.next_visible_key(&[], self.snapshot);
         }
+        self.next_by_copy()
+    }
+
+    /// [`Self::next`] for a source that needs the current key to move past
+    /// it: copies it, skips its versions, and filters here.
+    fn next_by_copy(&mut self) -> Result<()> {
         self.scratch.clear();
         self.scratch.extend_from_slice(self.inner.user_key());
         self.skip_rest_of_key()?;

@@ -57,32 +57,26 @@ impl SkipLevels {
     /// down, not knowing which until the candidate's key arrives. So both
     /// are requested at once: the candidate's link at this level (its key's
     /// line is loaded by the compare) and the next lower successor, whose
-    /// line is then in flight when the search descends. On level 0 the
-    /// node two places on (the current node's skip hint) is requested with
-    /// the candidate, so a walk of two steps there waits for one miss
+    /// line is then in flight when the search descends. On levels 1 and 0
+    /// the node two places on at level 0 (the current node's skip hint) is
+    /// requested too, so a level-0 walk of two steps waits for one miss
     /// (gets +11–15 % in the memtable benchmark, uniform and Zipfian; see
-    /// `bench/RESULTS.md`).
+    /// `bench/RESULTS.md`). The top [`CACHED_TOP_LEVELS`] levels request
+    /// nothing: every search reads their few nodes, so they stay cached,
+    /// and the requests cost a tenth of a seek's instructions.
     #[inline]
     pub(crate) fn at_or_after(&self, key: &[u8]) -> Option<Node> {
         let mut x = self.head;
-        let mut level = self.height() - 1;
+        let height = self.height();
+        let mut level = height - 1;
+        // The top levels hold few nodes, which every search reads: they
+        // stay cached, and requesting their lines only costs instructions.
+        let cold_below = height.saturating_sub(CACHED_TOP_LEVELS);
         let mut last_bigger: Option<Node> = None;
         loop {
             let next = x.next(level);
-            if level > 0 {
-                if let Some(n) = next {
-                    n.prefetch_link(level);
-                }
-                if let Some(down) = x.next(level - 1) {
-                    down.prefetch();
-                }
-                if level == 1 {
-                    if let Some(two) = x.skip() {
-                        two.prefetch();
-                    }
-                }
-            } else if let Some(two) = x.skip() {
-                two.prefetch();
+            if level < cold_below {
+                Self::request_ahead(x, next, level);
             }
             if let Some(n) = next.filter(|&n| Some(n) != last_bigger) {
                 match compares::cmp(n.key(), key) {
@@ -99,6 +93,25 @@ impl SkipLevels {
             }
             last_bigger = next;
             level -= 1;
+        }
+    }
+
+    /// [`Self::at_or_after`]'s requests at `x` on `level`, whose successor
+    /// there is `next`: the links and nodes the search may read next.
+    #[inline]
+    fn request_ahead(x: Node, next: Option<Node>, level: usize) {
+        if level > 0 {
+            if let Some(n) = next {
+                n.prefetch_link(level);
+            }
+            if let Some(down) = x.next(level - 1) {
+                down.prefetch();
+            }
+        }
+        if level <= 1 {
+            if let Some(two) = x.skip() {
+                two.prefetch();
+            }
         }
     }
 
@@ -232,6 +245,10 @@ pub(crate) struct Splice {
     /// `next` holds the key itself.
     pub(crate) found: bool,
 }
+
+/// Levels at the top of the towers whose nodes a search takes as cached
+/// (with branching 4, the top four levels hold about 85 nodes).
+const CACHED_TOP_LEVELS: usize = 4;
 
 /// Runs of a batch that [`SkipLevels::link_sorted`] searches at once.
 /// Eight misses in flight is about what one core sustains (its fill
