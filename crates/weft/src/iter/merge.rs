@@ -18,7 +18,7 @@ use std::cmp::Ordering;
 use super::visible::VisibleIter;
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{compare_positions, SequenceNumber, ValueKind};
+use crate::key::{compare_positions, compare_user_keys, same_user_key, SequenceNumber, ValueKind};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Direction {
@@ -124,7 +124,7 @@ impl MergingIter {
             // Every child moves to the first key after the current one.
             self.run(|c| {
                 c.seek(&key)?;
-                if c.valid() && c.key() == key.as_slice() {
+                if c.valid() && same_user_key(c.key(), &key) {
                     c.next()?;
                 }
                 Ok(())
@@ -140,7 +140,7 @@ impl MergingIter {
     fn advance_heap_past(&mut self, key: &[u8]) -> Result<()> {
         while let Some(top) = self.heap.top() {
             let c = &mut self.children[top];
-            if c.key() != key {
+            if !same_user_key(c.key(), key) {
                 break;
             }
             if let Err(e) = c.next() {
@@ -175,7 +175,7 @@ impl MergingIter {
         key.extend_from_slice(self.key());
         let r = if self.direction == Direction::Backward {
             self.run(|c| {
-                if c.valid() && c.key() == key.as_slice() {
+                if c.valid() && same_user_key(c.key(), &key) {
                     c.prev()
                 } else {
                     Ok(())
@@ -215,7 +215,7 @@ impl MergingIter {
                 None => Some(i),
                 Some(b) => {
                     let bc = &self.children[b];
-                    let better = match c.key().cmp(bc.key()) {
+                    let better = match compare_user_keys(c.key(), bc.key()) {
                         Ordering::Equal => c.seq() > bc.seq(),
                         o => o == Ordering::Greater,
                     };

@@ -14,8 +14,8 @@
 //! cargo bench -p weft --bench memtable --features weft/key-compare-count
 //! ```
 //!
-//! The comparisons themselves are inline word compares ([`order`]): the
-//! slice `Ord` calls libc's `memcmp`, and for the short keys memtables
+//! The comparisons themselves are inline word compares
+//! ([`crate::key::compare_user_keys`]): the slice `Ord` calls libc's `memcmp`, and for the short keys memtables
 //! hold (16 bytes in db_bench and redis-benchmark) the call costs more
 //! than the compare. In `weft serve`'s SET profile `memcmp` was a tenth of
 //! the server's samples, two thirds of it in the `teks` linker.
@@ -64,52 +64,9 @@ pub(crate) fn eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && order(a, b) == Ordering::Equal
 }
 
-/// Words compared inline before the rest goes to `memcmp`, which wins on
-/// long keys.
-const INLINE_WORDS: usize = 4;
-
-/// Lexicographic byte order of `a` and `b` (`<[u8] as Ord>::cmp`),
-/// comparing big-endian 8-byte words inline.
-#[inline(always)]
-pub(crate) fn order(a: &[u8], b: &[u8]) -> Ordering {
-    let (mut a, mut b) = (a, b);
-    for _ in 0..INLINE_WORDS {
-        match (a.split_first_chunk::<8>(), b.split_first_chunk::<8>()) {
-            (Some((x, rest_a)), Some((y, rest_b))) => {
-                if x != y {
-                    return u64::from_be_bytes(*x).cmp(&u64::from_be_bytes(*y));
-                }
-                (a, b) = (rest_a, rest_b);
-            }
-            _ => {
-                // One side has fewer than 8 bytes left: its padded word
-                // against the other's first bytes, then the lengths.
-                let n = a.len().min(b.len());
-                if n == 0 {
-                    // Equal so far and one side ended (every key whose
-                    // length is a multiple of 8 compared equal ends here).
-                    return a.len().cmp(&b.len());
-                }
-                return key_prefix(&a[..n])
-                    .cmp(&key_prefix(&b[..n]))
-                    .then(a.len().cmp(&b.len()));
-            }
-        }
-    }
-    a.cmp(b)
-}
-
-/// The first 8 bytes of `key`, big-endian, zero-padded: for keys `a < b`,
-/// `key_prefix(a) <= key_prefix(b)` (a monotone, lossy summary; equal
-/// prefixes need a full comparison). ESL's index entries and `teks`'s
-/// batch sort keep it per key.
-#[inline(always)]
-pub(crate) fn key_prefix(key: &[u8]) -> u64 {
-    let mut p = [0u8; 8];
-    let n = key.len().min(8);
-    p[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(p)
-}
+/// The inline word compare and the key prefix live with the key format
+/// (`crate::key`), which every comparison of user keys in the engine uses.
+pub(crate) use crate::key::{compare_user_keys as order, key_prefix};
 
 #[cfg(all(test, feature = "key-compare-count"))]
 mod tests {
