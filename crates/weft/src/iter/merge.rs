@@ -115,6 +115,9 @@ impl MergingIter {
 
     /// Moves to the next key. Requires `valid()`.
     pub fn next(&mut self) -> Result<()> {
+        if self.direction == Direction::Forward && self.children.len() == 1 {
+            return self.advance_only_child();
+        }
         let mut key = std::mem::take(&mut self.scratch);
         key.clear();
         key.extend_from_slice(self.key());
@@ -151,6 +154,23 @@ impl MergingIter {
             let children = &self.children;
             self.heap
                 .repair_top(children[top].valid(), |a, b| visible_before(children, a, b));
+        }
+        self.current = self.heap.top();
+        Ok(())
+    }
+
+    /// [`Self::next`] over a single source going forward: it holds each key
+    /// once (a [`VisibleIter`]), so it just steps, with no copy of the key
+    /// to carry past and no comparison (a memtable-only store scans so).
+    fn advance_only_child(&mut self) -> Result<()> {
+        debug_assert_eq!(self.heap.top(), Some(0));
+        if let Err(e) = self.children[0].next() {
+            self.heap.clear();
+            self.current = None;
+            return Err(e);
+        }
+        if !self.children[0].valid() {
+            self.heap.clear();
         }
         self.current = self.heap.top();
         Ok(())
