@@ -14,6 +14,24 @@ use std::time::Duration;
 
 use common::{TestServer, V};
 
+/// The contents of `/proc/self/task/TID/<file>` for the one thread of this
+/// process named `name`.
+fn thread_file(name: &str, file: &str) -> String {
+    let mut found = None;
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let path = task.unwrap().path();
+        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+            continue; // the thread ended
+        };
+        if comm.trim_end() != name {
+            continue;
+        }
+        assert!(found.is_none(), "two threads named {name}");
+        found = Some(std::fs::read_to_string(path.join(file)).unwrap());
+    }
+    found.unwrap_or_else(|| panic!("no thread named {name}"))
+}
+
 /// CPU time (user + system) of the thread named `name` in this process.
 fn thread_cpu(name: &str) -> Duration {
     let ticks_per_s = {
@@ -22,52 +40,26 @@ fn thread_cpu(name: &str) -> Duration {
         assert!(t > 0, "sysconf(_SC_CLK_TCK) = {t}");
         t as u64
     };
-    let mut found = None;
-    for task in std::fs::read_dir("/proc/self/task").unwrap() {
-        let path = task.unwrap().path();
-        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
-            continue; // the thread ended
-        };
-        if comm.trim_end() != name {
-            continue;
-        }
-        let stat = std::fs::read_to_string(path.join("stat")).unwrap();
-        // Fields after the parenthesised name: state is field 3, utime 14,
-        // stime 15 (proc(5)).
-        let rest = &stat[stat.rfind(')').unwrap() + 2..];
-        let fields: Vec<&str> = rest.split(' ').collect();
-        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-        assert!(found.is_none(), "two threads named {name}");
-        found = Some(Duration::from_millis(ticks * 1000 / ticks_per_s));
-    }
-    found.unwrap_or_else(|| panic!("no thread named {name}"))
+    let stat = thread_file(name, "stat");
+    // Fields after the parenthesised name: state is field 3, utime 14,
+    // stime 15 (proc(5)).
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 1000 / ticks_per_s)
 }
 
 /// How often the thread named `name` has blocked (`voluntary_ctxt_switches`
 /// in its `/proc` status: a wait that put it to sleep; a preemption or a
 /// `sched_yield` counts as involuntary, proc(5)).
 fn thread_sleeps(name: &str) -> u64 {
-    let mut found = None;
-    for task in std::fs::read_dir("/proc/self/task").unwrap() {
-        let path = task.unwrap().path();
-        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
-            continue; // the thread ended
-        };
-        if comm.trim_end() != name {
-            continue;
-        }
-        let status = std::fs::read_to_string(path.join("status")).unwrap();
-        let n = status
-            .lines()
-            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-            .expect("a thread's status lists its voluntary switches")
-            .trim()
-            .parse::<u64>()
-            .unwrap();
-        assert!(found.is_none(), "two threads named {name}");
-        found = Some(n);
-    }
-    found.unwrap_or_else(|| panic!("no thread named {name}"))
+    thread_file(name, "status")
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .expect("a thread's status lists its voluntary switches")
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[test]

@@ -49,9 +49,11 @@
 //! (`cargo bench -p weft --bench memtable --features weft/key-compare-count`)
 //! it reports key comparisons per operation instead (JellyFish Fig. 7; see
 //! `weft::memtable::compares`), background linking included. Cache misses
-//! per operation (JellyFish Table 2) come from `perf stat -e cache-misses`
-//! around a run of one part and kind, on a machine whose PMU perf can read
-//! (the 2-vCPU VM of `bench/RESULTS.md` exposes none).
+//! per operation (JellyFish Table 2): `bench/cache-misses` runs the micro
+//! part under valgrind's cache simulator, counting only inside the
+//! per-operation calls (the 2-vCPU VM of `bench/RESULTS.md` exposes no
+//! PMU; on a machine with one, `perf stat -e cache-misses` around a run of
+//! one part and kind gives the hardware's figure).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
