@@ -211,12 +211,13 @@ impl<I: KeyIndex> Cursor<I> {
     /// overlap. Where a hint lags behind a node linked since, level 0 still
     /// brings the next node a step ahead.
     ///
-    /// The version record is requested whole (up to 512 bytes), its value
-    /// length guessed from the one the cursor last stepped from (already
-    /// loaded: guessing from the current one waited for a record still in
-    /// flight before any request of the step could go out): a reader that copies each
-    /// value (db_bench's `seekrandom`) otherwise waits on the value's later
-    /// lines at every key. One that only looks at keys pays for the
+    /// The version record is requested whole (up to 512 bytes): a reader
+    /// that copies each value (db_bench's `seekrandom`) otherwise waits on
+    /// the value's later lines at every key. Its value length is guessed
+    /// from the record the cursor last stepped from, already loaded
+    /// (guessing from the current one waited for a record still in flight
+    /// before any request of the step could go out, a third of the step's
+    /// time in a profile). One that only looks at keys pays for the
     /// bandwidth (measured: whole-store `seekrandom` +7 %, `readseq`, which
     /// never touches the value bytes, −22 %; both in `bench/RESULTS.md`).
     #[inline]
