@@ -128,7 +128,8 @@ impl VisibleIter {
     fn next_by_copy(&mut self) -> Result<()> {
         self.scratch.clear();
         self.scratch.extend_from_slice(self.inner.user_key());
-        self.skip_rest_of_key()?;
+        // The source decides how (see [`InternalIterator::next_key`]).
+        self.inner.next_key(&self.scratch)?;
         self.settle_forward()
     }
 
@@ -146,12 +147,6 @@ impl VisibleIter {
             self.inner.seek_to_last()?;
         }
         self.settle_backward()
-    }
-
-    /// Moves the inner cursor past every version of `self.scratch` (the
-    /// source decides how: see [`InternalIterator::next_key`]).
-    fn skip_rest_of_key(&mut self) -> Result<()> {
-        self.inner.next_key(&self.scratch)
     }
 
     /// From any entry, moves forward to the newest visible version of the

@@ -15,9 +15,9 @@
 //! ```
 //!
 //! The comparisons themselves are inline word compares
-//! ([`crate::key::compare_user_keys`]): the slice `Ord` calls libc's `memcmp`, and for the short keys memtables
-//! hold (16 bytes in db_bench and redis-benchmark) the call costs more
-//! than the compare. In `weft serve`'s SET profile `memcmp` was a tenth of
+//! ([`crate::key::compare_user_keys`]): the slice `Ord` calls libc's
+//! `memcmp`, and for the short keys memtables hold (16 bytes in db_bench
+//! and redis-benchmark) the call costs more than the compare. In `weft serve`'s SET profile `memcmp` was a tenth of
 //! the server's samples, two thirds of it in the `teks` linker.
 
 use std::cmp::Ordering;
@@ -61,7 +61,7 @@ pub(crate) fn lt(a: &[u8], b: &[u8]) -> bool {
 #[inline(always)]
 pub(crate) fn eq(a: &[u8], b: &[u8]) -> bool {
     count();
-    a.len() == b.len() && order(a, b) == Ordering::Equal
+    crate::key::same_user_key(a, b)
 }
 
 /// The inline word compare and the key prefix live with the key format

@@ -307,9 +307,8 @@ impl<I: KeyIndex> InternalIterator for Cursor<I> {
         Ok(())
     }
 
-    fn next_visible_key(&mut self, _current_key: &[u8], snapshot: SequenceNumber) -> Result<()> {
-        let (n, v) = self.current();
-        self.step_to(v, n.next(0));
+    fn next_visible_key(&mut self, current_key: &[u8], snapshot: SequenceNumber) -> Result<()> {
+        self.next_key(current_key)?;
         // Keys whose every version is newer than the snapshot are skipped
         // here, on the links, without a step through the trait object each.
         while let Some((n, newest)) = self.pos {
