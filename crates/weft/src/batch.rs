@@ -13,6 +13,9 @@ use crate::error::{Error, Result};
 use crate::key::{SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 
 const HEADER: usize = 12;
+/// Most bytes an operation adds besides its key and value: the kind tag and
+/// two varint32 lengths.
+const OP_OVERHEAD: usize = 1 + 5 + 5;
 
 /// An ordered list of puts and deletes applied atomically by [`crate::Db::write`].
 ///
@@ -81,6 +84,24 @@ impl WriteBatch {
         let mut rep = Vec::with_capacity(HEADER + bytes);
         rep.resize(HEADER, 0);
         WriteBatch { rep }
+    }
+
+    /// A batch of the one put `key` → `value`, allocated once at its final
+    /// size (`Db::put`'s path: a batch grown from empty reallocated twice
+    /// per put).
+    pub(crate) fn of_put(key: &[u8], value: &[u8]) -> Self {
+        let mut b = Self::with_capacity(OP_OVERHEAD + key.len() + value.len());
+        let capacity = b.rep.capacity();
+        b.put(key, value);
+        debug_assert_eq!(b.rep.capacity(), capacity, "a one-put batch regrew");
+        b
+    }
+
+    /// A batch of the one delete of `key`, allocated once at its final size.
+    pub(crate) fn of_delete(key: &[u8]) -> Self {
+        let mut b = Self::with_capacity(OP_OVERHEAD + key.len());
+        b.delete(key);
+        b
     }
 
     /// Adds a put of `key` to `value`.

@@ -170,9 +170,7 @@ impl Db {
         value: impl AsRef<[u8]>,
         opts: &WriteOptions,
     ) -> Result<()> {
-        let mut b = WriteBatch::new();
-        b.put(key, value);
-        self.write(b, opts)
+        self.write(WriteBatch::of_put(key.as_ref(), value.as_ref()), opts)
     }
 
     /// Deletes `key` (a no-op if absent).
@@ -182,9 +180,7 @@ impl Db {
 
     /// Deletes `key` with options.
     pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
-        let mut b = WriteBatch::new();
-        b.delete(key);
-        self.write(b, opts)
+        self.write(WriteBatch::of_delete(key.as_ref()), opts)
     }
 
     /// Applies `batch` atomically: after any crash, all of it or none.
