@@ -136,10 +136,11 @@ pub trait Memtable: Send + Sync + 'static {
     /// The newest version of `user_key` with sequence `<= snapshot`, if any.
     fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<Found<'_>>;
 
-    /// A hint that `get(user_key, ..)` follows soon: a kind whose lookup
-    /// starts with a computable memory address (a hash bucket) starts
-    /// loading it, so that the misses of several lookups overlap
-    /// (`Db::multi_get`). Others do nothing.
+    /// A hint that `get(user_key, ..)` or `insert(user_key, ..)` follows
+    /// soon: a kind whose lookup starts with a computable memory address (a
+    /// hash bucket) starts loading it, so that its misses overlap with other
+    /// work (the lookups of `Db::multi_get`, a write group's WAL append).
+    /// Others do nothing.
     fn prefetch(&self, _user_key: &[u8]) {}
 
     /// A cursor over every version in internal order. The cursor keeps the
