@@ -269,9 +269,9 @@ impl Core {
         }
 
         // Sequences: each batch carries its first in its header, which is
-        // where the WAL record and the inserts take it from.
-        // A small group's keys are announced to the memtable here, so that
-        // a hash kind's bucket misses load while the WAL record is written.
+        // where the WAL record and the inserts take it from. A small
+        // group's keys are announced to the memtable on the way, so that a
+        // hash kind's bucket misses load while the WAL record is written.
         let first = self.last_seq.load(Ordering::Relaxed) + 1;
         let mut next = first;
         for m in group {
