@@ -20,6 +20,9 @@
 //! unless `--use_existing_db`) and then prints, per benchmark, the run with
 //! the median throughput: one slow or lucky run does not make the figure.
 
+// The engine stats object (`stats_json`) is one `json!` literal, deeper
+// than the macro's default recursion allows.
+#![recursion_limit = "256"]
 #![deny(missing_docs)]
 
 pub mod config;
@@ -350,18 +353,36 @@ fn end_stats(config: &BenchConfig, db: &dyn Engine) -> Result<json::EndStats> {
     })
 }
 
+/// Weft's write stalls, as a line of the end report (empty for engines
+/// that do not report them).
+fn stall_line(engine: &serde_json::Value) -> String {
+    let field = |name: &str| engine.get(name).and_then(serde_json::Value::as_u64);
+    match (
+        field("write_stalls"),
+        field("write_slowdowns"),
+        field("write_stall_micros"),
+    ) {
+        (Some(stalls), Some(slowdowns), Some(micros)) => format!(
+            "Write stalls: {stalls} stalls, {slowdowns} slowdowns, writers waited {:.2} s\n",
+            micros as f64 / 1e6
+        ),
+        _ => String::new(),
+    }
+}
+
 fn end_stats_text(e: &json::EndStats) -> String {
     let f = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.2}"));
     let mib = |b: u64| b as f64 / 1_048_576.0;
     format!(
         "Engine stats: write-amp {} read-amp {} space-amp {} (disk {:.1} MiB, live {:.1} MiB)\n\
-         Memory:       engine {} MiB, process RSS {:.1} MiB (peak {:.1} MiB)\n\
+         {}Memory:       engine {} MiB, process RSS {:.1} MiB (peak {:.1} MiB)\n\
          Process I/O:  read {:.1} MiB written {:.1} MiB from/to disk ({:.1} / {:.1} MiB via syscalls)",
         f(e.write_amplification),
         f(e.read_amplification),
         f(e.space_amplification),
         mib(e.disk_bytes),
         mib(e.live_bytes.unwrap_or(0)),
+        stall_line(&e.engine),
         e.engine_memory_bytes
             .map_or("n/a".to_string(), |b| format!("{:.1}", mib(b))),
         mib(e.rss_bytes),

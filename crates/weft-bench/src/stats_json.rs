@@ -72,6 +72,7 @@ pub fn to_json(s: &Stats) -> Value {
         "gc_bytes_written": s.gc_bytes_written,
         "write_slowdowns": s.write_slowdowns,
         "write_stalls": s.write_stalls,
+        "write_stall_micros": s.write_stall_micros,
         "wal_tail_truncated_bytes": s.wal_tail_truncated_bytes,
         "splits": s.splits,
         "consolidations": s.consolidations,

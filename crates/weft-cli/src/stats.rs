@@ -98,6 +98,10 @@ pub fn to_table(s: &Stats) -> String {
     row("write slowdowns", s.write_slowdowns.to_string());
     row("write stalls", s.write_stalls.to_string());
     row(
+        "write stall time",
+        format!("{:.3} s", s.write_stall_micros as f64 / 1e6),
+    );
+    row(
         "wal tail truncated bytes",
         s.wal_tail_truncated_bytes.to_string(),
     );

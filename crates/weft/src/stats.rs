@@ -71,6 +71,10 @@ pub struct Stats {
     pub write_slowdowns: u64,
     /// Writes that had to wait for flush or merge to make room.
     pub write_stalls: u64,
+    /// Microseconds writers spent delayed by slowdowns and stalls (what
+    /// background work falling behind cost the writes; RocksDB's
+    /// "cumulative stall" time).
+    pub write_stall_micros: u64,
     /// Bytes dropped from the tail of the last WAL at open (a torn write).
     pub wal_tail_truncated_bytes: u64,
     /// Where point reads were answered and what they read.

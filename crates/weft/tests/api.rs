@@ -639,6 +639,11 @@ fn a_flush_in_progress_does_not_slow_writers() {
     assert_eq!(st.write_slowdowns, 0, "{st:?}");
     let st = run(3);
     assert!(st.write_slowdowns > 0, "{st:?}");
+    // Each slowdown sleeps a millisecond, and that time is counted.
+    assert!(
+        st.write_stall_micros >= 1_000 * st.write_slowdowns,
+        "{st:?}"
+    );
 }
 
 #[test]

@@ -246,7 +246,7 @@ pub fn info(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
              get_bytes_read:{}\r\nscan_bytes_read:{}\r\n\
              write_amplification:{:.3}\r\nblock_cache_capacity:{}\r\nblock_cache_usage:{}\r\n\
              block_cache_hits:{}\r\nblock_cache_misses:{}\r\nflushes:{}\r\nmerges:{}\r\n\
-             write_slowdowns:{}\r\nwrite_stalls:{}\r\n\r\n",
+             write_slowdowns:{}\r\nwrite_stalls:{}\r\nwrite_stall_micros:{}\r\n\r\n",
             s.sequence,
             s.memtable_kind,
             s.active_memtable_bytes,
@@ -277,6 +277,7 @@ pub fn info(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             s.merges,
             s.write_slowdowns,
             s.write_stalls,
+            s.write_stall_micros,
         );
     }
     // Drop the blank line after the last section, as Redis does.

@@ -181,6 +181,8 @@ pub(crate) struct Counters {
     pub splits: AtomicU64,
     pub slowdowns: AtomicU64,
     pub stalls: AtomicU64,
+    /// Microseconds writers spent in slowdowns and stalls.
+    pub stall_micros: AtomicU64,
     pub wal_truncated: AtomicU64,
 }
 

@@ -669,6 +669,7 @@ impl Db {
             consolidations: load(&c.consolidations),
             write_slowdowns: load(&c.slowdowns),
             write_stalls: load(&c.stalls),
+            write_stall_micros: load(&c.stall_micros),
             wal_tail_truncated_bytes: load(&c.wal_truncated),
             reads: ReadStats {
                 memtable_hits: load(&core.reads.memtable_hits),

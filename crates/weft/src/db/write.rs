@@ -395,7 +395,9 @@ impl Core {
             if behind && !slowed && !force {
                 slowed = true;
                 Counters::add(&self.counters.slowdowns, 1);
+                let start = Instant::now();
                 MutexGuard::unlocked(&mut st, || std::thread::sleep(Duration::from_millis(1)));
+                self.count_stall_time(start);
                 continue;
             }
             // Too many UnsortedStore tables stalls every write, not only
@@ -404,8 +406,7 @@ impl Core {
             // outrun merges forever. A flush request never waits here: it
             // adds no table until the stall is over anyway.
             if unsorted >= opts.unsorted_stop_tables && !force {
-                Counters::add(&self.counters.stalls, 1);
-                self.state_cv.wait(&mut st);
+                self.stall(&mut st);
                 continue;
             }
             let full = st.mem.approximate_memory() >= opts.write_buffer_size || st.mem.is_full();
@@ -416,13 +417,27 @@ impl Core {
             if st.imms.len() >= opts.max_immutable_memtables
                 || unsorted >= opts.unsorted_stop_tables
             {
-                Counters::add(&self.counters.stalls, 1);
-                self.state_cv.wait(&mut st);
+                self.stall(&mut st);
                 continue;
             }
             self.rotate(&mut st)?;
             force = false;
         }
+    }
+
+    /// Waits for background work to change the engine state (a flush or a
+    /// merge done), counting the stall and its time.
+    fn stall(&self, st: &mut MutexGuard<'_, EngineState>) {
+        Counters::add(&self.counters.stalls, 1);
+        let start = Instant::now();
+        self.state_cv.wait(st);
+        self.count_stall_time(start);
+    }
+
+    /// Adds the time since `start` to the writers' stall time.
+    fn count_stall_time(&self, start: Instant) {
+        let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        Counters::add(&self.counters.stall_micros, micros);
     }
 
     /// Makes the active memtable immutable and starts a new one with a new WAL.
