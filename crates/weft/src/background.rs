@@ -216,7 +216,7 @@ pub(crate) fn write_memtable(
         input.seek(lower, MAX_SEQUENCE)?;
         let spec = OutputSpec {
             dir: core_dir,
-            table: table_options,
+            table: table_options.for_unsorted_store(),
             target_size: u64::MAX,
             upper: upper.as_deref(),
             min_blob_size: None,
@@ -1064,7 +1064,7 @@ fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     };
     let spec = OutputSpec {
         dir: &core.dir,
-        table: core.table_options,
+        table: core.table_options.for_unsorted_store(),
         target_size: u64::MAX,
         upper: None,
         min_blob_size: None,

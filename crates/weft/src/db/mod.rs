@@ -731,6 +731,34 @@ mod tests {
             .collect()
     }
 
+    /// UnsortedStore tables are found through the hash index and carry no
+    /// Bloom filter; the SortedStore's tables, found by key range alone,
+    /// keep theirs (a get of an absent key then reads no block).
+    #[test]
+    fn only_sorted_store_tables_carry_bloom_filters() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        for i in 0..2000u32 {
+            db.put(format!("key{i:06}"), b"value").unwrap();
+        }
+        db.flush().unwrap();
+        let version = db.core().super_version().version.clone();
+        let unsorted = &version.partitions[0].unsorted;
+        assert!(!unsorted.is_empty(), "the flush wrote no table");
+        assert!(unsorted.iter().all(|t| !t.table.has_filter()));
+        db.compact().unwrap();
+        let version = db.core().super_version().version.clone();
+        let sorted = &version.partitions[0].sorted;
+        assert!(!sorted.is_empty(), "the merge wrote no table");
+        assert!(sorted.iter().all(|t| t.table.has_filter()));
+        for i in (0..2000u32).step_by(7) {
+            assert_eq!(
+                db.get(format!("key{i:06}")).unwrap().as_deref(),
+                Some(&b"value"[..])
+            );
+        }
+    }
+
     /// UniKV §III-G: the index restored on open (its checkpoint plus the
     /// tables flushed after it) equals the one lost with the process.
     #[test]

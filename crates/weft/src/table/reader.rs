@@ -261,6 +261,11 @@ impl Table {
         self.entries
     }
 
+    /// True when the table was built with a Bloom filter.
+    pub fn has_filter(&self) -> bool {
+        self.filter.is_some()
+    }
+
     /// False only if the table certainly holds no version of `user_key`
     /// (always true for a table built without a filter).
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
