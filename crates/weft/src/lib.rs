@@ -17,11 +17,12 @@
 //!
 //! # Where the code departs from DESIGN.md, and why
 //!
-//! * UnsortedStore tables keep their Bloom filters; lookups consult the hash
-//!   index *and* the filter (the filter is in memory and free to ask), and
-//!   tables the index does not know are probed directly — that is what keeps
-//!   readers of older versions correct after a merge shrinks the shared
-//!   index (`store::Partition::get`).
+//! * Tables the hash index does not know are probed directly: that keeps a
+//!   get correct that read an older version just before a merge shrank the
+//!   shared index (`store::Partition::get`). UnsortedStore tables carry no
+//!   Bloom filter (the index's tags do that work, as in UniKV), so such a
+//!   probe reads a block; the window is the moment between a merge's new
+//!   version and its index update.
 //! * The hash index derives a key's 4 candidate buckets from its home bucket
 //!   and tag (cuckoo-filter style) instead of 4 independent hashes, so
 //!   entries can be relocated and removed without the keys

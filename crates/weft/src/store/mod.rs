@@ -162,7 +162,8 @@ pub struct ReadCounters {
     pub misses: std::sync::atomic::AtomicU64,
     /// UnsortedStore tables read by gets (index candidates and unknown tables).
     pub unsorted_probes: std::sync::atomic::AtomicU64,
-    /// ...of which held no version of the key (tag collisions, Bloom passes).
+    /// ...of which held no version of the key visible to the get (tag
+    /// collisions, tables the index did not know, only newer versions).
     pub unsorted_false_probes: std::sync::atomic::AtomicU64,
     /// SortedStore tables read by gets.
     pub sorted_probes: std::sync::atomic::AtomicU64,
