@@ -89,7 +89,9 @@
 //!   `weft serve` (SET `-P 16`, 50 clients, two cores shared with the
 //!   client): the linker at normal priority took its fair share from the
 //!   event loop and the client, 610 k SET/s; at background priority it
-//!   did the same work in the gaps, 889 k/s (Redis: 753 k/s). A worker
+//!   did the same work in the gaps, 889 k/s (Redis: 753 k/s; that was
+//!   nice 19, now nice 10, which starves the worker less while a flush
+//!   waits on it; see `thread_priority`). A worker
 //!   starved by busy writers cannot grow the backlog without bound: a put
 //!   that finds [`HELP_BACKLOG`] more nodes queued and nobody linking links
 //!   the backlog itself.
