@@ -90,17 +90,20 @@ impl WriteBatch {
     /// size (`Db::put`'s path: a batch grown from empty reallocated twice
     /// per put).
     pub(crate) fn of_put(key: &[u8], value: &[u8]) -> Self {
-        let mut b = Self::with_capacity(OP_OVERHEAD + key.len() + value.len());
-        let capacity = b.rep.capacity();
-        b.put(key, value);
-        debug_assert_eq!(b.rep.capacity(), capacity, "a one-put batch regrew");
-        b
+        Self::of_one(ValueKind::Put, key, Some(value))
     }
 
     /// A batch of the one delete of `key`, allocated once at its final size.
     pub(crate) fn of_delete(key: &[u8]) -> Self {
-        let mut b = Self::with_capacity(OP_OVERHEAD + key.len());
-        b.delete(key);
+        Self::of_one(ValueKind::Delete, key, None)
+    }
+
+    fn of_one(kind: ValueKind, key: &[u8], value: Option<&[u8]>) -> Self {
+        let value_len = value.map_or(0, <[u8]>::len);
+        let mut b = Self::with_capacity(OP_OVERHEAD + key.len() + value_len);
+        let capacity = b.rep.capacity();
+        b.push_parts(kind, &[key], value.as_ref().map(std::slice::from_ref));
+        debug_assert_eq!(b.rep.capacity(), capacity, "a one-operation batch regrew");
         b
     }
 

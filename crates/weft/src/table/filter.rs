@@ -23,9 +23,9 @@
 //! *Legacy* (tables written before the blocked layout; read, never
 //! written): probe `i` (0..k) sets bit `(h1 + i * h2) mod nbits`
 //! (Kirsch–Mitzenmacher double hashing) where `h1` is [`hash64`] of the key
-//! and `h2` an odd remix of it. A legacy
-//! `k` never exceeds [`MAX_PROBES`], so the last byte's high bit tells
-//! them apart. The hash is part of both formats.
+//! and `h2` an odd remix of it. A legacy `k` never exceeds [`MAX_PROBES`],
+//! so the last byte's high bit tells the layouts apart. The hash is part
+//! of both formats.
 
 /// A 64-bit hash of a byte string (multiply-rotate over 8-byte words, then
 /// the murmur3 finalizer). Fixed forever: filters on disk depend on it.
