@@ -310,6 +310,7 @@ fn bump(chunk: NonNull<ChunkHeader>, size: usize, align: usize) -> Option<NonNul
             .compare_exchange_weak(used, end, Ordering::Relaxed, Ordering::Relaxed)
         {
             Ok(_) => {
+                request_ahead(base + start_off, base + end, base + header.size);
                 // SAFETY: `start_off < end <= header.size`, so the pointer is
                 // inside (or, for size 0, one past the end of) the chunk's
                 // allocation, which is non-null.
@@ -318,6 +319,33 @@ fn bump(chunk: NonNull<ChunkHeader>, size: usize, align: usize) -> Option<NonNul
             }
             Err(actual) => used = actual,
         }
+    }
+}
+
+/// How far past an allocation [`request_ahead`] requests the chunk's lines.
+const WRITE_AHEAD: usize = 256;
+const CACHE_LINE: usize = 64;
+
+/// Requests the chunk's lines `WRITE_AHEAD` bytes past the range
+/// `start..end` just handed out (up to `limit`, the chunk's end), so the
+/// allocations that follow write into cached lines.
+///
+/// A memtable writes a node into fresh arena memory and then publishes it
+/// with a locked CAS, which waits until every earlier store has its line:
+/// without the request, a node's lines are fetched from memory right
+/// there, one allocation at a time (in `perf`, a sixth of a `jellyfish`
+/// uniform put sat on that CAS; its search runs before it allocates, so
+/// nothing else overlaps those fetches). Bumps are sequential within a
+/// chunk, so requesting the lines `WRITE_AHEAD` past each range covers
+/// every line once, a few allocations before it is written.
+#[inline]
+fn request_ahead(start: usize, end: usize, limit: usize) {
+    let from = (start + WRITE_AHEAD) & !(CACHE_LINE - 1);
+    let to = (end + WRITE_AHEAD).min(limit);
+    let mut line = from;
+    while line < to {
+        super::prefetch_line(line as *const u8);
+        line += CACHE_LINE;
     }
 }
 

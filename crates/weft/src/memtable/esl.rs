@@ -103,7 +103,7 @@ use super::jellyfish::node::{
     alloc_node, alloc_version, cas_link_0, insert_version, truncate_below, Node,
 };
 use super::jellyfish::{Cursor, KeyIndex};
-use super::{Found, Memtable, MemtableKind};
+use super::{Found, InsertCount, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
 use crate::memtable::compares::{self, key_prefix};
@@ -154,8 +154,7 @@ pub(crate) struct Shared {
     pdl_len: AtomicUsize,
     /// Level-0 entries of the live COIL.
     coil_len: AtomicUsize,
-    len: AtomicUsize,
-    keys: AtomicUsize,
+    len: InsertCount,
     watermark: AtomicU64,
     stop: AtomicBool,
     /// Test hook: the worker does nothing while set.
@@ -212,8 +211,7 @@ impl Shared {
             pending: AtomicUsize::new(0),
             pdl_len: AtomicUsize::new(0),
             coil_len: AtomicUsize::new(0),
-            len: AtomicUsize::new(0),
-            keys: AtomicUsize::new(0),
+            len: InsertCount::default(),
             watermark: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             frozen: AtomicBool::new(false),
@@ -291,7 +289,7 @@ impl Shared {
         kind: ValueKind,
         value: &[u8],
     ) -> Option<usize> {
-        self.len.fetch_add(1, Ordering::Relaxed);
+        self.len.add_one();
         let before = match self.locate(key, true) {
             Ok(n) => {
                 insert_version(n.versions(), alloc_version(&self.arena, seq, kind, value));
@@ -324,7 +322,6 @@ impl Shared {
                 return None;
             }
         }
-        self.keys.fetch_add(1, Ordering::Relaxed);
         if !one_in(PDL_SAMPLE) {
             return None;
         }
@@ -491,9 +488,11 @@ impl EslMemtable {
         }
     }
 
-    /// Number of distinct user keys.
+    /// Number of distinct user keys: the key nodes reachable on the data
+    /// level, counted by a walk (O(n); for tests and diagnostics, so no
+    /// insert pays for a shared counter).
     pub fn key_count(&self) -> usize {
-        self.shared.keys.load(Ordering::Relaxed)
+        std::iter::successors(self.shared.head.next(0), |n| n.next(0)).count()
     }
 
     /// Index progress (test and stats hook).
@@ -600,7 +599,7 @@ impl Memtable for EslMemtable {
     }
 
     fn len(&self) -> usize {
-        self.shared.len.load(Ordering::Relaxed)
+        self.shared.len.get()
     }
 
     fn set_read_watermark(&self, seq: SequenceNumber) {

@@ -57,7 +57,7 @@ mod cursor;
 pub(crate) mod levels;
 pub(crate) mod node;
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use self::levels::SkipLevels;
@@ -65,7 +65,7 @@ use self::node::{
     alloc_node, alloc_version, cas_link_0, insert_version, random_height, Node, MAX_HEIGHT,
 };
 use super::arena::Arena;
-use super::{Found, Memtable, MemtableKind};
+use super::{Found, InsertCount, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
 
@@ -76,9 +76,7 @@ pub struct JellyFishMemtable {
     arena: Arena,
     pub(super) levels: SkipLevels,
     /// Versions inserted.
-    len: AtomicUsize,
-    /// Distinct keys (nodes published).
-    keys: AtomicUsize,
+    len: InsertCount,
     /// Read watermark (0: none). Versions older than the newest one `<=`
     /// it may be unlinked.
     watermark: AtomicU64,
@@ -98,15 +96,16 @@ impl JellyFishMemtable {
         JellyFishMemtable {
             arena,
             levels,
-            len: AtomicUsize::new(0),
-            keys: AtomicUsize::new(0),
+            len: InsertCount::default(),
             watermark: AtomicU64::new(0),
         }
     }
 
-    /// Number of distinct user keys.
+    /// Number of distinct user keys: the key nodes reachable on level 0,
+    /// counted by a walk (O(n); for tests and diagnostics, so no insert
+    /// pays for a shared counter).
     pub fn key_count(&self) -> usize {
-        self.keys.load(Ordering::Relaxed)
+        std::iter::successors(self.levels.head.next(0), |n| n.next(0)).count()
     }
 
     /// The node holding `key`, stopping at the first level where it is
@@ -155,7 +154,7 @@ impl JellyFishMemtable {
         value: &[u8],
         height: impl FnOnce() -> usize,
     ) {
-        self.len.fetch_add(1, Ordering::Relaxed);
+        self.len.add_one();
         let top = self.levels.height();
         let mut prev = [self.levels.head; MAX_HEIGHT];
         let mut next: [Option<Node>; MAX_HEIGHT] = [None; MAX_HEIGHT];
@@ -166,8 +165,14 @@ impl JellyFishMemtable {
         // The node the level-0 walk passed before `prev[0]`, for the skip
         // hints.
         let mut before_prev = None;
+        // The top levels stay cached (see `SkipLevels::at_or_after`).
+        let cold_below = top.saturating_sub(levels::CACHED_TOP_LEVELS);
         for level in (0..top).rev() {
-            let splice = SkipLevels::splice(user_key, x, level, bound);
+            let splice = if level < cold_below {
+                SkipLevels::splice_descending(user_key, x, level, bound)
+            } else {
+                SkipLevels::splice(user_key, x, level, bound)
+            };
             if let Some(n) = splice.next.filter(|_| splice.found) {
                 // Known key: one CAS into its version list.
                 insert_version(n.versions(), alloc_version(&self.arena, seq, kind, value));
@@ -206,7 +211,6 @@ impl JellyFishMemtable {
             // A walk that took no step leaves `prev` and its predecessor.
             before_prev = splice.before_prev.or(before_prev);
         }
-        self.keys.fetch_add(1, Ordering::Relaxed);
         for level in 1..height {
             loop {
                 node.set_next_unpublished(level, next[level]);
@@ -250,7 +254,7 @@ impl Memtable for JellyFishMemtable {
     }
 
     fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
+        self.len.get()
     }
 
     fn set_read_watermark(&self, seq: SequenceNumber) {

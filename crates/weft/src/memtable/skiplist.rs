@@ -66,11 +66,11 @@ use std::sync::Arc;
 
 use super::arena::Arena;
 use super::height::{random_height, MAX_HEIGHT};
-use super::{Found, Memtable, MemtableKind};
+use super::{Found, InsertCount, Memtable, MemtableKind};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{pack_trailer, SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
-use crate::memtable::compares;
+use crate::memtable::{compares, prefetch_line};
 
 /// Bytes of one link.
 const LINK_SIZE: usize = mem::size_of::<AtomicPtr<u8>>();
@@ -122,6 +122,17 @@ impl Node {
     #[inline]
     fn next(self, level: usize) -> Option<Node> {
         NonNull::new(self.link(level).load(Ordering::Acquire)).map(Node)
+    }
+
+    /// Hints the CPU to load the node after this one at `level`, as
+    /// RocksDB's `InlineSkipList` does on every step of its searches
+    /// (`PREFETCH(next->Next(level))`): the baseline keeps the prefetches
+    /// of the list it models, so the other kinds are measured against it
+    /// and not against a slower list.
+    #[inline]
+    fn prefetch_next(self, level: usize) {
+        // Relaxed: the pointer only feeds a prefetch hint, never a read.
+        prefetch_line(self.link(level).load(Ordering::Relaxed));
     }
 
     /// Sets a link of a node not yet published at `level` (only its writer
@@ -227,7 +238,7 @@ pub struct SkipListMemtable {
     /// stale value only makes a search start lower (still correct, as every
     /// node is in level 0), and links are read with Acquire anyway.
     max_height: AtomicUsize,
-    len: AtomicUsize,
+    len: InsertCount,
 }
 
 impl Default for SkipListMemtable {
@@ -249,7 +260,7 @@ impl SkipListMemtable {
             arena,
             head,
             max_height: AtomicUsize::new(1),
-            len: AtomicUsize::new(0),
+            len: InsertCount::default(),
         }
     }
 
@@ -262,6 +273,9 @@ impl SkipListMemtable {
         let mut last_bigger: Option<Node> = None;
         loop {
             let next = x.next(level);
+            if let Some(n) = next {
+                n.prefetch_next(level);
+            }
             if let Some(n) = next.filter(|&n| Some(n) != last_bigger) {
                 match n.cmp_to(key, seq) {
                     CmpOrdering::Less => {
@@ -308,9 +322,12 @@ impl SkipListMemtable {
     }
 
     /// Walks level `level` from `before` (which sorts before `(key, seq)`)
-    /// to the pair `(prev, next)` that brackets `(key, seq)`.
+    /// to the pair `(prev, next)` that brackets `(key, seq)`. Each step
+    /// requests the node after the candidate and, in a top-down descent
+    /// (`DESCENDING`), the candidate's successor one level down, as
+    /// RocksDB's `FindSpliceForLevel<prefetch_before>`.
     #[inline]
-    fn find_splice_for_level(
+    fn find_splice_for_level<const DESCENDING: bool>(
         key: &[u8],
         seq: SequenceNumber,
         before: Node,
@@ -318,7 +335,14 @@ impl SkipListMemtable {
     ) -> (Node, Option<Node>) {
         let mut x = before;
         loop {
-            match x.next(level) {
+            let next = x.next(level);
+            if let Some(n) = next {
+                n.prefetch_next(level);
+                if DESCENDING && level > 0 {
+                    n.prefetch_next(level - 1);
+                }
+            }
+            match next {
                 Some(n) if n.is_before(key, seq) => x = n,
                 next => {
                     debug_assert!(
@@ -407,7 +431,7 @@ impl Memtable for SkipListMemtable {
         let mut next: [Option<Node>; MAX_HEIGHT] = [None; MAX_HEIGHT];
         let mut x = self.head;
         for level in (0..top).rev() {
-            let (p, n) = Self::find_splice_for_level(user_key, seq, x, level);
+            let (p, n) = Self::find_splice_for_level::<true>(user_key, seq, x, level);
             prev[level] = p;
             next[level] = n;
             x = p;
@@ -421,12 +445,13 @@ impl Memtable for SkipListMemtable {
                 }
                 // Someone linked a node between prev and next: `prev` is
                 // still before us (nodes are never removed), resume there.
-                let (p, n) = Self::find_splice_for_level(user_key, seq, prev[level], level);
+                let (p, n) =
+                    Self::find_splice_for_level::<false>(user_key, seq, prev[level], level);
                 prev[level] = p;
                 next[level] = n;
             }
         }
-        self.len.fetch_add(1, Ordering::Relaxed);
+        self.len.add_one();
     }
 
     fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<Found<'_>> {
@@ -450,7 +475,7 @@ impl Memtable for SkipListMemtable {
     }
 
     fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
+        self.len.get()
     }
 }
 

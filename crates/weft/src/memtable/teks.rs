@@ -120,7 +120,7 @@ use super::cuckoo::{full_keys, initial_keys, HashedNodes};
 use super::jellyfish::levels::SkipLevels;
 use super::jellyfish::node::{random_height, Node};
 use super::jellyfish::{Cursor, KeyIndex};
-use super::{Found, Memtable, MemtableKind};
+use super::{Found, InsertCount, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE};
 use crate::memtable::compares::{self, key_prefix};
@@ -200,7 +200,7 @@ pub(crate) struct Shared {
     /// The sorted batch a drainer is linking, for others to help with
     /// (see [`Shared::drain`]).
     pending: ProtocolMutex<Option<Arc<SortedBatch>>>,
-    len: AtomicUsize,
+    len: InsertCount,
     /// Nodes linked into the skiplist.
     linked: AtomicUsize,
     stop: AtomicBool,
@@ -219,7 +219,7 @@ impl Shared {
             levels,
             queue: LinkQueue::new(),
             pending: ProtocolMutex::new(None),
-            len: AtomicUsize::new(0),
+            len: InsertCount::default(),
             linked: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             sleeping: AtomicBool::new(false),
@@ -470,7 +470,7 @@ impl Memtable for TeksMemtable {
 
     fn insert(&self, user_key: &[u8], seq: SequenceNumber, kind: ValueKind, value: &[u8]) {
         let shared = &*self.shared;
-        shared.len.fetch_add(1, Ordering::Relaxed);
+        shared.len.add_one();
         let Some(node) = shared
             .nodes
             .insert(random_height, user_key, seq, kind, value)
@@ -515,7 +515,7 @@ impl Memtable for TeksMemtable {
     }
 
     fn len(&self) -> usize {
-        self.shared.len.load(Ordering::Relaxed)
+        self.shared.len.get()
     }
 
     fn set_read_watermark(&self, seq: SequenceNumber) {

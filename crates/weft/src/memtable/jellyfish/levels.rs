@@ -154,6 +154,32 @@ impl SkipLevels {
     /// up: reaching it ends the walk without comparing it again.
     #[inline]
     pub(crate) fn splice(key: &[u8], before: Node, level: usize, bound: Option<Node>) -> Splice {
+        Self::walk_level::<false>(key, before, level, bound)
+    }
+
+    /// [`Self::splice`] for a top-down descent below the cached top levels:
+    /// every step also makes [`Self::at_or_after`]'s requests, so the
+    /// candidate's link and the node one level down are in flight while
+    /// the candidate's key is compared. An insert's descent is a get's
+    /// search, and misses the same lines.
+    #[inline]
+    pub(crate) fn splice_descending(
+        key: &[u8],
+        before: Node,
+        level: usize,
+        bound: Option<Node>,
+    ) -> Splice {
+        Self::walk_level::<true>(key, before, level, bound)
+    }
+
+    /// The walk of [`Self::splice`], with or without the requests ahead.
+    #[inline]
+    fn walk_level<const REQUEST: bool>(
+        key: &[u8],
+        before: Node,
+        level: usize,
+        bound: Option<Node>,
+    ) -> Splice {
         let mut splice = Splice {
             before_prev: None,
             prev: before,
@@ -163,10 +189,13 @@ impl SkipLevels {
         loop {
             let next = splice.prev.next(level);
             splice.next = next;
+            if REQUEST {
+                Self::request_ahead(splice.prev, next, level);
+            }
             match next {
                 Some(n) if next != bound => match compares::cmp(n.key(), key) {
                     CmpOrdering::Less => {
-                        if level == 0 {
+                        if level == 0 && !REQUEST {
                             // The walk goes on: request the node after the
                             // next (its skip hint shares the key's line), so
                             // two of the walk's misses overlap.
@@ -248,7 +277,7 @@ pub(crate) struct Splice {
 
 /// Levels at the top of the towers whose nodes a search takes as cached
 /// (with branching 4, the top four levels hold about 85 nodes).
-const CACHED_TOP_LEVELS: usize = 4;
+pub(crate) const CACHED_TOP_LEVELS: usize = 4;
 
 /// Runs of a batch that [`SkipLevels::link_sorted`] searches at once.
 /// Eight misses in flight is about what one core sustains (its fill
