@@ -760,19 +760,24 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn print_table(out: &Results, rounds: usize) {
-    println!(
-        "\n| workload | op | thr | {} | {} |",
-        KINDS.join(" | "),
-        KINDS[1..]
-            .iter()
-            .map(|k| format!("{k}/sl"))
-            .collect::<Vec<_>>()
-            .join(" | ")
-    );
-    println!("|{}", "---|".repeat(3 + KINDS.len() * 2 - 1));
+    // Only the kinds that ran (`WEFT_BENCH_KINDS` may pick a few).
+    let ran: Vec<&str> = KINDS
+        .iter()
+        .copied()
+        .filter(|k| out.values().any(|row| row.contains_key(k)))
+        .collect();
+    let peers: Vec<&str> = ran.iter().copied().filter(|&k| k != "skiplist").collect();
+    let ratio_heads: Vec<String> = if ran.contains(&"skiplist") {
+        peers.iter().map(|k| format!("{k}/sl")).collect()
+    } else {
+        Vec::new()
+    };
+    let mut heads: Vec<String> = ran.iter().map(|k| k.to_string()).collect();
+    heads.extend(ratio_heads.iter().cloned());
+    println!("\n| workload | op | thr | {} |", heads.join(" | "));
+    println!("|{}", "---|".repeat(3 + heads.len()));
     for ((dist, op, th), row) in out {
-        let base = row.get("skiplist").copied().unwrap_or(f64::NAN);
-        let vals: Vec<String> = KINDS
+        let mut cells: Vec<String> = ran
             .iter()
             .map(|k| match row.get(k).copied().unwrap_or(f64::NAN) {
                 // The `cuckoo` kind's scans (a sort each) need more digits.
@@ -780,15 +785,15 @@ fn print_table(out: &Results, rounds: usize) {
                 v => format!("{v:.3}"),
             })
             .collect();
-        let ratios: Vec<String> = KINDS[1..]
-            .iter()
-            .map(|k| format!("{:.2}x", row.get(k).copied().unwrap_or(f64::NAN) / base))
-            .collect();
-        println!(
-            "| {dist} | {op} | {th} | {} | {} |",
-            vals.join(" | "),
-            ratios.join(" | ")
-        );
+        if !ratio_heads.is_empty() {
+            let base = row.get("skiplist").copied().unwrap_or(f64::NAN);
+            cells.extend(
+                peers
+                    .iter()
+                    .map(|k| format!("{:.2}x", row.get(k).copied().unwrap_or(f64::NAN) / base)),
+            );
+        }
+        println!("| {dist} | {op} | {th} | {} |", cells.join(" | "));
     }
     println!(
         "\n({}; median of {rounds} round(s), each kind in a process of its own, the\n\

@@ -107,6 +107,12 @@ const MIN_BLOCKED_CHUNK: usize = 64 << 10;
 
 /// The block a thread allocates its small requests from, for one arena.
 ///
+/// A request that does not fit the block's rest grows the block in place
+/// when nothing was bumped after it (always, with one writer), so a
+/// single writer wastes nothing; otherwise the rest is left unused (the
+/// memtable benchmark's `teks` part, 1 M keys of 256 B: 340 MiB at one
+/// writer as before blocks, 344 MiB at two).
+///
 /// With one shared bump offset, two writers CAS the same word for every
 /// node and interleave their nodes in the chunk, so the line where one
 /// node ends and the other's begins is written by both cores. Measured
@@ -121,6 +127,9 @@ struct LocalBlock {
     /// The id of the arena the block belongs to (0: none). Ids are never
     /// reused, so a block of a dropped arena is never used again.
     arena: u64,
+    /// The chunk the block lies in (its end may be grown in place while
+    /// it is the chunk's last allocation).
+    chunk: *mut ChunkHeader,
     /// Next free byte and end of the block.
     next: *mut u8,
     left: usize,
@@ -129,6 +138,7 @@ struct LocalBlock {
 impl LocalBlock {
     const EMPTY: LocalBlock = LocalBlock {
         arena: 0,
+        chunk: ptr::null_mut(),
         next: ptr::null_mut(),
         left: 0,
     };
@@ -245,16 +255,36 @@ impl Arena {
                     let chunk = NonNull::new(self.current.load(Ordering::Acquire))?;
                     // SAFETY: a chunk published in `current` is live until
                     // the arena drops (see `bump`).
-                    if unsafe { chunk.as_ref() }.size < MIN_BLOCKED_CHUNK {
+                    let header = unsafe { chunk.as_ref() };
+                    if header.size < MIN_BLOCKED_CHUNK {
                         return None;
                     }
-                    let start = bump(chunk, BLOCK_SIZE, CHUNK_ALIGN)?;
-                    block = LocalBlock {
-                        arena: self.id,
-                        next: start.as_ptr(),
-                        left: BLOCK_SIZE,
-                    };
-                    fits(&block)?
+                    if block.arena == self.id && block.chunk == chunk.as_ptr() {
+                        // Nobody bumped the chunk past our block: grow it
+                        // in place instead of abandoning its tail.
+                        let end = block.next as usize + block.left - chunk.as_ptr() as usize;
+                        let grown = (end + BLOCK_SIZE).min(header.size);
+                        if grown > end
+                            && header
+                                .used
+                                .compare_exchange(end, grown, Ordering::Relaxed, Ordering::Relaxed)
+                                .is_ok()
+                        {
+                            block.left += grown - end;
+                        }
+                    }
+                    if let Some(pad) = fits(&block).filter(|_| block.arena == self.id) {
+                        pad
+                    } else {
+                        let start = bump(chunk, BLOCK_SIZE, CHUNK_ALIGN)?;
+                        block = LocalBlock {
+                            arena: self.id,
+                            chunk: chunk.as_ptr(),
+                            next: start.as_ptr(),
+                            left: BLOCK_SIZE,
+                        };
+                        fits(&block)?
+                    }
                 }
             };
             let p = block.next.wrapping_add(pad);
@@ -571,6 +601,56 @@ mod tests {
         // SAFETY: test writes into its own fresh allocation.
         unsafe { ptr::write_bytes(m.as_ptr(), 1, 10_000) };
         assert!(a.memory_usage() >= 10_000 + FIRST_CHUNK_SIZE);
+    }
+
+    /// One writer's blocks grow in place, so its allocations stay
+    /// back to back within a chunk: without that, a block's tail would be
+    /// skipped every 4 KiB (hundreds of gaps here).
+    #[test]
+    fn a_single_writers_allocations_leave_no_gaps_inside_a_chunk() {
+        let a = Arena::new();
+        let size = 296;
+        let mut last = a.allocate(size, 8).as_ptr() as usize;
+        let mut gaps = 0;
+        for _ in 0..10_000 {
+            let p = a.allocate(size, 8).as_ptr() as usize;
+            gaps += usize::from(p != last + size);
+            last = p;
+        }
+        // ~3 MiB fills 13 chunks; each change leaves at most two gaps (the
+        // old chunk's tail, and the new chunk's first block aligned after
+        // the request that opened the chunk).
+        assert!(gaps <= 26, "{gaps} gaps between consecutive allocations");
+    }
+
+    /// A thread that alternates between two arenas never gets memory of one
+    /// from the block it took in the other.
+    #[test]
+    fn alternating_arenas_keep_their_blocks_apart() {
+        let arenas = [Arena::new(), Arena::new()];
+        let mut ranges: [Vec<(usize, usize, u8)>; 2] = [Vec::new(), Vec::new()];
+        for i in 0..20_000usize {
+            let which = (i / 3) % 2;
+            let size = 40 + i % 200;
+            let p = arenas[which].allocate(size, 8);
+            let pat = (i % 251) as u8;
+            // SAFETY: test writes into its own fresh allocation.
+            unsafe { ptr::write_bytes(p.as_ptr(), pat, size) };
+            ranges[which].push((p.as_ptr() as usize, size, pat));
+        }
+        let mut all: Vec<_> = ranges.iter().flatten().copied().collect();
+        for &(addr, size, pat) in &all {
+            // SAFETY: the range was allocated above and its arena is alive.
+            let s = unsafe { std::slice::from_raw_parts(addr as *const u8, size) };
+            assert!(
+                s.iter().all(|&b| b == pat),
+                "allocation at {addr:#x} overwritten"
+            );
+        }
+        all.sort();
+        for w in all.windows(2) {
+            assert!(w[0].0 + w[0].1 <= w[1].0, "overlap {:?} {:?}", w[0], w[1]);
+        }
     }
 
     #[test]
