@@ -638,19 +638,7 @@ mod tests {
             unsafe { ptr::write_bytes(p.as_ptr(), pat, size) };
             ranges[which].push((p.as_ptr() as usize, size, pat));
         }
-        let mut all: Vec<_> = ranges.iter().flatten().copied().collect();
-        for &(addr, size, pat) in &all {
-            // SAFETY: the range was allocated above and its arena is alive.
-            let s = unsafe { std::slice::from_raw_parts(addr as *const u8, size) };
-            assert!(
-                s.iter().all(|&b| b == pat),
-                "allocation at {addr:#x} overwritten"
-            );
-        }
-        all.sort();
-        for w in all.windows(2) {
-            assert!(w[0].0 + w[0].1 <= w[1].0, "overlap {:?} {:?}", w[0], w[1]);
-        }
+        assert_intact_and_disjoint(ranges.concat());
     }
 
     #[test]
@@ -686,8 +674,15 @@ mod tests {
         }
         let total: usize = all.iter().map(|r| r.1).sum();
         assert!(a.memory_usage() >= total);
+        assert_intact_and_disjoint(all);
+    }
+
+    /// Every `(address, size, pattern)` range still holds its pattern, and
+    /// no two ranges overlap. The ranges' arenas must be alive.
+    fn assert_intact_and_disjoint(mut all: Vec<(usize, usize, u8)>) {
         for &(addr, size, pat) in &all {
-            // SAFETY: the range was allocated above and the arena is alive.
+            // SAFETY: the caller's arenas, which handed out these ranges,
+            // are alive.
             let s = unsafe { std::slice::from_raw_parts(addr as *const u8, size) };
             assert!(
                 s.iter().all(|&b| b == pat),
