@@ -22,6 +22,13 @@
 //! compared directly on the key bytes and the sequence: there is no
 //! comparator indirection on the hot path.
 //!
+//! Searches prefetch as RocksDB's do: every step requests the node after
+//! the candidate (`PREFETCH(next->Next(level))`), and an insert's descent
+//! also the candidate's successor one level down
+//! (`FindSpliceForLevel<true>`). This list is the baseline every other
+//! kind is measured against, so it keeps the optimisations of the list it
+//! models (uniform puts +7 % with them; `bench/RESULTS.md`).
+//!
 //! # Concurrency
 //!
 //! Writers insert without locks, as RocksDB's `InlineSkipList::Insert<true>`:
