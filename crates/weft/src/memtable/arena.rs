@@ -243,7 +243,9 @@ impl Arena {
     /// caller bumps the chunk itself (and adds a chunk if needed).
     #[inline]
     fn allocate_local(&self, size: usize, align: usize) -> Option<NonNull<u8>> {
-        LOCAL_BLOCK.with(|slot| {
+        // `try_with`: a thread-local destructor that writes to a memtable
+        // finds the slot gone and bumps the chunk instead.
+        let local = LOCAL_BLOCK.try_with(|slot| {
             let mut block = slot.get();
             let fits = |b: &LocalBlock| {
                 let pad = b.next.align_offset(align);
@@ -260,8 +262,9 @@ impl Arena {
                         return None;
                     }
                     if block.arena == self.id && block.chunk == chunk.as_ptr() {
-                        // Nobody bumped the chunk past our block: grow it
-                        // in place instead of abandoning its tail.
+                        // If nobody has bumped the chunk past our block
+                        // (the CAS checks), grow the block in place instead
+                        // of abandoning its tail.
                         let end = block.next as usize + block.left - chunk.as_ptr() as usize;
                         let grown = (end + BLOCK_SIZE).min(header.size);
                         if grown > end
@@ -294,7 +297,8 @@ impl Arena {
             slot.set(block);
             request_ahead(p, size, block.left);
             NonNull::new(p)
-        })
+        });
+        local.ok().flatten()
     }
 
     /// Adds a chunk (or reuses one another thread just added) and allocates
