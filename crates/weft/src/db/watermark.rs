@@ -43,22 +43,18 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::key::SequenceNumber;
-use crate::stripe::thread_stripe;
+use crate::stripe::{thread_stripe, CacheLine};
 
 /// Counter stripes per epoch (readers on different threads mostly touch
 /// different cache lines).
 const STRIPES: usize = 8;
-
-#[repr(align(64))]
-#[derive(Default)]
-struct Stripe(AtomicUsize);
 
 /// In-flight readers by epoch, and the candidate watermark waiting for its
 /// grace period. See the module docs.
 #[derive(Default)]
 pub(crate) struct ReadTracker {
     epoch: AtomicU64,
-    readers: [[Stripe; STRIPES]; 2],
+    readers: [[CacheLine<AtomicUsize>; STRIPES]; 2],
     /// `(epoch the candidate was taken in, candidate)`; the lock is only
     /// ever `try_lock`ed, by write leaders.
     candidate: Mutex<Option<(u64, SequenceNumber)>>,

@@ -118,8 +118,8 @@ const MIN_BLOCKED_CHUNK: usize = 64 << 10;
 /// node ends and the other's begins is written by both cores. Measured
 /// (1 M uniform puts at two threads, medians of four alternating pairs,
 /// see `bench/RESULTS.md`): blocks of 4 KiB per thread ran `jellyfish`'s
-/// puts 10 % faster and `skiplist`'s 4 %; one thread, no change. A thread holds one
-/// block at a time, of the arena it allocated from last; switching arenas
+/// puts 10 % faster and `skiplist`'s 4 %; one thread, no change. A thread
+/// holds one block at a time, of the arena it allocated from last; switching arenas
 /// abandons the rest of the old block (at most `BLOCK_SIZE` bytes, counted
 /// in `memory_usage` like any chunk tail).
 #[derive(Clone, Copy)]
@@ -142,6 +142,14 @@ impl LocalBlock {
         next: ptr::null_mut(),
         left: 0,
     };
+
+    /// The padding before a `size`-byte request aligned to `align`, if it
+    /// fits the rest of the block.
+    #[inline]
+    fn fit(&self, size: usize, align: usize) -> Option<usize> {
+        let pad = self.next.align_offset(align);
+        (pad.checked_add(size)? <= self.left).then_some(pad)
+    }
 }
 
 thread_local! {
@@ -237,57 +245,24 @@ impl Arena {
         self.allocate_slow(chunk, size, align)
     }
 
-    /// Allocates from this thread's block, taking a new block from the
-    /// current chunk when the block is another arena's or too full. `None`
-    /// when the current chunk is small or has no room for a block: the
-    /// caller bumps the chunk itself (and adds a chunk if needed).
+    /// Allocates from this thread's block, refilling it from the current
+    /// chunk when it is another arena's or too full. `None` when the
+    /// current chunk is small or has no room for a block: the caller bumps
+    /// the chunk itself (and adds a chunk if needed).
     #[inline]
     fn allocate_local(&self, size: usize, align: usize) -> Option<NonNull<u8>> {
         // `try_with`: a thread-local destructor that writes to a memtable
         // finds the slot gone and bumps the chunk instead.
         let local = LOCAL_BLOCK.try_with(|slot| {
             let mut block = slot.get();
-            let fits = |b: &LocalBlock| {
-                let pad = b.next.align_offset(align);
-                (pad.checked_add(size)? <= b.left).then_some(pad)
-            };
-            let pad = match fits(&block).filter(|_| block.arena == self.id) {
+            if block.arena != self.id {
+                block = LocalBlock::EMPTY;
+            }
+            let pad = match block.fit(size, align) {
                 Some(pad) => pad,
                 None => {
-                    let chunk = NonNull::new(self.current.load(Ordering::Acquire))?;
-                    // SAFETY: a chunk published in `current` is live until
-                    // the arena drops (see `bump`).
-                    let header = unsafe { chunk.as_ref() };
-                    if header.size < MIN_BLOCKED_CHUNK {
-                        return None;
-                    }
-                    if block.arena == self.id && block.chunk == chunk.as_ptr() {
-                        // If nobody has bumped the chunk past our block
-                        // (the CAS checks), grow the block in place instead
-                        // of abandoning its tail.
-                        let end = block.next as usize + block.left - chunk.as_ptr() as usize;
-                        let grown = (end + BLOCK_SIZE).min(header.size);
-                        if grown > end
-                            && header
-                                .used
-                                .compare_exchange(end, grown, Ordering::Relaxed, Ordering::Relaxed)
-                                .is_ok()
-                        {
-                            block.left += grown - end;
-                        }
-                    }
-                    if let Some(pad) = fits(&block).filter(|_| block.arena == self.id) {
-                        pad
-                    } else {
-                        let start = bump(chunk, BLOCK_SIZE, CHUNK_ALIGN)?;
-                        block = LocalBlock {
-                            arena: self.id,
-                            chunk: chunk.as_ptr(),
-                            next: start.as_ptr(),
-                            left: BLOCK_SIZE,
-                        };
-                        fits(&block)?
-                    }
+                    block = self.refill(block)?;
+                    block.fit(size, align)?
                 }
             };
             let p = block.next.wrapping_add(pad);
@@ -299,6 +274,43 @@ impl Arena {
             NonNull::new(p)
         });
         local.ok().flatten()
+    }
+
+    /// `block` (this arena's, or empty) with more room: grown in place
+    /// while nothing was bumped after it in the current chunk (always, with
+    /// one writer), else a fresh block. `None` when the current chunk is
+    /// small or full.
+    fn refill(&self, block: LocalBlock) -> Option<LocalBlock> {
+        let chunk = NonNull::new(self.current.load(Ordering::Acquire))?;
+        // SAFETY: a chunk published in `current` is live until the arena
+        // drops (see `bump`).
+        let header = unsafe { chunk.as_ref() };
+        if header.size < MIN_BLOCKED_CHUNK {
+            return None;
+        }
+        if block.chunk == chunk.as_ptr() {
+            let end = block.next as usize + block.left - chunk.as_ptr() as usize;
+            let grown = (end + BLOCK_SIZE).min(header.size);
+            // The CAS succeeds only if `used` is still the block's end.
+            if grown > end
+                && header
+                    .used
+                    .compare_exchange(end, grown, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return Some(LocalBlock {
+                    left: block.left + (grown - end),
+                    ..block
+                });
+            }
+        }
+        let start = bump(chunk, BLOCK_SIZE, CHUNK_ALIGN)?;
+        Some(LocalBlock {
+            arena: self.id,
+            chunk: chunk.as_ptr(),
+            next: start.as_ptr(),
+            left: BLOCK_SIZE,
+        })
     }
 
     /// Adds a chunk (or reuses one another thread just added) and allocates

@@ -41,17 +41,18 @@
 pub(crate) mod map;
 mod sorted;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use self::map::{KeyHash, KeyMap, GROW_LOAD, SLOTS};
 use self::sorted::SortedCursor;
 use super::arena::Arena;
 use super::jellyfish::node::{alloc_node, alloc_version, insert_version, truncate_below, Node};
-use super::{Found, InsertCount, Memtable, MemtableKind};
+use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
 use crate::memtable::compares;
+use crate::stripe::CacheLine;
 
 /// Write-buffer bytes per hash slot the hash may grow to (the hash costs
 /// at most an eighth of the buffer).
@@ -189,7 +190,7 @@ impl HashedNodes {
 /// The `cuckoo` memtable. See the module docs.
 pub struct CuckooMemtable {
     nodes: HashedNodes,
-    len: InsertCount,
+    len: CacheLine<AtomicUsize>,
     full_keys: usize,
 }
 
@@ -199,7 +200,7 @@ impl CuckooMemtable {
         let full = full_keys(write_buffer_size);
         CuckooMemtable {
             nodes: HashedNodes::new(initial_keys(full)),
-            len: InsertCount::default(),
+            len: CacheLine::default(),
             full_keys: full,
         }
     }
@@ -221,7 +222,7 @@ impl Memtable for CuckooMemtable {
     }
 
     fn insert(&self, user_key: &[u8], seq: SequenceNumber, kind: ValueKind, value: &[u8]) {
-        self.len.add_one();
+        self.len.fetch_add(1, Ordering::Relaxed);
         self.nodes.insert(|| 1, user_key, seq, kind, value);
     }
 
@@ -244,7 +245,7 @@ impl Memtable for CuckooMemtable {
     }
 
     fn len(&self) -> usize {
-        self.len.get()
+        self.len.load(Ordering::Relaxed)
     }
 
     fn set_read_watermark(&self, seq: SequenceNumber) {

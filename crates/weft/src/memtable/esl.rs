@@ -100,14 +100,15 @@ use self::pdl::{OpLog, Pdl};
 use super::arena::Arena;
 use super::jellyfish::levels::{SkipLevels, Splice};
 use super::jellyfish::node::{
-    alloc_node, alloc_version, cas_link_0, insert_version, truncate_below, Node,
+    alloc_node, alloc_version, cas_link_0, insert_version, level_0_len, truncate_below, Node,
 };
 use super::jellyfish::{Cursor, KeyIndex};
-use super::{Found, InsertCount, Memtable, MemtableKind};
+use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
 use crate::memtable::compares::{self, key_prefix};
 use crate::memtable::height::one_in;
+use crate::stripe::CacheLine;
 
 /// One new key in this many gets a PDL node (and so a COIL entry).
 ///
@@ -154,7 +155,7 @@ pub(crate) struct Shared {
     pdl_len: AtomicUsize,
     /// Level-0 entries of the live COIL.
     coil_len: AtomicUsize,
-    len: InsertCount,
+    len: CacheLine<AtomicUsize>,
     watermark: AtomicU64,
     stop: AtomicBool,
     /// Test hook: the worker does nothing while set.
@@ -211,7 +212,7 @@ impl Shared {
             pending: AtomicUsize::new(0),
             pdl_len: AtomicUsize::new(0),
             coil_len: AtomicUsize::new(0),
-            len: InsertCount::default(),
+            len: CacheLine::default(),
             watermark: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             frozen: AtomicBool::new(false),
@@ -289,7 +290,7 @@ impl Shared {
         kind: ValueKind,
         value: &[u8],
     ) -> Option<usize> {
-        self.len.add_one();
+        self.len.fetch_add(1, Ordering::Relaxed);
         let before = match self.locate(key, true) {
             Ok(n) => {
                 insert_version(n.versions(), alloc_version(&self.arena, seq, kind, value));
@@ -488,11 +489,10 @@ impl EslMemtable {
         }
     }
 
-    /// Number of distinct user keys: the key nodes reachable on the data
-    /// level, counted by a walk (O(n); for tests and diagnostics, so no
-    /// insert pays for a shared counter).
+    /// Number of distinct user keys (a walk of the data level, see
+    /// `jellyfish::node::level_0_len`).
     pub fn key_count(&self) -> usize {
-        std::iter::successors(self.shared.head.next(0), |n| n.next(0)).count()
+        level_0_len(self.shared.head.next(0))
     }
 
     /// Index progress (test and stats hook).
@@ -599,7 +599,7 @@ impl Memtable for EslMemtable {
     }
 
     fn len(&self) -> usize {
-        self.shared.len.get()
+        self.shared.len.load(Ordering::Relaxed)
     }
 
     fn set_read_watermark(&self, seq: SequenceNumber) {

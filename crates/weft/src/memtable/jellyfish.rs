@@ -57,7 +57,7 @@ mod cursor;
 pub(crate) mod levels;
 pub(crate) mod node;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use self::levels::SkipLevels;
@@ -65,9 +65,10 @@ use self::node::{
     alloc_node, alloc_version, cas_link_0, insert_version, random_height, Node, MAX_HEIGHT,
 };
 use super::arena::Arena;
-use super::{Found, InsertCount, Memtable, MemtableKind};
+use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
+use crate::stripe::CacheLine;
 
 pub(crate) use self::cursor::{Cursor, KeyIndex};
 
@@ -76,7 +77,7 @@ pub struct JellyFishMemtable {
     arena: Arena,
     pub(super) levels: SkipLevels,
     /// Versions inserted.
-    len: InsertCount,
+    len: CacheLine<AtomicUsize>,
     /// Read watermark (0: none). Versions older than the newest one `<=`
     /// it may be unlinked.
     watermark: AtomicU64,
@@ -96,16 +97,15 @@ impl JellyFishMemtable {
         JellyFishMemtable {
             arena,
             levels,
-            len: InsertCount::default(),
+            len: CacheLine::default(),
             watermark: AtomicU64::new(0),
         }
     }
 
-    /// Number of distinct user keys: the key nodes reachable on level 0,
-    /// counted by a walk (O(n); for tests and diagnostics, so no insert
-    /// pays for a shared counter).
+    /// Number of distinct user keys (a walk of level 0, see
+    /// `node::level_0_len`).
     pub fn key_count(&self) -> usize {
-        std::iter::successors(self.levels.head.next(0), |n| n.next(0)).count()
+        node::level_0_len(self.levels.head.next(0))
     }
 
     /// The node holding `key`, stopping at the first level where it is
@@ -154,7 +154,7 @@ impl JellyFishMemtable {
         value: &[u8],
         height: impl FnOnce() -> usize,
     ) {
-        self.len.add_one();
+        self.len.fetch_add(1, Ordering::Relaxed);
         let top = self.levels.height();
         let mut prev = [self.levels.head; MAX_HEIGHT];
         let mut next: [Option<Node>; MAX_HEIGHT] = [None; MAX_HEIGHT];
@@ -254,7 +254,7 @@ impl Memtable for JellyFishMemtable {
     }
 
     fn len(&self) -> usize {
-        self.len.get()
+        self.len.load(Ordering::Relaxed)
     }
 
     fn set_read_watermark(&self, seq: SequenceNumber) {

@@ -34,33 +34,6 @@ use std::sync::Arc;
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
 
-/// A count every insert bumps (a memtable's versions), alone in its cache
-/// line.
-///
-/// A memtable's searches start by reading a few shared fields (the
-/// arena's current chunk, the top of the index); a counter beside them
-/// that every insert increments makes two writers evict that line from
-/// each other's caches on every operation. Apart, a 1 M-key uniform put
-/// at two threads ran 12 % faster (`jellyfish`, five alternating pairs;
-/// `bench/RESULTS.md`).
-#[repr(align(64))]
-#[derive(Debug, Default)]
-pub(crate) struct InsertCount(std::sync::atomic::AtomicUsize);
-
-impl InsertCount {
-    /// Counts one insert.
-    #[inline]
-    pub(crate) fn add_one(&self) {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Inserts counted so far (Relaxed: a statistic).
-    #[inline]
-    pub(crate) fn get(&self) -> usize {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
 /// Hints the CPU to load the cache line holding `p` into every level of
 /// its caches, so a read of it a little later does not wait for memory.
 #[inline]

@@ -73,11 +73,12 @@ use std::sync::Arc;
 
 use super::arena::Arena;
 use super::height::{random_height, MAX_HEIGHT};
-use super::{Found, InsertCount, Memtable, MemtableKind};
+use super::{Found, Memtable, MemtableKind};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{pack_trailer, SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::memtable::{compares, prefetch_line};
+use crate::stripe::CacheLine;
 
 /// Bytes of one link.
 const LINK_SIZE: usize = mem::size_of::<AtomicPtr<u8>>();
@@ -245,7 +246,7 @@ pub struct SkipListMemtable {
     /// stale value only makes a search start lower (still correct, as every
     /// node is in level 0), and links are read with Acquire anyway.
     max_height: AtomicUsize,
-    len: InsertCount,
+    len: CacheLine<AtomicUsize>,
 }
 
 impl Default for SkipListMemtable {
@@ -267,7 +268,7 @@ impl SkipListMemtable {
             arena,
             head,
             max_height: AtomicUsize::new(1),
-            len: InsertCount::default(),
+            len: CacheLine::default(),
         }
     }
 
@@ -458,7 +459,7 @@ impl Memtable for SkipListMemtable {
                 next[level] = n;
             }
         }
-        self.len.add_one();
+        self.len.fetch_add(1, Ordering::Relaxed);
     }
 
     fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<Found<'_>> {
@@ -482,7 +483,7 @@ impl Memtable for SkipListMemtable {
     }
 
     fn len(&self) -> usize {
-        self.len.get()
+        self.len.load(Ordering::Relaxed)
     }
 }
 

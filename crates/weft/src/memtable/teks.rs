@@ -120,10 +120,11 @@ use super::cuckoo::{full_keys, initial_keys, HashedNodes};
 use super::jellyfish::levels::SkipLevels;
 use super::jellyfish::node::{random_height, Node};
 use super::jellyfish::{Cursor, KeyIndex};
-use super::{Found, InsertCount, Memtable, MemtableKind};
+use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE};
 use crate::memtable::compares::{self, key_prefix};
+use crate::stripe::CacheLine;
 
 /// Node flag: linked into the skiplist at level 0 (above the height byte
 /// of the flag word, see `Node::flags`).
@@ -200,7 +201,7 @@ pub(crate) struct Shared {
     /// The sorted batch a drainer is linking, for others to help with
     /// (see [`Shared::drain`]).
     pending: ProtocolMutex<Option<Arc<SortedBatch>>>,
-    len: InsertCount,
+    len: CacheLine<AtomicUsize>,
     /// Nodes linked into the skiplist.
     linked: AtomicUsize,
     stop: AtomicBool,
@@ -219,7 +220,7 @@ impl Shared {
             levels,
             queue: LinkQueue::new(),
             pending: ProtocolMutex::new(None),
-            len: InsertCount::default(),
+            len: CacheLine::default(),
             linked: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             sleeping: AtomicBool::new(false),
@@ -470,7 +471,7 @@ impl Memtable for TeksMemtable {
 
     fn insert(&self, user_key: &[u8], seq: SequenceNumber, kind: ValueKind, value: &[u8]) {
         let shared = &*self.shared;
-        shared.len.add_one();
+        shared.len.fetch_add(1, Ordering::Relaxed);
         let Some(node) = shared
             .nodes
             .insert(random_height, user_key, seq, kind, value)
@@ -515,7 +516,7 @@ impl Memtable for TeksMemtable {
     }
 
     fn len(&self) -> usize {
-        self.shared.len.get()
+        self.shared.len.load(Ordering::Relaxed)
     }
 
     fn set_read_watermark(&self, seq: SequenceNumber) {

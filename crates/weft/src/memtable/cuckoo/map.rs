@@ -58,7 +58,7 @@ use crate::memtable::jellyfish::node::Node;
 use crate::memtable::pages::ZeroedPages;
 use crate::memtable::prefetch_line;
 use crate::store::hash_index::key_hash;
-use crate::stripe::thread_stripe;
+use crate::stripe::{thread_stripe, CacheLine};
 
 /// Slots per bucket: 7 slots and the version fill one cache line.
 pub(crate) const SLOTS: usize = 7;
@@ -175,10 +175,6 @@ impl Bucket {
     }
 }
 
-#[repr(align(64))]
-#[derive(Default)]
-struct Stripe(AtomicUsize);
-
 /// A table's buckets: in their own mapping, so untouched pages cost nothing
 /// and a dropped table goes back to the OS (see `pages`). Under loom, built
 /// one by one: its atomics are handles into the model, not zeroable words.
@@ -192,7 +188,7 @@ struct Table {
     mask: usize,
     /// Set by the grower: no new claim may start.
     frozen: AtomicBool,
-    claimers: [Stripe; CLAIM_STRIPES],
+    claimers: [CacheLine<AtomicUsize>; CLAIM_STRIPES],
 }
 
 impl Table {

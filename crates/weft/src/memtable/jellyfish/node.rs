@@ -506,6 +506,13 @@ pub(crate) fn cas_link_0(
     true
 }
 
+/// Nodes on level 0 from `first` to the end: a walk, O(n), for the key
+/// counts of tests and diagnostics (so no insert pays for a shared
+/// counter, and the count is of what a reader can reach).
+pub(crate) fn level_0_len(first: Option<Node>) -> usize {
+    std::iter::successors(first, |n| n.next(0)).count()
+}
+
 /// Links `v` (unpublished, or allocated with an abandoned node) into the
 /// version list headed by `head`, at its place by sequence (newest first).
 /// Lock-free: one CAS when uncontended. See the module docs.
