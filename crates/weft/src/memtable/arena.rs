@@ -639,6 +639,25 @@ mod tests {
         assert!(gaps <= 26, "{gaps} gaps between consecutive allocations");
     }
 
+    /// A thread's block belongs to one arena: after that arena drops, the
+    /// next arena's first allocation comes from a chunk of its own, not
+    /// from the dead arena's block (ids are never reused).
+    #[test]
+    fn a_dropped_arenas_block_is_never_reused() {
+        let old = Arena::new();
+        // Past the small chunks, so the thread holds a block of `old`.
+        for _ in 0..2_000 {
+            old.allocate(100, 8);
+        }
+        drop(old);
+        let new = Arena::new();
+        new.allocate(100, 8);
+        assert!(
+            new.memory_usage() > 0,
+            "allocated from another arena's block"
+        );
+    }
+
     /// A thread that alternates between two arenas never gets memory of one
     /// from the block it took in the other.
     #[test]
