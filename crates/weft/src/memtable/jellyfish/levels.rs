@@ -339,6 +339,14 @@ impl<'a> LinkRun<'a> {
         let Some(&node) = self.nodes.first() else {
             return;
         };
+        // The node after this one is searched for next: request its first
+        // line (flags, key) and the line of its link 1 now, so that reading
+        // its height and writing its links (most towers are one or two
+        // links) do not wait for a miss each.
+        if let Some(&after) = self.nodes.get(1) {
+            after.prefetch();
+            after.prefetch_link(1);
+        }
         let h = node.height();
         debug_assert!((1..=MAX_HEIGHT).contains(&h));
         levels.raise_height(h);
