@@ -6,7 +6,8 @@
 //!
 //! Environment knobs: `WEFT_BENCH_OPS` (default 1000000), `WEFT_BENCH_SCANS`
 //! (default OPS / 10), `WEFT_BENCH_THREADS` (default `1,2`),
-//! `WEFT_BENCH_PARTS` (default `micro,teks,ycsb`), `WEFT_BENCH_DISTS`
+//! `WEFT_BENCH_PARTS` (default `micro,teks,ycsb`; also `link`),
+//! `WEFT_BENCH_DISTS`
 //! (the micro part's key distributions, default
 //! `uniform,zipf1.2,zipf1.2-dbkeys`), `WEFT_BENCH_KINDS` (default every
 //! kind and `crossbeam`), `WEFT_BENCH_ROUNDS` (default 1).
@@ -40,7 +41,13 @@
 //! keys for every iterator, so it runs only 64 scans per phase (enough
 //! for a rate). Threads claim each phase's operations in blocks of 16
 //! (sequence numbers unique, roughly in arrival order as under group
-//! commit). Peers: the five Weft kinds and `crossbeam_skiplist::SkipMap`
+//! commit). *Link* (`teks` only, not in the default parts): the cost of
+//! linking new keys into `teks`'s sorted index alone, on one thread with
+//! the worker frozen: OPS puts of the *teks* part's keys, and after every
+//! 8 192 a `prepare_scan` that links them (as a scan would); only the
+//! linking is timed (row `link`, M keys linked/s). The other parts see
+//! the linker only through the writers it slows down, on a machine whose
+//! noise hides changes of a third. Peers: the five Weft kinds and `crossbeam_skiplist::SkipMap`
 //! keyed by user key ‖ !seq (versions as separate entries, like `skiplist`).
 //!
 //! Reported: Mops/s (wall clock over the whole phase, from when every
@@ -59,7 +66,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_skiplist::SkipMap;
 use rand::rngs::StdRng;
@@ -68,6 +75,7 @@ use weft::iter::visible::VisibleIter;
 use weft::key::{ValueKind, MAX_SEQUENCE};
 use weft::memtable::compares;
 use weft::memtable::esl::EslMemtable;
+use weft::memtable::teks::TeksMemtable;
 use weft::memtable::{new_memtable, Memtable, MemtableKind};
 
 const VALUE: [u8; 100] = [0x5a; 100];
@@ -581,6 +589,38 @@ fn teks_setup(items: usize, scans: usize, threads: &[usize], out: &mut Results) 
     }
 }
 
+/// The *link* part (module docs): linking alone, one thread.
+fn link(items: usize, out: &mut Results) {
+    const BATCH: usize = 8192;
+    // Timed in wall clock only (no comparison counts).
+    if compares::COUNTING || !kinds().contains(&"teks") {
+        return;
+    }
+    let value = [0xa5u8; 256];
+    // A write buffer large enough that the memtable never reports full.
+    let m = TeksMemtable::new(4 << 30);
+    m.freeze_worker(true);
+    let mut linking = Duration::ZERO;
+    for i in 0..items {
+        m.insert(&key_of(i as u64), i as u64 + 1, ValueKind::Put, &value);
+        if (i + 1) % BATCH == 0 || i + 1 == items {
+            let start = Instant::now();
+            m.prepare_scan(MAX_SEQUENCE);
+            linking += start.elapsed();
+        }
+    }
+    let weave = m.weave_stats();
+    assert_eq!(weave.linked, weave.keys, "teks: every key linked");
+    let rate = items as f64 / linking.as_secs_f64() / 1e6;
+    out.entry(("teks256".to_string(), "link".to_string(), 1))
+        .or_default()
+        .insert("teks", rate);
+    eprintln!(
+        "  teks256 link: {items} keys in batches of {BATCH}, {:.1} ns per key",
+        1e3 / rate
+    );
+}
+
 fn ycsb(threads: &[usize], out: &mut Results) {
     const N: u64 = 1_000_000;
     const OPS: usize = 1_000_000;
@@ -703,6 +743,9 @@ fn measure() -> Results {
     }
     if parts.contains("ycsb") {
         ycsb(&threads, &mut out);
+    }
+    if parts.contains("link") {
+        link(ops, &mut out);
     }
     out
 }

@@ -156,8 +156,8 @@ impl Node {
     /// the header's line left the compare waiting on a second miss. When
     /// both addresses share a line the second request costs nothing.
     /// Measured, linking sorted batches of 8 192 new keys into a `teks`
-    /// memtable of 1 M (one thread, `examples/link_cost.rs`, medians of
-    /// ten rounds): 730 → 520 ns per key.
+    /// memtable of 1 M (one thread, the memtable benchmark's `link` part,
+    /// medians of ten rounds): 730 → 520 ns per key.
     #[inline]
     pub(crate) fn prefetch(self) {
         prefetch_line(self.0.as_ptr());
