@@ -387,8 +387,6 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    /// Asserts `[p, p + bytes)` is aligned to `align`, all zero and
-    /// writable, then unmaps it.
     /// Pages of `[p, p + bytes)` present in memory.
     #[cfg(target_os = "linux")]
     fn resident(p: *const u8, bytes: usize) -> usize {
@@ -401,6 +399,8 @@ mod tests {
         vec.iter().filter(|b| *b & 1 == 1).count()
     }
 
+    /// Asserts `[p, p + bytes)` is aligned to `align`, all zero and
+    /// writable, then unmaps it.
     fn check_and_unmap(p: NonNull<u8>, bytes: usize, align: usize) {
         assert_eq!(p.as_ptr() as usize % align, 0, "{bytes} at {align}");
         // SAFETY: `p` is a fresh mapping of `bytes` bytes owned by the test.
