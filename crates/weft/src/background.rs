@@ -51,8 +51,8 @@ use crate::store::sorted_run::SortedRunIter;
 use crate::store::value_log::ValueLogFile;
 use crate::store::value_reader::ValueReader;
 use crate::store::{
-    grown_index, install_table, FileMeta, KeyList, LiveValueLog, Partition, Placement, TableFile,
-    Version,
+    change_index, grown_index, install_table, replace_index, FileMeta, KeyList, LiveValueLog,
+    Partition, Placement, TableFile, Version,
 };
 
 enum Job {
@@ -429,19 +429,19 @@ fn index_new_tables(core: &Core, files: &[(u64, FileMeta)], stats: &JobStats) ->
 
 /// Adds the new table `f` of `part` to the partition's index. A bigger
 /// index, when one is needed, is built from the older tables under the
-/// read lock (readers keep using the index meanwhile; the caller holds
-/// [`Core::index_changes`], so nothing else changes it); the write lock
-/// covers the swap and the inserts.
+/// read lock, else the index is copied; the table's keys go into the new
+/// one, which is then swapped in ([`replace_index`]): readers keep using
+/// the old index meanwhile. The caller holds [`Core::index_changes`], so
+/// nothing else changes the index between the two.
 fn index_table(part: &Partition, f: &FileMeta, keys: &KeyList, unsorted_limit: u64) -> Result<()> {
     let index = &part.index;
-    let bigger = grown_index(
-        &index.read(),
-        &part.unsorted,
-        keys.len(),
-        f.size,
-        unsorted_limit,
-    )?;
-    install_table(&mut index.write(), bigger, f.number, keys);
+    let mut next = {
+        let current = index.read();
+        let bigger = grown_index(&current, &part.unsorted, keys.len(), f.size, unsorted_limit)?;
+        bigger.unwrap_or_else(|| current.clone())
+    };
+    install_table(&mut next, None, f.number, keys);
+    replace_index(index, next);
     Ok(())
 }
 
@@ -755,7 +755,7 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
     let merged: Vec<u64> = inputs_unsorted.iter().map(|t| t.meta.number).collect();
     if !merged.is_empty() {
         let _changes = core.index_changes.lock();
-        part.index.write().remove_tables(&merged);
+        change_index(&part.index, |index| index.remove_tables(&merged));
     }
     for t in inputs_unsorted.iter().chain(&inputs_sorted) {
         t.mark_obsolete();
@@ -1122,7 +1122,7 @@ fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     drop(st);
     let numbers: Vec<u64> = inputs.iter().map(|t| t.meta.number).collect();
     let _changes = core.index_changes.lock();
-    part.index.write().remove_tables(&numbers);
+    change_index(&part.index, |index| index.remove_tables(&numbers));
     for t in &inputs {
         t.mark_obsolete();
     }

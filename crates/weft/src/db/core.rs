@@ -121,14 +121,19 @@ impl ClosedWals {
     }
 
     /// Makes every closed WAL numbered `through` or lower durable, then
-    /// forgets it. The fdatasyncs run on second handles, outside the lock,
-    /// so a rotation never waits for them.
+    /// forgets it. Each is sealed first ([`LogWriter::seal`]: no page of it
+    /// left mapped, no reserved zeros), so its fdatasync writes back only
+    /// records. The fdatasyncs run on second handles, outside the lock, so a
+    /// rotation never waits for them.
     pub fn sync_through(&self, through: u64) -> Result<()> {
         let handles = {
             let mut logs = self.logs.lock();
             logs.iter_mut()
                 .filter(|(n, _)| *n <= through)
-                .map(|(n, w)| w.sync_handle().map(|f| (*n, f, w.path().to_path_buf())))
+                .map(|(n, w)| {
+                    w.seal()?;
+                    w.sync_handle().map(|f| (*n, f, w.path().to_path_buf()))
+                })
                 .collect::<Result<Vec<_>>>()?
         };
         let Some(&(last, _, _)) = handles.last() else {

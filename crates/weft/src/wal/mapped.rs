@@ -35,8 +35,8 @@
 //!
 //! While the log is open, the file is longer than its records: the rest of
 //! the last reserved step is zeros. [`MappedAppender::finish`] (called when
-//! the writer is dropped, e.g. at memtable rotation after the final sync)
-//! cuts it back to the records. After a crash the zeros stay; the reader
+//! the log is sealed, e.g. a WAL rotated out before its final sync, or
+//! when the writer is dropped) cuts it back to the records. After a crash the zeros stay; the reader
 //! treats a record boundary followed only by zero bytes as the end of the
 //! log (`LogReader`), and an all-zero header is never a valid record.
 //!
