@@ -20,6 +20,14 @@
 //!   thread raises [`EngineState::restructuring`], which keeps new flushes
 //!   from starting, and waits until the running one is done
 //!   ([`FlushesHeld`]).
+//! * Manifest edits: a job makes its edit under the state lock, appends it
+//!   (an fdatasync) with the state lock released, and installs it under the
+//!   state lock again, holding [`Core::manifest`] throughout. Writers,
+//!   whose every write group takes the state lock, go on during the fsync
+//!   (`strace` of a 3M-key fill: 51 manifest fdatasyncs, median 0.2 ms,
+//!   p90 4 ms, max 9 ms, each of which had held every writer); the
+//!   manifest's order stays the install order, and no version changes
+//!   between an edit and its install (only these jobs change it).
 //! * Hash-index changes (a flush adds its tables, a merge or consolidation
 //!   removes its inputs) are serialized by [`Core::index_changes`], and a
 //!   flush grows an index from the tables of the current version, so an
@@ -38,12 +46,14 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use parking_lot::MutexGuard;
+
 use crate::cache::ReadPurpose;
 use crate::db::core::{Core, Counters, EngineState};
 use crate::error::Result;
 use crate::iter::{InternalIterator, MergedEntries};
 use crate::key::MAX_SEQUENCE;
-use crate::manifest::VersionEdit;
+use crate::manifest::{ManifestWriter, VersionEdit};
 use crate::memtable::Memtable;
 use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
 use crate::store::gc::ResolvingIter;
@@ -238,6 +248,22 @@ pub(crate) fn write_memtable(
 /// A partition's id, inclusive lower and exclusive upper bound.
 pub(crate) type PartitionBounds = (u64, Vec<u8>, Option<Vec<u8>>);
 
+/// Appends a job's `edit` to the manifest (and fdatasyncs it) with the
+/// state lock released; the caller holds [`Core::manifest`] from making
+/// the edit through installing it (see the module docs). Returns the
+/// bytes appended.
+fn append_edit(
+    core: &Core,
+    manifest: &mut ManifestWriter,
+    st: &mut MutexGuard<'_, EngineState>,
+    edit: &VersionEdit,
+) -> Result<u64> {
+    MutexGuard::unlocked(st, || {
+        crate::fault::pause_point("manifest.append", &core.dir);
+        manifest.append(edit)
+    })
+}
+
 fn partition_bounds(v: &Version) -> Vec<PartitionBounds> {
     v.partitions
         .iter()
@@ -289,6 +315,7 @@ fn flush_oldest(core: &Arc<Core>) -> Result<()> {
         .zip(open_new_tables(core, &metas)?)
         .collect();
 
+    let mut manifest = core.manifest.lock();
     let mut st = core.state.lock();
     debug_assert!(st.imms.front().is_some_and(|i| Arc::ptr_eq(&i.mem, &mem)));
     let next_log = st.imms.get(1).map(|i| i.wal_number).unwrap_or(st.mem_wal);
@@ -302,7 +329,7 @@ fn flush_oldest(core: &Arc<Core>) -> Result<()> {
             .collect(),
         ..Default::default()
     };
-    match st.manifest.append(&edit) {
+    match append_edit(core, &mut manifest, &mut st, &edit) {
         Ok(n) => Counters::add(&core.counters.manifest_bytes, n),
         Err(e) => {
             drop(st);
@@ -330,6 +357,7 @@ fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     core.install_super_version(&st);
     core.state_cv.notify_all();
     drop(st);
+    drop(manifest);
 
     // The flushed memtable's WAL is no longer needed.
     let _ = std::fs::remove_file(crate::filename::wal_path(&core.dir, wal_number));
@@ -383,13 +411,14 @@ fn checkpoint_index(core: &Arc<Core>, pid: u64) -> Result<()> {
         return Ok(());
     }
     crate::fault::crash_point("checkpoint.file_written");
+    let mut manifest = core.manifest.lock();
     let mut st = core.state.lock();
     let edit = VersionEdit {
         next_file_number: Some(st.next_file_number),
         index_checkpoints: vec![(pid, number)],
         ..Default::default()
     };
-    match st.manifest.append(&edit) {
+    match append_edit(core, &mut manifest, &mut st, &edit) {
         Ok(n) => Counters::add(&core.counters.manifest_bytes, n),
         Err(e) => {
             drop(st);
@@ -400,6 +429,7 @@ fn checkpoint_index(core: &Arc<Core>, pid: u64) -> Result<()> {
     let old = st.index_checkpoints.insert(pid, number);
     st.flushed_since_checkpoint.insert(pid, 0);
     drop(st);
+    drop(manifest);
     if let Some(old) = old {
         let _ = std::fs::remove_file(crate::filename::index_checkpoint_path(&core.dir, old));
     }
@@ -657,6 +687,7 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
         Rewrite::Merge => "merge.tables_written",
         Rewrite::Collect(_) => "gc.tables_written",
     });
+    let mut manifest = core.manifest.lock();
     let mut st = core.state.lock();
     let victims: BTreeSet<u64> = match &job {
         Rewrite::Collect(v) => v.clone(),
@@ -685,7 +716,7 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
     for t in inputs_unsorted.iter().chain(&inputs_sorted) {
         edit.removed_files.push((pid, t.meta.number));
     }
-    match st.manifest.append(&edit) {
+    match append_edit(core, &mut manifest, &mut st, &edit) {
         Ok(n) => Counters::add(&core.counters.manifest_bytes, n),
         Err(e) => {
             drop(st);
@@ -750,6 +781,7 @@ fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
     core.install_super_version(&st);
     core.state_cv.notify_all();
     drop(st);
+    drop(manifest);
     // Only now that no new reader can see the merged tables: readers pinned
     // to older versions probe tables the index has forgotten directly.
     let merged: Vec<u64> = inputs_unsorted.iter().map(|t| t.meta.number).collect();
@@ -922,6 +954,7 @@ fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
         (key, l, r, Some(Arc::clone(t)))
     };
 
+    let mut manifest = core.manifest.lock();
     let mut st = core.state.lock();
     debug_assert!(split_key.as_slice() > part.lower.as_slice());
     let (left_id, right_id) = (st.next_partition_id, st.next_partition_id + 1);
@@ -966,7 +999,7 @@ fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
             .collect(),
         None => Vec::new(),
     };
-    match st.manifest.append(&edit) {
+    match append_edit(core, &mut manifest, &mut st, &edit) {
         Ok(n) => Counters::add(&core.counters.manifest_bytes, n),
         Err(e) => {
             drop(st);
@@ -1002,6 +1035,7 @@ fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
     core.install_super_version(&st);
     core.state_cv.notify_all();
     drop(st);
+    drop(manifest);
     if let Some(t) = rewritten {
         t.mark_obsolete();
     }
@@ -1083,6 +1117,7 @@ fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
             }
         }
     }
+    let mut manifest = core.manifest.lock();
     let mut st = core.state.lock();
     let mut edit = VersionEdit {
         next_file_number: Some(st.next_file_number),
@@ -1095,7 +1130,7 @@ fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     for t in &inputs {
         edit.removed_files.push((pid, t.meta.number));
     }
-    match st.manifest.append(&edit) {
+    match append_edit(core, &mut manifest, &mut st, &edit) {
         Ok(n) => Counters::add(&core.counters.manifest_bytes, n),
         Err(e) => {
             drop(st);
@@ -1120,6 +1155,7 @@ fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     core.install_super_version(&st);
     core.state_cv.notify_all();
     drop(st);
+    drop(manifest);
     let numbers: Vec<u64> = inputs.iter().map(|t| t.meta.number).collect();
     let _changes = core.index_changes.lock();
     change_index(&part.index, |index| index.remove_tables(&numbers));

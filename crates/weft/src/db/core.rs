@@ -1,8 +1,13 @@
 //! The engine's shared state (`Core`), the super version readers pin, and
 //! the counters behind [`crate::Stats`].
 //!
-//! Locking, in the only order they may be taken: `queue` (write group
-//! membership) → `state` (memtables, version, manifest, file numbers) → `wal`.
+//! Locking, in the only order they may be taken: `manifest` (a background
+//! job's edit, from its making through its install) → `queue` (write group
+//! membership) → `state` (memtables, version, file numbers) → `wal`.
+//! A job appends its manifest edit (an fdatasync: up to several
+//! milliseconds while the disk writes tables back) with `state` released
+//! and `manifest` held, so writers go on meanwhile, and edits still reach
+//! the manifest in the order they are installed.
 //! The write leader holds none of them while it appends to the WAL or inserts
 //! into the memtable; it is the only thread that touches the WAL between
 //! rotations, so its mutex is never contended.
@@ -49,8 +54,9 @@ pub(crate) struct EngineState {
     pub mem_wal: u64,
     /// Oldest first.
     pub imms: VecDeque<ImmutableMemtable>,
+    /// Changed only by a job holding [`Core::manifest`] (so it cannot
+    /// change while that job's edit is being appended).
     pub version: Arc<Version>,
-    pub manifest: ManifestWriter,
     pub next_file_number: u64,
     pub log_number: u64,
     /// Memtables ever made immutable / ever flushed (for `Db::flush` waits).
@@ -215,6 +221,10 @@ pub(crate) struct Core {
     /// WALs rotated out but maybe not yet durable (see [`ClosedWals`]).
     pub closed_wals: ClosedWals,
     pub state: Mutex<EngineState>,
+    /// The manifest. A job holds it from making its edit (under `state`)
+    /// through appending it (with `state` released: see the module docs)
+    /// to installing it (under `state` again).
+    pub manifest: Mutex<ManifestWriter>,
     /// Signalled on every state change that someone may wait for: work for
     /// the background threads, room for stalled writers, finished flushes.
     pub state_cv: Condvar,
@@ -236,6 +246,7 @@ impl Core {
         options: Options,
         cache: Arc<BlockCache>,
         state: EngineState,
+        manifest: ManifestWriter,
         wal: ActiveWal,
         last_seq: SequenceNumber,
         counters: Counters,
@@ -263,6 +274,7 @@ impl Core {
             wal: Mutex::new(wal),
             closed_wals: ClosedWals::default(),
             state: Mutex::new(state),
+            manifest: Mutex::new(manifest),
             state_cv: Condvar::new(),
             index_changes: Mutex::new(()),
             super_version: RwLock::new(sv),

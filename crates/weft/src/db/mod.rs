@@ -510,14 +510,15 @@ impl Db {
         core.check_open()?;
         // The manifest and the active WAL are appended to while this runs:
         // each is read only up to the bytes its writer had written when
-        // listed (the state lock holds off manifest appends, the WAL lock
-        // log appends; rotation takes them in this order too).
+        // listed (the manifest lock holds off manifest appends, the WAL
+        // lock log appends; jobs and rotation take them in this order too).
         let (sv, manifest, wal_numbers, active_wal_size) = {
+            let manifest = core.manifest.lock();
             let st = core.state.lock();
             let mut wals: Vec<u64> = st.imms.iter().map(|i| i.wal_number).collect();
             wals.push(st.mem_wal);
             let active_wal_size = core.wal.lock().writer.size_in_file();
-            let manifest = (st.manifest.number(), st.manifest.size());
+            let manifest = (manifest.number(), manifest.size());
             (core.super_version(), manifest, wals, active_wal_size)
         };
         let (manifest_number, manifest_size) = manifest;
@@ -832,6 +833,69 @@ mod tests {
     /// A flush completes while a merge is held mid-way (the flush and
     /// compaction threads run side by side), and once the merge lands the
     /// index knows exactly the tables flushed beside it.
+    /// A job appends its manifest edit (an fdatasync) with the state lock
+    /// released: held in the middle of a flush's append, writes (a rotation
+    /// among them) and reads go on, and the flush is installed afterwards.
+    #[test]
+    fn writes_and_reads_go_on_while_a_manifest_edit_is_appended() {
+        const POINT: &str = "manifest.append";
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let _gate = gates::close(POINT, dir.path());
+        let key = |p: &str, i: u32| format!("{p}{i:04}");
+        for i in 0..500 {
+            db.put(key("a", i), b"first").unwrap();
+        }
+        // Rotate: the flush of the old memtable stops inside its append.
+        db.core()
+            .write(WriteBatch::new(), false, true, true)
+            .unwrap();
+        wait_at_gate(POINT, dir.path(), &db);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let worker = {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for i in 0..500 {
+                    db.put(key("b", i), b"second").unwrap();
+                    assert_eq!(db.get(key("a", i)).unwrap().as_deref(), Some(&b"first"[..]));
+                }
+                db.core()
+                    .write(WriteBatch::new(), false, true, true)
+                    .unwrap();
+                let _ = done_tx.send(());
+            })
+        };
+        let went_on = done_rx.recv_timeout(Duration::from_secs(60));
+        // Not `lock()`: before the change the held flush kept the state lock.
+        let imms = db
+            .core()
+            .state
+            .try_lock_for(Duration::from_secs(5))
+            .map(|st| st.imms.len());
+        gates::open(POINT, dir.path());
+        worker.join().unwrap();
+        assert!(
+            went_on.is_ok(),
+            "writes and reads waited for the manifest append"
+        );
+        assert_eq!(
+            imms,
+            Some(2),
+            "the held flush was installed early, or the rotation did not happen"
+        );
+        db.flush().unwrap();
+        assert!(db.core().state.lock().imms.is_empty());
+        drop(db);
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        for i in 0..500 {
+            assert_eq!(db.get(key("a", i)).unwrap().as_deref(), Some(&b"first"[..]));
+            assert_eq!(
+                db.get(key("b", i)).unwrap().as_deref(),
+                Some(&b"second"[..])
+            );
+        }
+    }
+
     #[test]
     fn flushes_go_on_while_a_merge_runs() {
         const POINT: &str = "merge.inputs_open";

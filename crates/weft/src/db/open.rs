@@ -231,7 +231,6 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
             partitions,
             value_logs,
         }),
-        manifest,
         next_file_number: state.next_file_number,
         log_number: wal_number,
         imm_created: 0,
@@ -246,7 +245,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     };
     let wal = ActiveWal { writer: wal_writer };
     let core = Arc::new(Core::new(
-        dir, options, cache, engine, wal, last_seq, counters,
+        dir, options, cache, engine, manifest, wal, last_seq, counters,
     ));
     Ok(Opened { core, lock })
 }
