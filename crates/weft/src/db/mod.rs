@@ -830,9 +830,6 @@ mod tests {
         }
     }
 
-    /// A flush completes while a merge is held mid-way (the flush and
-    /// compaction threads run side by side), and once the merge lands the
-    /// index knows exactly the tables flushed beside it.
     /// A job appends its manifest edit (an fdatasync) with the state lock
     /// released: held in the middle of a flush's append, writes (a rotation
     /// among them) and reads go on, and the flush is installed afterwards.
@@ -896,6 +893,9 @@ mod tests {
         }
     }
 
+    /// A flush completes while a merge is held mid-way (the flush and
+    /// compaction threads run side by side), and once the merge lands the
+    /// index knows exactly the tables flushed beside it.
     #[test]
     fn flushes_go_on_while_a_merge_runs() {
         const POINT: &str = "merge.inputs_open";

@@ -698,6 +698,8 @@ mod tests {
     use crate::key::ValueKind;
     use crate::table::{TableBuilder, TableOptions};
 
+    /// An index change runs while readers (and the write lock) can still
+    /// take the index, and shows only once it is swapped in.
     #[test]
     fn an_index_change_runs_without_a_lock_on_the_index_and_then_shows() {
         let index: SharedIndex = Arc::new(parking_lot::RwLock::new(

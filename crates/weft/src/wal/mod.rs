@@ -1184,6 +1184,9 @@ mod tests {
         maps.lines().any(|l| l.ends_with(name))
     }
 
+    /// Sealing hands deferred records over, unmaps the windows and cuts
+    /// the reserved zeros; a record appended afterwards still lands behind
+    /// the others.
     #[test]
     fn a_sealed_mapped_log_is_unmapped_and_cut_to_its_records_and_takes_more() {
         let dir = tempfile::tempdir().unwrap();
