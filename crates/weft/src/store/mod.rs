@@ -156,9 +156,8 @@ pub type SharedIndex = Arc<parking_lot::RwLock<hash_index::HashIndex>>;
 /// had reads at P99.99 8 ms and a maximum of 340 ms. The copy costs a
 /// memcpy of the index (10 bytes a key) per change.
 ///
-/// The caller must hold `Core::index_changes` (or be the only thread with
-/// the index, as `open` is): with a second writer, a change made between
-/// the copy and the swap would be lost.
+/// The caller must hold `Core::index_changes`: with a second writer, a
+/// change made between the copy and the swap would be lost.
 pub fn change_index<T>(
     index: &SharedIndex,
     change: impl FnOnce(&mut hash_index::HashIndex) -> T,

@@ -36,9 +36,10 @@
 //! While the log is open, the file is longer than its records: the rest of
 //! the last reserved step is zeros. [`MappedAppender::finish`] (called when
 //! the log is sealed, e.g. a WAL rotated out before its final sync, or
-//! when the writer is dropped) cuts it back to the records. After a crash the zeros stay; the reader
-//! treats a record boundary followed only by zero bytes as the end of the
-//! log (`LogReader`), and an all-zero header is never a valid record.
+//! when the writer is dropped) cuts it back to the records. After a crash
+//! the zeros stay; the reader treats a record boundary followed only by
+//! zero bytes as the end of the log (`LogReader`), and an all-zero header
+//! is never a valid record.
 //!
 //! Stores are made in log order, each record's header before its payload
 //! (`LogWriter` hands records over one at a time), so a process killed in
