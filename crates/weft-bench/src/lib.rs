@@ -23,7 +23,6 @@
 // The engine stats object (`stats_json`) is one `json!` literal, deeper
 // than the macro's default recursion allows.
 #![recursion_limit = "256"]
-#![deny(missing_docs)]
 
 pub mod config;
 pub mod dist;
@@ -629,7 +628,7 @@ pub fn wipe_db_dir(dir: &Path) -> Result<()> {
         .any(|(_, n)| n == "CURRENT" || n == "LOCK" || n == MARKER);
     let all_known = names
         .iter()
-        .all(|(_, n)| weft::filename::parse_file_name(n).is_some());
+        .all(|(_, n)| weft::internals::parse_file_name(n).is_some());
     if !is_db && !all_known {
         return Err(Error::Config(format!(
             "{} is not empty and does not look like a Weft database; refusing to \

@@ -242,7 +242,7 @@ fn scan_bounds(args: &ScanArgs) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
     let mut lower = args.start.as_deref().map(bytes);
     let mut upper = args.end.as_deref().map(bytes);
     if let Some(p) = args.prefix.as_deref().map(bytes) {
-        let p_upper = weft::options::prefix_successor(&p);
+        let p_upper = weft::prefix_successor(&p);
         lower = Some(match lower {
             Some(l) if l > p => l,
             _ => p,

@@ -1,6 +1,9 @@
 //! End-to-end tests of the `weft` binary: the command-line contract (exit
 //! codes, output formats) that scripts and later checks rely on.
 
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
+
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -2,6 +2,9 @@
 //! SIGTERM, kill -9 under `--sync always`, and twemproxy in front of
 //! several instances. Loopback only; every child is killed on drop.
 
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
+
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

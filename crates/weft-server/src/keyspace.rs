@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use weft::options::prefix_successor;
+use weft::prefix_successor;
 use weft::{Db, ReadOptions, WriteBatch, WriteOptions};
 
 use crate::encoding::{self, Kind, Meta};

@@ -166,9 +166,8 @@ impl Waker {
         // descriptor owned here only.
         let fd = check(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
         // SAFETY: as above, `fd` is fresh and unowned.
-        Ok(Waker {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Waker { fd })
     }
 
     /// The descriptor to register.

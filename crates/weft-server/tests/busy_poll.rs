@@ -8,6 +8,9 @@
 //! work (the CPU bound failed once so, in a full test run beside two
 //! benchmarks), but it still never blocks while it polls.
 
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Duration;

@@ -1,6 +1,9 @@
 //! Every command through a real client library (the `redis` crate) and a
 //! raw RESP client, against an in-process server on 127.0.0.1:0.
 
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::collections::HashMap;

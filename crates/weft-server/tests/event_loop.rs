@@ -2,6 +2,9 @@
 //! writes of many clients share batches and each reads its own; a client
 //! that half-closes gets every reply; several loops serve together.
 
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::io::Read;

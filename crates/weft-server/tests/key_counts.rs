@@ -3,6 +3,9 @@
 //! deadlines, checked after each step against a model of the key space
 //! and against a full listing (`KEYS *` and `TTL`), then after a restart.
 
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::collections::BTreeMap;

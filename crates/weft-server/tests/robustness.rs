@@ -1,6 +1,9 @@
 //! Bad input, limits and lifecycle: malformed frames, garbage, bulk and
 //! buffer bounds, maxclients, idle timeout, graceful shutdown and restart.
 
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::io::{Read, Write};

@@ -55,12 +55,15 @@
 //! the rounds. Built with the `key-compare-count` feature
 //! (`cargo bench -p weft --bench memtable --features weft/key-compare-count`)
 //! it reports key comparisons per operation instead (JellyFish Fig. 7; see
-//! `weft::memtable::compares`), background linking included. Cache misses
+//! `weft::internals::memtable::compares`), background linking included. Cache misses
 //! per operation (JellyFish Table 2): `bench/cache-misses` runs the micro
 //! part under valgrind's cache simulator, counting only inside the
 //! per-operation calls (the 2-vCPU VM of `bench/RESULTS.md` exposes no
 //! PMU; on a machine with one, `perf stat -e cache-misses` around a run of
 //! one part and kind gives the hardware's figure).
+
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -71,12 +74,12 @@ use std::time::{Duration, Instant};
 use crossbeam_skiplist::SkipMap;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use weft::iter::visible::VisibleIter;
-use weft::key::{ValueKind, MAX_SEQUENCE};
-use weft::memtable::compares;
-use weft::memtable::esl::EslMemtable;
-use weft::memtable::teks::TeksMemtable;
-use weft::memtable::{new_memtable, Memtable, MemtableKind};
+use weft::internals::memtable::compares;
+use weft::internals::memtable::EslMemtable;
+use weft::internals::memtable::TeksMemtable;
+use weft::internals::memtable::VisibleIter;
+use weft::internals::memtable::{new_memtable, Memtable, MemtableKind};
+use weft::internals::memtable::{ValueKind, MAX_SEQUENCE};
 
 const VALUE: [u8; 100] = [0x5a; 100];
 const SCAN_LEN: usize = 10;

@@ -11,6 +11,7 @@
 
 use crate::error::{Error, Result};
 use crate::key::{SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
+use crate::util::coding::{get_varint32, put_varint32};
 
 const HEADER: usize = 12;
 /// Most bytes an operation adds besides its key and value: the kind tag and
@@ -48,26 +49,6 @@ impl std::fmt::Debug for WriteBatch {
             .field("bytes", &self.rep.len())
             .finish()
     }
-}
-
-fn put_varint32(dst: &mut Vec<u8>, mut v: u32) {
-    while v >= 0x80 {
-        dst.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    dst.push(v as u8);
-}
-
-/// Decodes a varint32 from the front of `src`, returning it and its length.
-pub(crate) fn get_varint32(src: &[u8]) -> Option<(u32, usize)> {
-    let mut v: u32 = 0;
-    for (i, &b) in src.iter().enumerate().take(5) {
-        v |= ((b & 0x7f) as u32) << (7 * i);
-        if b & 0x80 == 0 {
-            return Some((v, i + 1));
-        }
-    }
-    None
 }
 
 impl WriteBatch {
@@ -286,7 +267,7 @@ impl<'a> Iterator for BatchIter<'a> {
             return bad("unknown op kind");
         };
         let take = |d: &mut &'a [u8]| -> Option<&'a [u8]> {
-            let (len, n) = get_varint32(d)?;
+            let (len, n) = get_varint32(d, 0)?;
             let end = n.checked_add(len as usize)?;
             let s = d.get(n..end)?;
             *d = &d[end..];

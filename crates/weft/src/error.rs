@@ -54,6 +54,23 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// The directory was written in a store format newer than this build
+    /// reads (`docs/DESIGN.md` §3). Nothing was read past the version or
+    /// written.
+    #[error(
+        "{} records store format version {found}; this build of Weft reads versions up to \
+         {supported}: open the database with a newer Weft",
+        path.display()
+    )]
+    Unsupported {
+        /// The manifest that records the version.
+        path: PathBuf,
+        /// The version found.
+        found: u64,
+        /// The highest version this build reads.
+        supported: u64,
+    },
+
     /// The database was closed; no further operations are possible.
     #[error("database is closed")]
     Closed,

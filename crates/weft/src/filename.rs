@@ -68,6 +68,7 @@ pub fn index_checkpoint_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.hix"))
 }
 /// Path of temporary file `n`.
+#[cfg(test)]
 pub fn temp_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.tmp"))
 }

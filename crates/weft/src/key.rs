@@ -8,6 +8,8 @@
 //! Seeking to `(user_key, snapshot)` with [`ValueKind::MAX`] lands on the
 //! newest version whose sequence is at most `snapshot`.
 
+pub mod compares;
+
 use std::cmp::Ordering;
 
 /// A write's position in the global history. Only the low 56 bits are used.

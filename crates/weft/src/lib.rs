@@ -1,8 +1,11 @@
 //! Weft: a persistent, ordered key-value store.
 //!
-//! Weft combines five research designs in one engine (see `DESIGN.md` at the
-//! workspace root): versioned memtables, and a UniKV persistent layout of range
-//! partitions, each with a hash-indexed UnsortedStore and a SortedStore.
+//! Weft combines five research designs in one engine: versioned memtables,
+//! and a UniKV persistent layout of range partitions, each with a
+//! hash-indexed UnsortedStore and a SortedStore. The design of record —
+//! the shape, every file format byte by byte, the crash-safety argument of
+//! each background job, the lock order and where the code departs from the
+//! papers — is `docs/DESIGN.md` in the repository.
 //!
 //! ```
 //! use weft::{Db, Options};
@@ -13,74 +16,65 @@
 //! let pairs: Vec<_> = db.range(&b"a"[..]..).unwrap().map(|r| r.unwrap()).collect();
 //! assert_eq!(pairs, vec![(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"2".to_vec())]);
 //! ```
-
 //!
-//! # Where the code departs from DESIGN.md, and why
+//! # The public surface
 //!
-//! * Tables the hash index does not know are probed directly: that keeps a
-//!   get correct that read an older version just before a merge shrank the
-//!   shared index (`store::Partition::get`). UnsortedStore tables carry no
-//!   Bloom filter (the index's tags do that work, as in UniKV), so such a
-//!   probe reads a block; the window is the moment between a merge's new
-//!   version and its index update.
-//! * The hash index derives a key's 4 candidate buckets from its home bucket
-//!   and tag (cuckoo-filter style) instead of 4 independent hashes, so
-//!   entries can be relocated and removed without the keys
-//!   (`store::hash_index`).
-//! * A merge is triggered by table count (`unsorted_slowdown_tables`) as well
-//!   as by bytes (`unsorted_limit`), and the stop trigger stalls every write:
-//!   many short sessions would otherwise accumulate tables forever.
-//! * GC chooses victim logs by their *own* dead share, not the partition's,
-//!   so a freshly written, fully live log cannot shield dead ones.
-//! * A split between two SortedStore tables moves tables without rewriting
-//!   them (merges never let a user key straddle two tables); only a
-//!   one-table run is rewritten at its median.
-//! * Recovery flushes the replayed WAL into UnsortedStore tables (as LevelDB
-//!   does) rather than keeping old WALs alive.
-//! * A bad WAL record followed by valid ones is `Error::Corruption`, not a
-//!   silent truncation: only a torn *tail* is dropped, with every newer WAL
-//!   (a rotation does not wait for the old WAL's fdatasync, so after a
-//!   machine crash an older WAL may be the torn one; `db::open`).
-//! * Flushes run on a thread of their own, beside the thread that merges,
-//!   collects and splits (`background`).
-//! * Gets and scans read table blocks from a read-only mapping of each
-//!   table, not through the block cache: the kernel's page cache is the
-//!   cache, and a block's checksum is verified the first time an open table
-//!   hands it out (`table::reader`; `Options::mmap_reads = false` restores
-//!   the block cache). Background jobs still read with `pread`.
-//! * [`fault`] holds crash points (`WEFT_CRASH_AT`) compiled into every
-//!   build, so crash tests exercise the same binary users run.
-
-#![deny(missing_docs)]
+//! [`Db`] and what it takes and returns: [`Options`], [`ReadOptions`],
+//! [`WriteOptions`], [`WriteBatch`], [`Snapshot`], the cursors
+//! ([`DbIterator`], [`Range`]), [`Error`], [`MemtableKind`] and [`Stats`].
+//! Every other module is private to the crate: memtables, tables, logs and
+//! the manifest are free to change without a semver promise. The memtable
+//! benchmark, the crash tests and the server reach a few internals through
+//! [`internals`], which is hidden from the documentation and not part of
+//! the stable API.
 
 mod background;
-pub mod batch;
-pub mod cache;
+mod batch;
+mod cache;
 mod db;
-pub mod error;
-pub mod fault;
-pub mod filename;
-pub mod iter;
-pub mod key;
-pub mod manifest;
-mod mapping;
-pub mod memtable;
-pub mod options;
-mod pread;
-pub mod snapshot;
-pub mod stats;
-pub mod store;
-mod stripe;
-mod sync;
-pub mod table;
-mod thread_priority;
-pub mod wal;
+mod error;
+mod fault;
+mod filename;
+mod iter;
+mod key;
+mod manifest;
+mod memtable;
+mod options;
+mod snapshot;
+mod stats;
+mod store;
+mod table;
+mod util;
+mod wal;
 
 pub use batch::WriteBatch;
-pub use db::{CheckReport, Db};
+pub use db::{CheckReport, Db, DbIterator, Range};
 pub use error::{Error, Result};
-pub use iter::{DbIterator, Range};
+pub use key::{MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use memtable::MemtableKind;
-pub use options::{Options, ReadOptions, WriteOptions};
+pub use options::{prefix_successor, Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;
 pub use stats::{CacheStats, PartitionStats, ReadStats, Stats};
+
+/// What the memtable benchmark, the crash tests and tools reach inside the
+/// engine: not part of the stable API, may change in any release.
+#[doc(hidden)]
+pub mod internals {
+    /// The memtables, for the memtable benchmark.
+    pub mod memtable {
+        pub use crate::iter::visible::VisibleIter;
+        pub use crate::iter::InternalIterator;
+        pub use crate::key::compares;
+        pub use crate::key::{ValueKind, MAX_SEQUENCE};
+        pub use crate::memtable::esl::EslMemtable;
+        pub use crate::memtable::teks::TeksMemtable;
+        pub use crate::memtable::{new_memtable, Memtable, MemtableKind};
+    }
+    pub use crate::fault::CRASH_POINTS;
+    pub use crate::filename::{current_path, lock_path, parse_file_name, wal_path, FileKind};
+}
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -21,20 +21,37 @@
 //! 9 drop value-log reference: partition, number (the log dies with its last reference)
 //! 10 value-log garbage: number, bytes           (added to the log's dead bytes)
 //! 11 index checkpoint: partition, number        (replaces the partition's previous one)
+//! 12 format version: varint                     (first field of every snapshot edit)
 //! ```
+//!
+//! The store format version ([`FORMAT_VERSION`]) covers the WAL, write
+//! batches, value logs, the manifest and file naming. Every open writes a
+//! fresh manifest whose snapshot edit starts with it; a manifest without it
+//! was written before the version was recorded (format 1) and is upgraded
+//! by that fresh manifest; a newer version is refused with
+//! [`Error::Unsupported`] before anything is written (`docs/DESIGN.md` §3).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
 use crate::store::{FileMeta, Placement};
+use crate::util::coding::{get_varint64, put_varint64};
+use crate::util::fs;
 use crate::wal::{LogRead, LogReader, LogWriter};
+
+/// The store format version this build reads and writes.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// Tag of the format-version field.
+const FORMAT_VERSION_TAG: u8 = 12;
 
 /// A change to the store's metadata.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VersionEdit {
+    /// The store format version (only in a manifest's snapshot edit).
+    pub format_version: Option<u64>,
     /// WALs numbered below this are no longer needed.
     pub log_number: Option<u64>,
     /// Next unused file number.
@@ -59,16 +76,8 @@ pub struct VersionEdit {
     pub index_checkpoints: Vec<(u64, u64)>,
 }
 
-fn put_varint(dst: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        dst.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    dst.push(v as u8);
-}
-
 fn put_bytes(dst: &mut Vec<u8>, b: &[u8]) {
-    put_varint(dst, b.len() as u64);
+    put_varint64(dst, b.len() as u64);
     dst.extend_from_slice(b);
 }
 
@@ -78,18 +87,9 @@ struct Decoder<'a> {
 
 impl<'a> Decoder<'a> {
     fn varint(&mut self) -> std::result::Result<u64, String> {
-        let mut v: u64 = 0;
-        for i in 0..10 {
-            let Some((&b, rest)) = self.data.split_first() else {
-                return Err("truncated varint".into());
-            };
-            self.data = rest;
-            v |= ((b & 0x7f) as u64) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("varint longer than 10 bytes".into())
+        let (v, pos) = get_varint64(self.data, 0).ok_or("truncated or overlong varint")?;
+        self.data = &self.data[pos..];
+        Ok(v)
     }
 
     fn bytes(&mut self) -> std::result::Result<Vec<u8>, String> {
@@ -115,21 +115,27 @@ impl VersionEdit {
     /// Encodes the edit as a manifest record payload.
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::new();
+        // First, so a reader learns the version before any field whose
+        // encoding a later version may change.
+        if let Some(v) = self.format_version {
+            b.push(FORMAT_VERSION_TAG);
+            put_varint64(&mut b, v);
+        }
         if let Some(v) = self.log_number {
             b.push(1);
-            put_varint(&mut b, v);
+            put_varint64(&mut b, v);
         }
         if let Some(v) = self.next_file_number {
             b.push(2);
-            put_varint(&mut b, v);
+            put_varint64(&mut b, v);
         }
         if let Some(v) = self.last_sequence {
             b.push(3);
-            put_varint(&mut b, v);
+            put_varint64(&mut b, v);
         }
         for (id, lower, upper) in &self.new_partitions {
             b.push(4);
-            put_varint(&mut b, *id);
+            put_varint64(&mut b, *id);
             put_bytes(&mut b, lower);
             match upper {
                 Some(u) => {
@@ -141,46 +147,46 @@ impl VersionEdit {
         }
         for id in &self.removed_partitions {
             b.push(5);
-            put_varint(&mut b, *id);
+            put_varint64(&mut b, *id);
         }
         for (p, placement, m) in &self.added_files {
             b.push(6);
-            put_varint(&mut b, *p);
+            put_varint64(&mut b, *p);
             b.push(match placement {
                 Placement::Unsorted => 0,
                 Placement::Sorted => 1,
             });
-            put_varint(&mut b, m.number);
-            put_varint(&mut b, m.size);
-            put_varint(&mut b, m.entries);
+            put_varint64(&mut b, m.number);
+            put_varint64(&mut b, m.size);
+            put_varint64(&mut b, m.entries);
             put_bytes(&mut b, &m.smallest);
             put_bytes(&mut b, &m.largest);
         }
         for (p, n) in &self.removed_files {
             b.push(7);
-            put_varint(&mut b, *p);
-            put_varint(&mut b, *n);
+            put_varint64(&mut b, *p);
+            put_varint64(&mut b, *n);
         }
         for (p, n, size) in &self.added_value_logs {
             b.push(8);
-            put_varint(&mut b, *p);
-            put_varint(&mut b, *n);
-            put_varint(&mut b, *size);
+            put_varint64(&mut b, *p);
+            put_varint64(&mut b, *n);
+            put_varint64(&mut b, *size);
         }
         for (p, n) in &self.dropped_value_logs {
             b.push(9);
-            put_varint(&mut b, *p);
-            put_varint(&mut b, *n);
+            put_varint64(&mut b, *p);
+            put_varint64(&mut b, *n);
         }
         for (n, bytes) in &self.value_log_garbage {
             b.push(10);
-            put_varint(&mut b, *n);
-            put_varint(&mut b, *bytes);
+            put_varint64(&mut b, *n);
+            put_varint64(&mut b, *bytes);
         }
         for (p, n) in &self.index_checkpoints {
             b.push(11);
-            put_varint(&mut b, *p);
-            put_varint(&mut b, *n);
+            put_varint64(&mut b, *p);
+            put_varint64(&mut b, *n);
         }
         b
     }
@@ -233,10 +239,21 @@ impl VersionEdit {
                 9 => e.dropped_value_logs.push((d.varint()?, d.varint()?)),
                 10 => e.value_log_garbage.push((d.varint()?, d.varint()?)),
                 11 => e.index_checkpoints.push((d.varint()?, d.varint()?)),
+                FORMAT_VERSION_TAG => e.format_version = Some(d.varint()?),
                 t => return Err(format!("unknown edit tag {t}")),
             }
         }
         Ok(e)
+    }
+
+    /// The format version an encoded edit starts with, if it does: read
+    /// before the rest is decoded, whose fields a newer version may have
+    /// changed.
+    pub fn leading_format_version(data: &[u8]) -> Option<u64> {
+        match data.split_first() {
+            Some((&FORMAT_VERSION_TAG, rest)) => get_varint64(rest, 0).map(|(v, _)| v),
+            _ => None,
+        }
     }
 }
 
@@ -267,6 +284,9 @@ pub struct ValueLogMeta {
 /// The metadata a manifest replays to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ManifestState {
+    /// The store format version the manifest recorded (0: none, a
+    /// manifest written before versions were recorded, which is format 1).
+    pub format_version: u64,
     /// Oldest WAL still needed.
     pub log_number: u64,
     /// Next unused file number.
@@ -284,6 +304,9 @@ pub struct ManifestState {
 impl ManifestState {
     /// Applies one edit; errors describe an inconsistent log.
     pub fn apply(&mut self, e: &VersionEdit) -> std::result::Result<(), String> {
+        if let Some(v) = e.format_version {
+            self.format_version = v;
+        }
         if let Some(v) = e.log_number {
             self.log_number = v;
         }
@@ -366,6 +389,9 @@ impl ManifestState {
     /// One edit that recreates this state from nothing.
     pub fn snapshot_edit(&self) -> VersionEdit {
         let mut e = VersionEdit {
+            // Always this build's: a manifest is rewritten at every open,
+            // which is how an older store is upgraded.
+            format_version: Some(FORMAT_VERSION),
             log_number: Some(self.log_number),
             next_file_number: Some(self.next_file_number),
             last_sequence: Some(self.last_sequence),
@@ -429,6 +455,15 @@ pub fn recover(dir: &Path) -> Result<(u64, ManifestState)> {
     loop {
         match reader.read()? {
             LogRead::Record { offset, payload } => {
+                if let Some(found) = VersionEdit::leading_format_version(&payload) {
+                    if found > FORMAT_VERSION {
+                        return Err(Error::Unsupported {
+                            path: path.clone(),
+                            found,
+                            supported: FORMAT_VERSION,
+                        });
+                    }
+                }
                 let edit = VersionEdit::decode(&payload)
                     .map_err(|r| Error::corruption(&path, offset, r))?;
                 state
@@ -490,21 +525,10 @@ impl ManifestWriter {
 fn set_current(dir: &Path, number: u64) -> Result<()> {
     let tmp: PathBuf = dir.join("CURRENT.tmp");
     let cur = filename::current_path(dir);
-    let mut f = std::fs::File::create(&tmp).context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(format!("{}\n", filename::manifest_name(number)).as_bytes())
-        .context(|| format!("writing {}", tmp.display()))?;
-    f.sync_all()
-        .context(|| format!("syncing {}", tmp.display()))?;
-    drop(f);
+    let name = format!("{}\n", filename::manifest_name(number));
+    fs::write_new_synced(&tmp, name.as_bytes()).context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &cur).context(|| format!("renaming {} to CURRENT", tmp.display()))?;
-    sync_dir(dir)
-}
-
-/// fsyncs a directory so that file creations, renames and deletions in it are durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    let d = std::fs::File::open(dir).context(|| format!("opening directory {}", dir.display()))?;
-    d.sync_all()
-        .context(|| format!("syncing directory {}", dir.display()))
+    fs::sync_dir(dir).context(|| format!("syncing directory {}", dir.display()))
 }
 
 #[cfg(test)]
@@ -539,6 +563,7 @@ mod tests {
             dropped_value_logs: vec![(1, 10)],
             value_log_garbage: vec![(12, 100)],
             index_checkpoints: vec![(1, 13)],
+            format_version: Some(FORMAT_VERSION),
         };
         assert_eq!(VersionEdit::decode(&e.encode()).unwrap(), e);
     }
@@ -588,6 +613,92 @@ mod tests {
         let snap = s.snapshot_edit();
         let mut t = ManifestState::default();
         t.apply(&snap).unwrap();
-        assert_eq!(t, s);
+        // The same state, recorded in this build's format.
+        assert_eq!(
+            t,
+            ManifestState {
+                format_version: FORMAT_VERSION,
+                ..s
+            }
+        );
+    }
+
+    /// Writes a manifest holding `edits` as its records and points CURRENT
+    /// at it, as a build of any format version would.
+    fn write_manifest(dir: &Path, number: u64, edits: &[VersionEdit]) {
+        let mut log = LogWriter::create(&filename::manifest_path(dir, number)).unwrap();
+        for e in edits {
+            log.add_record(&e.encode()).unwrap();
+        }
+        log.sync().unwrap();
+        set_current(dir, number).unwrap();
+    }
+
+    #[test]
+    fn every_manifest_starts_with_this_builds_format_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = ManifestState {
+            next_file_number: 7,
+            ..Default::default()
+        };
+        let (_w, _) = ManifestWriter::create(dir.path(), 3, &state).unwrap();
+        let (number, back) = recover(dir.path()).unwrap();
+        assert_eq!((number, back.format_version), (3, FORMAT_VERSION));
+        let first = std::fs::read(filename::manifest_path(dir.path(), 3)).unwrap();
+        let payload = &first[crate::util::crc::RECORD_HEADER_SIZE..];
+        assert_eq!(payload[0], FORMAT_VERSION_TAG);
+        assert_eq!(
+            VersionEdit::leading_format_version(payload),
+            Some(FORMAT_VERSION)
+        );
+    }
+
+    /// A manifest from before the version was recorded is format 1: it
+    /// reads, and says so with version 0 (the open that follows writes a
+    /// fresh, versioned manifest).
+    #[test]
+    fn a_manifest_without_a_version_is_read_as_the_first_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = VersionEdit {
+            next_file_number: Some(5),
+            new_partitions: vec![(0, vec![], None)],
+            ..Default::default()
+        };
+        write_manifest(dir.path(), 2, &[old]);
+        let (_, state) = recover(dir.path()).unwrap();
+        assert_eq!(state.format_version, 0);
+        assert_eq!(state.next_file_number, 5);
+        assert_eq!(state.snapshot_edit().format_version, Some(FORMAT_VERSION));
+    }
+
+    /// A newer format is refused by its version, even when the fields after
+    /// it mean nothing to this build.
+    #[test]
+    fn a_newer_format_version_is_unsupported_not_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut newer = VersionEdit {
+            format_version: Some(FORMAT_VERSION + 1),
+            ..Default::default()
+        }
+        .encode();
+        newer.push(0xee); // a tag this build has never heard of
+        let path = filename::manifest_path(dir.path(), 4);
+        let mut log = LogWriter::create(&path).unwrap();
+        log.add_record(&newer).unwrap();
+        log.sync().unwrap();
+        set_current(dir.path(), 4).unwrap();
+        match recover(dir.path()) {
+            Err(Error::Unsupported {
+                path: p,
+                found,
+                supported,
+            }) => {
+                assert_eq!(
+                    (p, found, supported),
+                    (path, FORMAT_VERSION + 1, FORMAT_VERSION)
+                );
+            }
+            other => panic!("expected Unsupported, got {other:?}"),
+        }
     }
 }

@@ -1,5 +1,7 @@
 //! Engine statistics, as returned by [`crate::Db::stats`].
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 /// A point-in-time summary of the engine's state and counters.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -144,4 +146,61 @@ pub struct CacheStats {
     pub hits: u64,
     /// Lookups that did not.
     pub misses: u64,
+}
+
+/// Who a read from disk is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadPurpose {
+    /// A point read (`get`).
+    Get,
+    /// A user iterator; blocks it reads from disk are cached when
+    /// `fill_cache` (`ReadOptions::fill_cache`).
+    Scan {
+        /// Whether blocks read from disk enter the cache.
+        fill_cache: bool,
+    },
+    /// A background job (merge, GC, split, consolidation, index rebuild):
+    /// never fills the cache.
+    Background,
+}
+
+impl ReadPurpose {
+    /// Whether a block this read fetches from disk is added to the cache.
+    pub fn fills_cache(self) -> bool {
+        match self {
+            ReadPurpose::Get => true,
+            ReadPurpose::Scan { fill_cache } => fill_cache,
+            ReadPurpose::Background => false,
+        }
+    }
+}
+
+/// Bytes read from disk (table blocks missing from the cache, value-log
+/// records), by [`ReadPurpose`]; counts since open.
+#[derive(Debug, Default)]
+pub struct DiskReads {
+    get: AtomicU64,
+    scan: AtomicU64,
+    background: AtomicU64,
+}
+
+impl DiskReads {
+    /// Counts `bytes` read from disk for `purpose`.
+    pub fn add(&self, purpose: ReadPurpose, bytes: u64) {
+        let counter = match purpose {
+            ReadPurpose::Get => &self.get,
+            ReadPurpose::Scan { .. } => &self.scan,
+            ReadPurpose::Background => &self.background,
+        };
+        counter.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// (gets, scans, background jobs) bytes read so far.
+    pub fn totals(&self) -> (u64, u64, u64) {
+        (
+            self.get.load(Ordering::Relaxed),
+            self.scan.load(Ordering::Relaxed),
+            self.background.load(Ordering::Relaxed),
+        )
+    }
 }

@@ -7,6 +7,9 @@
 //! injection (a full or read-only filesystem would have to appear under a
 //! live database). It is left to engine unit tests with an injected I/O layer.
 
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::ops::Bound;
@@ -907,7 +910,7 @@ fn multi_get_matches_get_key_by_key() {
                 show(k)
             );
         }
-        let too_long = vec![b'x'; weft::key::MAX_KEY_SIZE + 1];
+        let too_long = vec![b'x'; weft::MAX_KEY_SIZE + 1];
         let mixed: Vec<&[u8]> = vec![b"k0001", &too_long, b"k0002"];
         let got = db.multi_get(&mixed);
         assert_eq!(got[0].as_ref().unwrap(), &model.get(&b"k0001"[..]).cloned());

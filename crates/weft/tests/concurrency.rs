@@ -13,6 +13,9 @@
 //! Knobs: `WEFT_SEED` (writers' random choices), `WEFT_CONC_OPS` (writes per
 //! writer thread, default 1500).
 
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -10,6 +10,9 @@
 //! All runs are in-process; a panic hook counts panics on every thread
 //! (including engine background threads) and each test asserts none happened.
 
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::fs;
@@ -248,7 +251,7 @@ fn wal_lost_page_recovers_the_writes_before_it() {
         bytes[from as usize..to as usize].fill(0);
         std::fs::write(&log, &bytes).unwrap();
         if let Some(len) = blank_after {
-            let newer = weft::filename::wal_path(d.path(), 999_000);
+            let newer = weft::internals::wal_path(d.path(), 999_000);
             std::fs::write(newer, vec![0u8; len]).unwrap();
         }
         let whole = w.ends.iter().filter(|&&e| e <= from).count();
@@ -671,7 +674,7 @@ fn garbage_current_is_an_error_and_harmless() {
     install_panic_counter();
     let before = panic_count();
     let (d, model, _name, _) = make_manifest_db();
-    let current = weft::filename::current_path(d.path());
+    let current = weft::internals::current_path(d.path());
     let original = fs::read(&current).unwrap();
     let garbage: &[&[u8]] = &[
         b"",

@@ -18,6 +18,9 @@
 //! Knobs: `WEFT_SEED` (default one fixed seed), `WEFT_CRASH_CYCLES` (kill
 //! cycles per memtable kind, default 40).
 
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
@@ -334,7 +337,7 @@ fn assert_locked(r: weft::Result<Db>, dir: &Path, ctx: &str) {
         Err(Error::Locked { path }) => {
             assert_eq!(
                 path.file_name(),
-                weft::filename::lock_path(dir).file_name(),
+                weft::internals::lock_path(dir).file_name(),
                 "{ctx}: Locked names {}",
                 path.display()
             );

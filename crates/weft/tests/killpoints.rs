@@ -1,10 +1,13 @@
 //! Crash at every step: for each named crash point of flush, merge, GC,
 //! split, consolidation, index checkpoint, WAL rotation and recovery
-//! (`weft::fault::CRASH_POINTS`), a child process writes acknowledged
+//! (`weft::internals::CRASH_POINTS`), a child process writes acknowledged
 //! batches until it dies exactly there (`WEFT_CRASH_AT`); the parent reopens
 //! and checks that nothing acknowledged is lost, nothing unwritten or deleted
 //! comes back (the state equals a prefix of the history), and every checksum
 //! verifies.
+
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
@@ -200,7 +203,7 @@ fn check_recovered(dir: &std::path::Path, max_ack: u64, ctx: &str) -> u64 {
 #[test]
 fn crash_at_every_step_loses_nothing() {
     let mut missed = Vec::new();
-    for point in weft::fault::CRASH_POINTS {
+    for point in weft::internals::CRASH_POINTS {
         for pass in [1, 3] {
             let spec = format!("{point}:{pass}");
             let dir = tempfile::tempdir().unwrap();

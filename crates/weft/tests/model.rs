@@ -9,6 +9,9 @@
 //! 256 B blocks) make flushes, merges and multi-table partitions happen all
 //! the time; the test asserts at the end that flushes and merges did happen.
 
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::ops::Bound;

@@ -6,6 +6,9 @@
 //! * a snapshot keeps reading its version across merges and GC;
 //! * a damaged value log yields `Error::Corruption`, never a wrong value.
 
+// A test (or benchmark) fails by panicking: its unwraps are its assertions.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;

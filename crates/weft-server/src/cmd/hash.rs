@@ -293,7 +293,7 @@ pub fn hscan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
                 .map(glob::literal_prefix)
                 .unwrap_or_default(),
         );
-        let upper = weft::options::prefix_successor(&lower);
+        let upper = weft::prefix_successor(&lower);
         if cursor != 0 {
             let at = ks
                 .cursor(cursor)

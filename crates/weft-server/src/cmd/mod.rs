@@ -77,7 +77,9 @@ type Handler = fn(&mut Ctx<'_>, &[Vec<u8>]) -> CmdResult;
 /// One command: name (lowercase), arity as Redis counts it (positive =
 /// exact, negative = at least), handler.
 pub struct Command {
+    /// The command's name, lowercase.
     pub name: &'static str,
+    /// Arity as Redis counts it, the name included.
     pub arity: i32,
     handler: Handler,
 }
@@ -247,9 +249,13 @@ pub fn is(arg: &[u8], name: &str) -> bool {
 
 /// Options shared by `SCAN` and `HSCAN`.
 pub struct ScanOpts {
+    /// `MATCH`: a glob the keys (or fields) must match.
     pub pattern: Option<Vec<u8>>,
+    /// `COUNT`: about how many entries one call examines.
     pub count: usize,
+    /// `TYPE`: only keys of this type (`SCAN` only).
     pub kind: Option<Vec<u8>>,
+    /// `NOVALUES`: fields without their values (`HSCAN` only).
     pub novalues: bool,
 }
 

@@ -10,13 +10,7 @@ use crate::resp::Out;
 use crate::Shared;
 
 fn check_len(ctx: &Ctx<'_>, len: usize) -> CmdResult {
-    if len
-        > ctx
-            .shared
-            .config
-            .max_bulk
-            .min(weft::key::MAX_VALUE_SIZE - 9)
-    {
+    if len > ctx.shared.config.max_bulk.min(weft::MAX_VALUE_SIZE - 9) {
         return err("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
     }
     Ok(())
@@ -251,7 +245,7 @@ pub fn is_plain_set(max_bulk: usize, a: &[Vec<u8>]) -> bool {
     } else {
         false
     };
-    let max = max_bulk.min(weft::key::MAX_VALUE_SIZE - 9);
+    let max = max_bulk.min(weft::MAX_VALUE_SIZE - 9);
     shape && a[1..].chunks(2).all(|p| p[1].len() <= max)
 }
 
@@ -364,11 +358,7 @@ pub fn decrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn append(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let max = ctx
-        .shared
-        .config
-        .max_bulk
-        .min(weft::key::MAX_VALUE_SIZE - 9);
+    let max = ctx.shared.config.max_bulk.min(weft::MAX_VALUE_SIZE - 9);
     let len = update(ctx, &a[1], |old| {
         let old = old.unwrap_or_default();
         if old.len() + a[2].len() > max {

@@ -16,7 +16,7 @@
 //!
 //! Hit and miss counters live inside each shard and are updated under the
 //! lock the lookup already holds (no shared atomic bouncing between cores);
-//! [`BlockCache::stats`] sums them.
+//! [`Cache::stats`] sums them.
 //!
 //! The cache also keeps [`DiskReads`]: the bytes that reads which missed it
 //! (table blocks) or never go through it (separated values, blocks of
@@ -27,13 +27,14 @@
 //! beside the `pread` it accounts for.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::stats::CacheStats;
-use crate::table::block::Block;
+use crate::stats::{CacheStats, DiskReads};
+
+// TEMP(house-bg merge): background.rs still names it here.
+pub(crate) use crate::stats::ReadPurpose;
 
 /// Smallest per-shard capacity before the cache uses fewer shards.
 pub const MIN_SHARD_CAPACITY: usize = 512 * 1024;
@@ -46,26 +47,26 @@ type CacheKey = (u64, u64);
 /// Index of the list's sentinel node in every shard's slab.
 const SENTINEL: usize = 0;
 
-struct Node {
+struct Node<B> {
     key: CacheKey,
-    block: Option<Arc<Block>>,
+    block: Option<Arc<B>>,
     charge: usize,
     prev: usize,
     next: usize,
 }
 
-struct Shard {
+struct Shard<B> {
     capacity: usize,
     usage: usize,
     map: HashMap<CacheKey, usize>,
-    nodes: Vec<Node>,
+    nodes: Vec<Node<B>>,
     free: Vec<usize>,
     hits: u64,
     misses: u64,
 }
 
-impl Shard {
-    fn new(capacity: usize) -> Shard {
+impl<B> Shard<B> {
+    fn new(capacity: usize) -> Self {
         Shard {
             capacity,
             usage: 0,
@@ -97,7 +98,7 @@ impl Shard {
         self.nodes[SENTINEL].next = i;
     }
 
-    fn get(&mut self, key: CacheKey) -> Option<Arc<Block>> {
+    fn get(&mut self, key: CacheKey) -> Option<Arc<B>> {
         match self.map.get(&key).copied() {
             Some(i) => {
                 self.hits += 1;
@@ -112,7 +113,7 @@ impl Shard {
         }
     }
 
-    fn insert(&mut self, key: CacheKey, block: Arc<Block>, charge: usize) {
+    fn insert(&mut self, key: CacheKey, block: Arc<B>, charge: usize) {
         self.remove(key);
         if self.capacity == 0 || charge > self.capacity {
             return;
@@ -177,73 +178,18 @@ impl Shard {
     }
 }
 
-/// A byte-bounded cache of decoded table blocks keyed by (file, offset).
-pub struct BlockCache {
+/// A byte-bounded cache of decoded blocks `B` keyed by (file, offset).
+/// Generic over what it stores so it depends on no file format (tables
+/// name theirs `table::BlockCache`).
+pub struct Cache<B> {
     capacity: usize,
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[Mutex<Shard<B>>]>,
     disk_reads: Arc<DiskReads>,
 }
 
-/// Who a read from disk is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadPurpose {
-    /// A point read (`get`).
-    Get,
-    /// A user iterator; blocks it reads from disk are cached when
-    /// `fill_cache` (`ReadOptions::fill_cache`).
-    Scan {
-        /// Whether blocks read from disk enter the cache.
-        fill_cache: bool,
-    },
-    /// A background job (merge, GC, split, consolidation, index rebuild):
-    /// never fills the cache.
-    Background,
-}
-
-impl ReadPurpose {
-    /// Whether a block this read fetches from disk is added to the cache.
-    pub fn fills_cache(self) -> bool {
-        match self {
-            ReadPurpose::Get => true,
-            ReadPurpose::Scan { fill_cache } => fill_cache,
-            ReadPurpose::Background => false,
-        }
-    }
-}
-
-/// Bytes read from disk (table blocks missing from the cache, value-log
-/// records), by [`ReadPurpose`]; counts since open.
-#[derive(Debug, Default)]
-pub struct DiskReads {
-    get: AtomicU64,
-    scan: AtomicU64,
-    background: AtomicU64,
-}
-
-impl DiskReads {
-    /// Counts `bytes` read from disk for `purpose`.
-    pub fn add(&self, purpose: ReadPurpose, bytes: u64) {
-        let counter = match purpose {
-            ReadPurpose::Get => &self.get,
-            ReadPurpose::Scan { .. } => &self.scan,
-            ReadPurpose::Background => &self.background,
-        };
-        counter.fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    /// (gets, scans, background jobs) bytes read so far.
-    pub fn totals(&self) -> (u64, u64, u64) {
-        (
-            self.get.load(Ordering::Relaxed),
-            self.scan.load(Ordering::Relaxed),
-            self.background.load(Ordering::Relaxed),
-        )
-    }
-}
-
-impl BlockCache {
+impl<B> Cache<B> {
     /// A cache holding at most `capacity` bytes of blocks.
-    pub fn new(capacity: usize) -> BlockCache {
+    pub fn new(capacity: usize) -> Self {
         let mut n = MAX_SHARDS;
         while n > 1 && capacity / n < MIN_SHARD_CAPACITY {
             n /= 2;
@@ -253,7 +199,7 @@ impl BlockCache {
         let shards = (0..n)
             .map(|i| Mutex::new(Shard::new(capacity / n + usize::from(i < capacity % n))))
             .collect();
-        BlockCache {
+        Cache {
             capacity,
             shards,
             disk_reads: Arc::default(),
@@ -265,7 +211,7 @@ impl BlockCache {
         &self.disk_reads
     }
 
-    fn shard(&self, file: u64, offset: u64) -> &Mutex<Shard> {
+    fn shard(&self, file: u64, offset: u64) -> &Mutex<Shard<B>> {
         // A multiplicative mix of both halves of the key: blocks of one file
         // spread over every shard.
         let h =
@@ -275,13 +221,13 @@ impl BlockCache {
     }
 
     /// Looks up a block.
-    pub fn get(&self, file: u64, offset: u64) -> Option<Arc<Block>> {
+    pub fn get(&self, file: u64, offset: u64) -> Option<Arc<B>> {
         self.shard(file, offset).lock().get((file, offset))
     }
 
     /// Inserts a block, charging `charge` bytes (replacing any block cached
     /// under the same key). A block larger than a shard is not cached.
-    pub fn insert(&self, file: u64, offset: u64, block: Arc<Block>, charge: usize) {
+    pub fn insert(&self, file: u64, offset: u64, block: Arc<B>, charge: usize) {
         self.shard(file, offset)
             .lock()
             .insert((file, offset), block, charge);
@@ -310,7 +256,7 @@ impl BlockCache {
     }
 }
 
-impl std::fmt::Debug for BlockCache {
+impl<B> std::fmt::Debug for Cache<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlockCache")
             .field("shards", &self.shards.len())
@@ -322,6 +268,9 @@ impl std::fmt::Debug for BlockCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::block::Block;
+
+    type BlockCache = Cache<Block>;
     use crate::table::block::BlockBuilder;
 
     fn block() -> Arc<Block> {

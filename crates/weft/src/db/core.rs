@@ -20,8 +20,7 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::watermark::ReadTracker;
-use super::write::Writer;
-use crate::cache::BlockCache;
+use super::write_queue::Writer;
 use crate::error::{Error, Result};
 use crate::key::SequenceNumber;
 use crate::manifest::ManifestWriter;
@@ -29,6 +28,7 @@ use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::snapshot::SnapshotList;
 use crate::store::Version;
+use crate::table::BlockCache;
 use crate::table::TableOptions;
 use crate::wal::LogWriter;
 
@@ -398,6 +398,15 @@ pub(crate) fn share_error(e: &Error) -> Error {
             reason: reason.clone(),
         },
         Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+        Error::Unsupported {
+            path,
+            found,
+            supported,
+        } => Error::Unsupported {
+            path: path.clone(),
+            found: *found,
+            supported: *supported,
+        },
         Error::Poisoned(m) => Error::Poisoned(m.clone()),
         Error::Locked { path } => Error::Locked { path: path.clone() },
         Error::Closed => Error::Closed,

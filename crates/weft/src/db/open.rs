@@ -26,7 +26,6 @@ use std::sync::Arc;
 use super::core::{ActiveWal, Core, Counters, EngineState};
 use crate::background::write_memtable;
 use crate::batch::WriteBatch;
-use crate::cache::BlockCache;
 use crate::error::{Error, IoContext, Result};
 use crate::filename::{self, FileKind};
 use crate::manifest::{self, ManifestState, ManifestWriter, PartitionMeta, VersionEdit};
@@ -39,6 +38,7 @@ use crate::store::{
     build_index, index_add_table, table_user_keys, LiveValueLog, Partition, Placement, TableFile,
     Version,
 };
+use crate::table::BlockCache;
 use crate::wal::{LogRead, LogReader, LogWriter};
 
 /// The LOCK file, held with `flock` for as long as the database is open.

@@ -43,7 +43,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::key::SequenceNumber;
-use crate::stripe::{thread_stripe, CacheLine};
+use crate::util::stripe::{thread_stripe, CacheLine};
 
 /// Counter stripes per epoch (readers on different threads mostly touch
 /// different cache lines).

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::core::{share_error, ActiveWal, Core, Counters, EngineState, ImmutableMemtable};
+use super::write_queue::{spin_until, InsertJob, Writer, WriterState};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::memtable::{new_memtable, Memtable};
@@ -41,98 +42,6 @@ const PARALLEL_INSERT_MIN_OPS: usize = 32;
 /// candidate buckets; the WAL copy and its checksum take longer than those
 /// misses. Past this many keys the early lines would be evicted before use.
 const PREFETCH_MAX_OPS: usize = 32;
-
-enum WriterState {
-    Pending,
-    /// Insert your batch (its sequence set by the leader) into `mem`, then
-    /// report to `job`.
-    Insert {
-        mem: Arc<dyn Memtable>,
-        job: Arc<InsertJob>,
-    },
-    Done(Option<Error>),
-}
-
-/// One caller of `Db::write` waiting in the queue.
-pub(crate) struct Writer {
-    batch: Mutex<WriteBatch>,
-    /// `batch.approximate_size()`, fixed once queued: the leader sizes its
-    /// group and counts user bytes without taking each member's lock.
-    bytes: usize,
-    sync: bool,
-    /// Log the batch in the WAL (false: `WriteOptions::disable_wal`).
-    logged: bool,
-    /// A flush request: rotate the memtable even if it is not full.
-    rotate: bool,
-    state: Mutex<WriterState>,
-    /// Set (under the queue lock) whenever `state` changes or the writer
-    /// becomes the queue's head; lets a waiter spin without the lock.
-    signalled: AtomicBool,
-    cv: Condvar,
-}
-
-impl Writer {
-    /// Wakes the writer: its state changed or it leads now. Queue lock held.
-    fn signal(&self) {
-        self.signalled.store(true, Ordering::Release);
-        self.cv.notify_one();
-    }
-}
-
-/// Busy-wait iterations before yielding, and time spent yielding before
-/// blocking. A futex wake-up costs tens of microseconds on a VM — more than
-/// a whole memtable insert — so a writer whose leader is running on the
-/// other core is better off spinning briefly (RocksDB's write thread does
-/// the same). Past the budget it blocks, so an idle queue burns no CPU.
-const SPIN_ITERATIONS: u32 = 200;
-const YIELD_BUDGET: Duration = Duration::from_micros(100);
-
-/// Counts outstanding member inserts of one group.
-struct InsertJob {
-    remaining: AtomicUsize,
-    lock: Mutex<()>,
-    cv: Condvar,
-}
-
-impl InsertJob {
-    fn finish_one(&self) {
-        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let _g = self.lock.lock();
-            self.cv.notify_all();
-        }
-    }
-
-    /// Waits (spinning first) until every member has inserted.
-    fn wait(&self) {
-        let done = || self.remaining.load(Ordering::Acquire) == 0;
-        if spin_until(done) {
-            return;
-        }
-        let mut g = self.lock.lock();
-        // Checked under the lock the last finisher takes: no lost wake-up.
-        while !done() {
-            self.cv.wait(&mut g);
-        }
-    }
-}
-
-/// Spins, then yields, until `cond` holds (true) or the budget runs out.
-fn spin_until(cond: impl Fn() -> bool) -> bool {
-    for _ in 0..SPIN_ITERATIONS {
-        if cond() {
-            return true;
-        }
-        std::hint::spin_loop();
-    }
-    let start = Instant::now();
-    while start.elapsed() < YIELD_BUDGET {
-        if cond() {
-            return true;
-        }
-        std::thread::yield_now();
-    }
-    false
-}
 
 /// The writers a leader commits together: the queue's head, in order.
 ///

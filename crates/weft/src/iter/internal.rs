@@ -9,8 +9,8 @@
 //! `Result` of the positioning calls; after an error the iterator is invalid.
 
 use crate::error::Result;
+use crate::key::compares;
 use crate::key::{SequenceNumber, ValueKind};
-use crate::memtable::compares;
 
 /// A bidirectional cursor over versioned entries in internal order.
 pub trait InternalIterator: Send {
@@ -96,11 +96,13 @@ pub trait InternalIterator: Send {
 
 /// An iterator over a sorted in-memory vector of entries; used by tests and
 /// by small in-memory sources. Entries must be in internal order.
+#[cfg(test)]
 pub struct VecIter {
     entries: Vec<(Vec<u8>, SequenceNumber, ValueKind, Vec<u8>)>,
     pos: usize,
 }
 
+#[cfg(test)]
 impl VecIter {
     /// Wraps entries already in internal order.
     pub fn new(entries: Vec<(Vec<u8>, SequenceNumber, ValueKind, Vec<u8>)>) -> Self {
@@ -112,6 +114,7 @@ impl VecIter {
     }
 }
 
+#[cfg(test)]
 impl InternalIterator for VecIter {
     fn valid(&self) -> bool {
         self.pos < self.entries.len()

@@ -67,6 +67,7 @@ impl MergingIter {
         self.cur().key()
     }
     /// Sequence of the winning version.
+    #[cfg(test)]
     pub fn seq(&self) -> SequenceNumber {
         self.cur().seq()
     }

@@ -59,12 +59,7 @@ pub const FIRST_CHUNK_SIZE: usize = 1024;
 /// Default maximum chunk size: one transparent huge page.
 pub const DEFAULT_MAX_CHUNK_SIZE: usize = HUGE_PAGE;
 
-/// The x86-64 / aarch64 (4 KiB base) transparent huge page size. Chunks of
-/// a multiple of it are allocated aligned to it and advised as huge-page
-/// candidates: a large memtable is read at random (gets, seeks, the links
-/// of a skiplist), and with 4 KiB pages nearly every such access also
-/// misses the TLB; with 2 MiB pages a 64 MiB memtable needs 32 entries.
-pub const HUGE_PAGE: usize = 2 << 20;
+pub use super::pages::HUGE_PAGE;
 
 /// Alignment of every chunk's base address (and so of its header).
 const CHUNK_ALIGN: usize = 16;
@@ -490,7 +485,7 @@ fn request_ahead(start: *mut u8, size: usize, room: usize) {
     let mut offset = WRITE_AHEAD - (first & (CACHE_LINE - 1));
     let end = size + WRITE_AHEAD.min(room);
     while offset < end {
-        super::prefetch_line(start.wrapping_add(offset));
+        crate::util::prefetch::prefetch_line(start.wrapping_add(offset));
         offset += CACHE_LINE;
     }
 }

@@ -50,9 +50,9 @@ use super::arena::Arena;
 use super::jellyfish::node::{alloc_node, alloc_version, insert_version, truncate_below, Node};
 use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
+use crate::key::compares;
 use crate::key::{SequenceNumber, ValueKind};
-use crate::memtable::compares;
-use crate::stripe::CacheLine;
+use crate::util::stripe::CacheLine;
 
 /// Write-buffer bytes per hash slot the hash may grow to (the hash costs
 /// at most an eighth of the buffer).
@@ -206,11 +206,13 @@ impl CuckooMemtable {
     }
 
     /// Number of distinct user keys.
+    #[cfg(test)]
     pub fn key_count(&self) -> usize {
         self.nodes.map.len()
     }
 
     /// Slots of the hash's current table.
+    #[cfg(test)]
     pub fn hash_slots(&self) -> usize {
         self.nodes.map.slots()
     }

@@ -105,10 +105,10 @@ use super::jellyfish::node::{
 use super::jellyfish::{Cursor, KeyIndex};
 use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
+use crate::key::compares::{self, key_prefix};
 use crate::key::{SequenceNumber, ValueKind};
-use crate::memtable::compares::{self, key_prefix};
 use crate::memtable::height::one_in;
-use crate::stripe::CacheLine;
+use crate::util::stripe::CacheLine;
 
 /// One new key in this many gets a PDL node (and so a COIL entry).
 ///

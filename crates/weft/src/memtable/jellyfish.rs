@@ -68,7 +68,7 @@ use super::arena::Arena;
 use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
-use crate::stripe::CacheLine;
+use crate::util::stripe::CacheLine;
 
 pub(crate) use self::cursor::{Cursor, KeyIndex};
 
@@ -104,6 +104,7 @@ impl JellyFishMemtable {
 
     /// Number of distinct user keys (a walk of level 0, see
     /// `node::level_0_len`).
+    #[cfg(test)]
     pub fn key_count(&self) -> usize {
         node::level_0_len(self.levels.head.next(0))
     }

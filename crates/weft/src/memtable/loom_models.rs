@@ -1,5 +1,5 @@
 //! Model checks of the lock-free memtable protocols with [loom]: each test
-//! runs a few threads over the engine's own code (`crate::sync` swaps in
+//! runs a few threads over the engine's own code (`crate::util::sync` swaps in
 //! loom's atomics and mutex) and loom runs it once per interleaving it can
 //! tell apart, within a preemption bound, including the stale values its
 //! memory model lets a Relaxed or Acquire load return.
@@ -45,7 +45,7 @@
 //!
 //! Loom treats SeqCst loads and stores as AcqRel; the protocols that rely
 //! on SeqCst's total order (claims against claims and against a growth)
-//! mark the spot with `crate::sync::seqcst_store_load`, a SeqCst fence
+//! mark the spot with `crate::util::sync::seqcst_store_load`, a SeqCst fence
 //! under loom only. Without it the growth model reports a lost key that C11
 //! rules out.
 //!

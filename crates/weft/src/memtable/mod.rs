@@ -16,9 +16,10 @@
 //! `Arc`, which readers and iterators hold.
 
 pub mod arena;
-pub mod compares;
+
 pub mod cuckoo;
 pub mod esl;
+mod hash;
 mod height;
 pub mod jellyfish;
 #[cfg(all(test, loom))]
@@ -33,21 +34,6 @@ use std::sync::Arc;
 
 use crate::iter::InternalIterator;
 use crate::key::{SequenceNumber, ValueKind};
-
-/// Hints the CPU to load the cache line holding `p` into every level of
-/// its caches, so a read of it a little later does not wait for memory.
-#[inline]
-pub(crate) fn prefetch_line<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it never faults and reads nothing into
-    // the program, whatever the address, so any pointer is sound here.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
 
 /// Which memtable implementation a database uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -24,7 +24,12 @@ use std::sync::OnceLock;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::arena::HUGE_PAGE;
+/// The x86-64 / aarch64 (4 KiB base) transparent huge page size. Chunks of
+/// a multiple of it are allocated aligned to it and advised as huge-page
+/// candidates: a large memtable is read at random (gets, seeks, the links
+/// of a skiplist), and with 4 KiB pages nearly every such access also
+/// misses the TLB; with 2 MiB pages a 64 MiB memtable needs 32 entries.
+pub const HUGE_PAGE: usize = 2 << 20;
 
 /// `len` values of `T` in an anonymous mapping, all bytes zero at first.
 // Unused under loom, whose atomics are not zeroable words.
@@ -274,7 +279,7 @@ fn pool() -> Option<&'static Prefaulted> {
 /// --value_size=256 --write_buffer_size=4294967296 --threads=1`, medians
 /// of 5: fillrandom 410 k → 457 k ops/s, overwrite 387 k → 432 k. The
 /// ready chunks cost their 8 MiB of memory for the life of the process.
-/// The thread runs at background CPU priority ([`crate::thread_priority`]):
+/// The thread runs at background CPU priority ([`crate::util::thread_priority`]):
 /// when no core is idle, a writer that finds no ready chunk faults its own
 /// rather than being preempted by the thread meant to spare it that.
 ///
@@ -315,7 +320,7 @@ pub(crate) unsafe fn recycle(p: NonNull<u8>) {
 /// The `weft-prefault` thread: keeps [`PREFAULTED_READY`] fresh chunks
 /// ready, and unmaps recycled chunks left idle for [`RECYCLED_IDLE`].
 fn refill(pool: &Prefaulted) {
-    crate::thread_priority::lower_current();
+    crate::util::thread_priority::lower_current();
     loop {
         let idle: Vec<usize> = {
             let mut ready = pool.ready.lock();

@@ -76,9 +76,10 @@ use super::height::{random_height, MAX_HEIGHT};
 use super::{Found, Memtable, MemtableKind};
 use crate::error::Result;
 use crate::iter::InternalIterator;
+use crate::key::compares;
 use crate::key::{pack_trailer, SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
-use crate::memtable::{compares, prefetch_line};
-use crate::stripe::CacheLine;
+use crate::util::prefetch::prefetch_line;
+use crate::util::stripe::CacheLine;
 
 /// Bytes of one link.
 const LINK_SIZE: usize = mem::size_of::<AtomicPtr<u8>>();

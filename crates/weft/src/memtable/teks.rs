@@ -84,7 +84,7 @@
 //!   After a small drain it parks up to [`GATHER_PARK`] so that the next
 //!   batch is bigger (cheaper per key), and the put that queues
 //!   [`FULL_BATCH`] nodes wakes it early.
-//! * The worker runs at background CPU priority ([`crate::thread_priority`]):
+//! * The worker runs at background CPU priority ([`crate::util::thread_priority`]):
 //!   the linking may lag, the request threads may not. Measured with
 //!   `weft serve` (SET `-P 16`, 50 clients, two cores shared with the
 //!   client): the linker at normal priority took its fair share from the
@@ -113,7 +113,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 // The published batch's lock is part of the protocol loom checks.
-use crate::sync::Mutex as ProtocolMutex;
+use crate::util::sync::Mutex as ProtocolMutex;
 
 use self::queue::LinkQueue;
 use super::cuckoo::{full_keys, initial_keys, HashedNodes};
@@ -122,9 +122,9 @@ use super::jellyfish::node::{random_height, Node};
 use super::jellyfish::{Cursor, KeyIndex};
 use super::{Found, Memtable, MemtableKind};
 use crate::iter::InternalIterator;
+use crate::key::compares::{self, key_prefix};
 use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE};
-use crate::memtable::compares::{self, key_prefix};
-use crate::stripe::CacheLine;
+use crate::util::stripe::CacheLine;
 
 /// Node flag: linked into the skiplist at level 0 (above the height byte
 /// of the flag word, see `Node::flags`).
@@ -168,14 +168,14 @@ const LINK_CHUNK: usize = 1;
 pub(super) struct SortedBatch {
     nodes: Vec<Node>,
     /// Start of the next unclaimed chunk (may pass `nodes.len()`).
-    next: crate::sync::atomic::AtomicUsize,
+    next: crate::util::sync::atomic::AtomicUsize,
 }
 
 impl SortedBatch {
     fn new(nodes: Vec<Node>) -> Self {
         SortedBatch {
             nodes,
-            next: crate::sync::atomic::AtomicUsize::new(0),
+            next: crate::util::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -314,12 +314,12 @@ impl Shared {
             if self.queue.is_idle() {
                 return;
             }
-            crate::sync::backoff(&mut round);
+            crate::util::sync::backoff(&mut round);
         }
     }
 
     fn run_worker(&self) {
-        crate::thread_priority::lower_current();
+        crate::util::thread_priority::lower_current();
         while !self.stop.load(Ordering::Acquire) {
             let linked = if self.frozen.load(Ordering::Acquire) {
                 0

@@ -26,7 +26,7 @@ use super::value_log::{ValueLogWriter, ValuePointer};
 use super::FileMeta;
 use crate::error::Result;
 use crate::iter::MergedEntries;
-use crate::key::{internal_key, SequenceNumber, ValueKind};
+use crate::key::{SequenceNumber, ValueKind};
 use crate::table::{TableBuilder, TableOptions};
 
 /// Which versions a job keeps.
@@ -324,11 +324,6 @@ impl Outputs<'_> {
             let _ = std::fs::remove_file(crate::filename::table_path(self.spec.dir, m.number));
         }
     }
-}
-
-/// The smallest internal key that could start `user_key` (used for bounds).
-pub fn first_position(user_key: &[u8]) -> Vec<u8> {
-    internal_key(user_key, crate::key::MAX_SEQUENCE, ValueKind::MAX)
 }
 
 #[cfg(test)]

@@ -44,10 +44,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::cache::{BlockCache, DiskReads, ReadPurpose};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{compare_positions, parse_internal_key, SequenceNumber, ValueKind};
+use crate::stats::{DiskReads, ReadPurpose};
+use crate::table::BlockCache;
 use crate::table::{BlockReads, Table};
 
 /// Where a table lives within its partition.
@@ -82,12 +83,6 @@ impl FileMeta {
     /// User key of the largest entry.
     pub fn largest_user_key(&self) -> &[u8] {
         crate::key::user_key_of(&self.largest)
-    }
-    /// Sequence of the largest entry.
-    pub fn largest_seq(&self) -> SequenceNumber {
-        parse_internal_key(&self.largest)
-            .map(|p| p.seq)
-            .unwrap_or(0)
     }
 }
 
@@ -248,11 +243,6 @@ impl KeyList {
     /// Number of keys.
     pub fn len(&self) -> usize {
         self.ends.len()
-    }
-
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
     }
 }
 
@@ -543,6 +533,7 @@ pub struct Version {
 
 impl Version {
     /// A store of one empty partition covering all keys.
+    #[cfg(test)]
     pub fn new_single() -> Self {
         Version {
             partitions: vec![Arc::new(Partition::new(0, Vec::new(), None))],

@@ -19,10 +19,10 @@
 use std::sync::Arc;
 
 use super::TableFile;
-use crate::cache::ReadPurpose;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{compare_positions, parse_internal_key, user_key_of, SequenceNumber, ValueKind};
+use crate::stats::ReadPurpose;
 use crate::table::TableIter;
 
 /// See the module docs.
@@ -244,8 +244,8 @@ impl InternalIterator for SortedRunIter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::BlockCache;
     use crate::store::tests::write_entries;
+    use crate::table::BlockCache;
     use rand::{Rng, SeedableRng};
 
     type Entry = (Vec<u8>, SequenceNumber, ValueKind, Vec<u8>);

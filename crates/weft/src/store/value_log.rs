@@ -30,7 +30,7 @@
 //! The mapping is advised `MADV_RANDOM`: a cold value faults in its own
 //! pages, not a readahead window. A scan walking a log in order asks the
 //! kernel to read ahead instead (`MADV_WILLNEED`, `value_reader`). What a
-//! mapping cannot turn into an error is described in `crate::mapping`.
+//! mapping cannot turn into an error is described in `crate::util::mapping`.
 //! Where the mapping cannot be made, reads fall back to `pread`.
 
 use std::fs::File;
@@ -42,21 +42,12 @@ use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
-use crate::mapping::ReadMapping;
+use crate::util::coding::{get_varint32, get_varint64, put_varint32, put_varint64};
+use crate::util::crc;
+use crate::util::mapping::ReadMapping;
 
 /// Bytes of a record before its value (checksum, length).
-pub(crate) const HEADER: usize = 8;
-const MASK_DELTA: u32 = 0xa282_ead8;
-
-fn mask(crc: u32) -> u32 {
-    crc.rotate_right(15).wrapping_add(MASK_DELTA)
-}
-
-fn record_crc(len: u32, value: &[u8]) -> u32 {
-    let c = crc32c::crc32c(&len.to_le_bytes());
-    mask(crc32c::crc32c_append(c, value))
-}
-
+pub(crate) const HEADER: usize = crc::RECORD_HEADER_SIZE;
 /// Where a separated value lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ValuePointer {
@@ -68,43 +59,22 @@ pub struct ValuePointer {
     pub len: u32,
 }
 
-fn put_varint(dst: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        dst.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    dst.push(v as u8);
-}
-
-fn get_varint(src: &mut &[u8]) -> Option<u64> {
-    let mut v: u64 = 0;
-    for i in 0..10 {
-        let (&b, rest) = src.split_first()?;
-        *src = rest;
-        v |= ((b & 0x7f) as u64) << (7 * i);
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
-}
-
 impl ValuePointer {
     /// Encodes the pointer as a table value.
     pub fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(16);
-        put_varint(&mut v, self.log);
-        put_varint(&mut v, self.offset);
-        put_varint(&mut v, self.len as u64);
+        put_varint64(&mut v, self.log);
+        put_varint64(&mut v, self.offset);
+        put_varint32(&mut v, self.len);
         v
     }
 
     /// Decodes a table value; `None` if it is not a well-formed pointer.
-    pub fn decode(mut src: &[u8]) -> Option<ValuePointer> {
-        let log = get_varint(&mut src)?;
-        let offset = get_varint(&mut src)?;
-        let len = u32::try_from(get_varint(&mut src)?).ok()?;
-        src.is_empty().then_some(ValuePointer { log, offset, len })
+    pub fn decode(src: &[u8]) -> Option<ValuePointer> {
+        let (log, pos) = get_varint64(src, 0)?;
+        let (offset, pos) = get_varint64(src, pos)?;
+        let (len, pos) = get_varint32(src, pos)?;
+        (pos == src.len()).then_some(ValuePointer { log, offset, len })
     }
 
     /// Decodes the value of a SortedStore entry of kind `Pointer`; a
@@ -154,9 +124,7 @@ impl ValueLogWriter {
             offset: self.offset,
             len,
         };
-        let mut header = [0u8; HEADER];
-        header[..4].copy_from_slice(&record_crc(len, value).to_le_bytes());
-        header[4..].copy_from_slice(&len.to_le_bytes());
+        let header = crc::record_header(len, value);
         let path = &self.path;
         self.out
             .write_all(&header)
@@ -164,11 +132,6 @@ impl ValueLogWriter {
             .context(|| format!("writing value log {}", path.display()))?;
         self.offset += ptr.record_size();
         Ok(ptr)
-    }
-
-    /// Bytes written so far.
-    pub fn size(&self) -> u64 {
-        self.offset
     }
 
     /// The log's file number.
@@ -263,7 +226,7 @@ impl ValueLogFile {
             return self.copy_checked(ptr, record);
         }
         let mut buf =
-            crate::pread::read_exact_at(&self.file, ptr.record_size() as usize, ptr.offset)
+            crate::util::pread::read_exact_at(&self.file, ptr.record_size() as usize, ptr.offset)
                 .context(|| format!("reading value log {}", self.path.display()))?;
         self.check_record(ptr, &buf)?;
         buf.drain(..HEADER);
@@ -332,15 +295,17 @@ impl ValueLogFile {
     /// [`Self::check_record`] for a record given as its header and value.
     fn check_parts(&self, ptr: &ValuePointer, header: &[u8], value: &[u8]) -> Result<()> {
         let bad = |why: String| Error::corruption(&self.path, ptr.offset, why);
-        let crc = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-        let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+        let header: &[u8; HEADER] = header
+            .try_into()
+            .map_err(|_| bad(format!("record header of {} bytes", header.len())))?;
+        let (crc, len) = crc::parse_record_header(header);
         if len != ptr.len {
             return Err(bad(format!(
                 "record holds {len} bytes, the pointer says {}",
                 ptr.len
             )));
         }
-        if crc != record_crc(len, value) {
+        if crc != crc::record_checksum(len, value) {
             return Err(bad("value checksum mismatch".into()));
         }
         Ok(())

@@ -29,7 +29,7 @@
 //! scan over a dozen logs still reads each byte about once, and a reader
 //! holds about one budget of memory.
 //!
-//! A log that is mapped (`crate::mapping`; the usual case) keeps no
+//! A log that is mapped (`crate::util::mapping`; the usual case) keeps no
 //! window bytes: every record is copied straight out of the mapping, and
 //! where the reader would have refilled a window it asks the kernel to read
 //! that range ahead instead (`MADV_WILLNEED`), so a long scan over a cold
@@ -44,8 +44,8 @@ use std::sync::Arc;
 
 use super::value_log::{ValueLogFile, ValuePointer};
 use super::Version;
-use crate::cache::{DiskReads, ReadPurpose};
 use crate::error::Result;
+use crate::stats::{DiskReads, ReadPurpose};
 
 /// Smallest readahead window.
 pub const FIRST_WINDOW: usize = 4 << 10;
@@ -112,6 +112,7 @@ impl ValueReader {
 
     /// Reads from disk issued so far (each serves one or many records):
     /// `pread`s, or for a mapped log, readahead requests.
+    #[cfg(test)]
     pub fn reads_issued(&self) -> u64 {
         self.reads_issued
     }

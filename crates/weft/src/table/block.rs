@@ -21,8 +21,8 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::key::{compare_internal, parse_internal_key};
-use crate::mapping::ReadMapping;
-use crate::table::format::{get_varint32, put_varint32};
+use crate::util::coding::{get_varint32, put_varint32};
+use crate::util::mapping::ReadMapping;
 
 /// A decoded block: its contents (trailer stripped) with the restart array
 /// located and bounds-checked.
@@ -111,11 +111,6 @@ impl Block {
     /// Size of the contents in bytes.
     pub fn len(&self) -> usize {
         self.data().len()
-    }
-
-    /// True if the contents are empty (never, for a block that parsed).
-    pub fn is_empty(&self) -> bool {
-        self.data().is_empty()
     }
 
     /// Entries in an index block (built with one entry per restart point);

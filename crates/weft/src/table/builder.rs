@@ -209,6 +209,7 @@ impl TableBuilder {
     }
 
     /// Entries added so far.
+    #[cfg(test)]
     pub fn entries(&self) -> u64 {
         self.entries
     }

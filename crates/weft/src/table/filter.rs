@@ -27,6 +27,8 @@
 //! so the last byte's high bit tells the layouts apart. The hash is part
 //! of both formats.
 
+use crate::util::hash::fmix64;
+
 /// A 64-bit hash of a byte string (multiply-rotate over 8-byte words, then
 /// the murmur3 finalizer). Fixed forever: filters on disk depend on it.
 pub fn hash64(data: &[u8]) -> u64 {
@@ -51,14 +53,6 @@ pub fn hash64(data: &[u8]) -> u64 {
         h ^= k.wrapping_mul(M1);
     }
     fmix64(h)
-}
-
-fn fmix64(mut k: u64) -> u64 {
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    k ^ (k >> 33)
 }
 
 /// The second probe stride: an odd remix of the key's hash.
@@ -198,22 +192,6 @@ impl BloomFilter {
             }
         }
     }
-
-    /// Bytes held in memory.
-    pub fn len(&self) -> usize {
-        match &self.bits {
-            Bits::Blocked(lines) => lines.len() * LINE_BYTES + 1,
-            Bits::Legacy(bits) => bits.len() + 1,
-        }
-    }
-
-    /// Never true for a filter that parsed.
-    pub fn is_empty(&self) -> bool {
-        match &self.bits {
-            Bits::Blocked(lines) => lines.is_empty(),
-            Bits::Legacy(bits) => bits.is_empty(),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -332,5 +310,34 @@ mod tests {
         assert_ne!(hash64(b""), hash64(b"\0"));
         assert_ne!(hash64(b"a"), hash64(b"a\0"));
         assert_ne!(hash64(b"abcdefgh"), hash64(b"abcdefgh\0"));
+    }
+
+    /// The hash and the bit layout are part of every table on disk: a
+    /// change to either must fail here (and bump the table format).
+    #[test]
+    fn pinned_vectors() {
+        let vectors: [(&[u8], u64); 5] = [
+            (b"", 0x9ca0_66f1_a4ab_2eea),
+            (b"a", 0xb6d2_f5d0_3814_a18b),
+            (b"abc", 0x485e_f38d_13c1_4ae9),
+            (b"user00000042", 0x2859_dd82_e7ff_0816),
+            (b"0123456789abcdef0123456789abcdef0", 0xf6ae_14ab_fa0a_70c7),
+        ];
+        for (key, h) in vectors {
+            assert_eq!(hash64(key), h, "hash64({key:?})");
+        }
+        let mut want = vec![0u8; 65];
+        for (at, bits) in [
+            (2, 16),
+            (14, 4),
+            (16, 16),
+            (48, 32),
+            (53, 1),
+            (62, 8),
+            (64, 134),
+        ] {
+            want[at] = bits;
+        }
+        assert_eq!(build_filter(&[hash64(b"abc")], 10), want);
     }
 }

@@ -10,6 +10,9 @@
 //! itself contains CRCs is weak, and masking makes a block that embeds another
 //! block's trailer checksum well.
 
+use crate::util::coding::{get_varint64, put_varint64};
+use crate::util::crc;
+
 /// Bytes after every block: 1 type byte + 4-byte masked CRC32C.
 pub const BLOCK_TRAILER_SIZE: usize = 5;
 
@@ -25,18 +28,9 @@ pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"weft-sst");
 /// Version of the format described in `table/mod.rs`.
 pub const FORMAT_VERSION: u32 = 1;
 
-const CRC_MASK_DELTA: u32 = 0xa282_ead8;
-
-/// Masks a CRC so that CRCs of data containing CRCs stay strong.
-#[inline]
-pub fn mask_crc(crc: u32) -> u32 {
-    crc.rotate_right(15).wrapping_add(CRC_MASK_DELTA)
-}
-
 /// The masked CRC32C stored in a block trailer: over contents then type byte.
 pub fn block_checksum(contents: &[u8], block_type: u8) -> u32 {
-    let crc = crc32c::crc32c(contents);
-    mask_crc(crc32c::crc32c_append(crc, &[block_type]))
+    crc::masked_crc32c(&[contents, &[block_type]])
 }
 
 /// The 5-byte trailer that follows `contents` on disk.
@@ -60,57 +54,6 @@ pub fn check_block(raw: &[u8]) -> Result<usize, &'static str> {
         return Err("unknown block type");
     }
     Ok(n)
-}
-
-/// Appends `v` as a LEB128 varint.
-pub fn put_varint64(dst: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        dst.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    dst.push(v as u8);
-}
-
-/// Appends `v` as a LEB128 varint.
-pub fn put_varint32(dst: &mut Vec<u8>, v: u32) {
-    put_varint64(dst, u64::from(v));
-}
-
-/// Decodes a varint of at most 64 bits at `src[pos..]`; returns the value
-/// and the position after it. `None` if truncated or overlong.
-#[inline]
-pub fn get_varint64(src: &[u8], pos: usize) -> Option<(u64, usize)> {
-    // Most varints in a block (shared and unshared key lengths, small value
-    // lengths) are one byte.
-    match src.get(pos) {
-        Some(&b) if b < 0x80 => Some((u64::from(b), pos + 1)),
-        _ => get_varint64_long(src, pos),
-    }
-}
-
-fn get_varint64_long(src: &[u8], mut pos: usize) -> Option<(u64, usize)> {
-    let mut result = 0u64;
-    let mut shift = 0u32;
-    while shift <= 63 {
-        let byte = *src.get(pos)?;
-        pos += 1;
-        let bits = u64::from(byte & 0x7f);
-        if shift == 63 && bits > 1 {
-            return None;
-        }
-        result |= bits << shift;
-        if byte & 0x80 == 0 {
-            return Some((result, pos));
-        }
-        shift += 7;
-    }
-    None
-}
-
-/// Decodes a varint of at most 32 bits; `None` if truncated or too large.
-pub fn get_varint32(src: &[u8], pos: usize) -> Option<(u32, usize)> {
-    let (v, pos) = get_varint64(src, pos)?;
-    Some((u32::try_from(v).ok()?, pos))
 }
 
 /// Where a block lives: offset of its contents and their size (trailer not
@@ -172,7 +115,7 @@ impl Footer {
         out[24..32].copy_from_slice(&filter.size.to_le_bytes());
         out[32..40].copy_from_slice(&self.entries.to_le_bytes());
         out[40..44].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        let crc = mask_crc(crc32c::crc32c(&out[0..44]));
+        let crc = crc::masked_crc32c(&[&out[0..44]]);
         out[44..48].copy_from_slice(&crc.to_le_bytes());
         out[48..56].copy_from_slice(&TABLE_MAGIC.to_le_bytes());
         out
@@ -194,7 +137,7 @@ impl Footer {
         if u64_at(48) != TABLE_MAGIC {
             return Err("bad table magic (not a table, or truncated)");
         }
-        if u32_at(44) != mask_crc(crc32c::crc32c(&src[0..44])) {
+        if u32_at(44) != crc::masked_crc32c(&[&src[0..44]]) {
             return Err("footer checksum mismatch");
         }
         if u32_at(40) != FORMAT_VERSION {
@@ -229,21 +172,6 @@ impl Footer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn varints_round_trip_and_reject_garbage() {
-        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
-            let mut b = Vec::new();
-            put_varint64(&mut b, v);
-            assert_eq!(get_varint64(&b, 0), Some((v, b.len())));
-            assert_eq!(get_varint64(&b[..b.len() - 1], 0), None);
-        }
-        assert_eq!(get_varint64(&[0xff; 10], 0), None);
-        assert_eq!(get_varint64(&[0xff; 11], 0), None);
-        let mut b = Vec::new();
-        put_varint64(&mut b, u32::MAX as u64 + 1);
-        assert_eq!(get_varint32(&b, 0), None);
-    }
 
     #[test]
     fn footer_round_trips_and_rejects_each_flip() {

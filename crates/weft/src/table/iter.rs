@@ -10,10 +10,10 @@
 
 use std::sync::Arc;
 
-use crate::cache::ReadPurpose;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{internal_key, parse_internal_key, SequenceNumber, ValueKind, MAX_SEQUENCE};
+use crate::stats::ReadPurpose;
 use crate::table::block::{Block, BlockIter};
 use crate::table::format::{BlockHandle, BLOCK_TRAILER_SIZE};
 use crate::table::reader::Table;
@@ -218,17 +218,6 @@ impl TableIter {
             target: Vec::new(),
         }
     }
-
-    /// The current entry's encoded internal key (empty when invalid); lets a
-    /// merge copy entries without re-encoding them.
-    pub fn internal_key(&self) -> &[u8] {
-        self.cursor.key().unwrap_or(&[])
-    }
-
-    /// The table walked.
-    pub fn table(&self) -> &Arc<Table> {
-        &self.table
-    }
 }
 
 impl InternalIterator for TableIter {
@@ -271,5 +260,47 @@ impl InternalIterator for TableIter {
     }
     fn value(&self) -> &[u8] {
         self.cursor.value()
+    }
+}
+
+/// Lookups and cursors over a table, here beside the two-level cursor they
+/// share, so the reader (open, blocks, filter) does not depend on them.
+impl Table {
+    /// The newest version of `user_key` with sequence `<= snapshot`.
+    pub fn get(
+        &self,
+        user_key: &[u8],
+        snapshot: SequenceNumber,
+    ) -> Result<Option<(SequenceNumber, ValueKind, Vec<u8>)>> {
+        if !self.may_contain(user_key) {
+            return Ok(None);
+        }
+        let target = internal_key(user_key, snapshot.min(MAX_SEQUENCE), ValueKind::MAX);
+        let mut cursor = TwoLevel::new(self.index.clone(), ReadPurpose::Get);
+        // Usually one data block; the next one only when the index separator
+        // of the first lies between the last key of its block and the target.
+        cursor.seek(self, &target)?;
+        let Some(key) = cursor.key() else {
+            return Ok(None);
+        };
+        match parse_internal_key(key) {
+            Some(p) if p.user_key == user_key => Ok(Some((p.seq, p.kind, cursor.value().to_vec()))),
+            _ => Ok(None),
+        }
+    }
+
+    /// A cursor over every entry for a user scan; data blocks it reads go
+    /// into the cache.
+    #[cfg(test)]
+    pub fn iter(self: &Arc<Self>) -> TableIter {
+        self.iter_for(ReadPurpose::Scan { fill_cache: true })
+    }
+
+    /// A cursor over every entry, reading for `purpose`: blocks found in the
+    /// cache are used; blocks read from disk are added only if
+    /// `purpose.fills_cache()` (bulk scans and merges would otherwise evict
+    /// the hot set).
+    pub fn iter_for(self: &Arc<Self>, purpose: ReadPurpose) -> TableIter {
+        TableIter::new(self.clone(), TwoLevel::new(self.index.clone(), purpose))
     }
 }

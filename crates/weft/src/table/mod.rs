@@ -79,7 +79,7 @@
 //! [`Table::get`] asks the in-memory Bloom filter first, then seeks the
 //! in-memory index and reads one data block (two if the versions of the key
 //! straddle a block boundary), from the table's mapping or through the
-//! shared [`crate::cache::BlockCache`] ([`BlockReads`]). [`TableIter`] walks
+//! shared [`BlockCache`] ([`BlockReads`]). [`TableIter`] walks
 //! index and data blocks in both directions.
 
 pub mod block;
@@ -94,6 +94,9 @@ mod tests;
 pub use builder::TableBuilder;
 pub use iter::TableIter;
 pub use reader::{BlockReads, Table};
+
+/// The block cache tables share: decoded blocks by (file, offset).
+pub type BlockCache = crate::cache::Cache<block::Block>;
 
 /// How tables are built.
 #[derive(Debug, Clone, Copy)]

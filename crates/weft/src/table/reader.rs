@@ -8,7 +8,7 @@
 //!   it is parsed or cached; a cache hit is trusted (it was checked on the
 //!   way in).
 //! * **Mapped** (the default): gets and scans take data blocks straight
-//!   from a read-only mapping of the file (`crate::mapping`), the page
+//!   from a read-only mapping of the file (`crate::util::mapping`), the page
 //!   cache standing in for the block cache. A block's CRC is checked the
 //!   first time this `Table` hands it out, and a bit per data block
 //!   remembers it, as a cache hit is trusted. Background jobs still read
@@ -29,14 +29,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::cache::{BlockCache, ReadPurpose};
 use crate::error::{Error, Result};
-use crate::key::{internal_key, parse_internal_key, SequenceNumber, ValueKind, MAX_SEQUENCE};
-use crate::mapping::ReadMapping;
+use crate::stats::ReadPurpose;
+use crate::table::BlockCache;
+
 use crate::table::block::{Block, BlockIter};
 use crate::table::filter::BloomFilter;
 use crate::table::format::{check_block, BlockHandle, Footer, BLOCK_TRAILER_SIZE, FOOTER_SIZE};
-use crate::table::iter::{TableIter, TwoLevel};
+use crate::util::mapping::ReadMapping;
 
 /// How a table fetches its data blocks for gets and scans (see the module
 /// docs).
@@ -67,7 +67,7 @@ pub struct Table {
     file_number: u64,
     file_size: u64,
     cache: Arc<BlockCache>,
-    index: Arc<Block>,
+    pub(super) index: Arc<Block>,
     filter: Option<BloomFilter>,
     entries: u64,
     /// Data blocks lie in `[0, data_end)`; the filter/index region follows.
@@ -178,47 +178,11 @@ impl Table {
     }
 
     /// Readahead requests made so far (a mapped table's scans).
+    #[cfg(test)]
     pub fn read_aheads(&self) -> u64 {
         self.mapped
             .as_ref()
             .map_or(0, |m| m.read_aheads.load(Ordering::Relaxed))
-    }
-
-    /// The newest version of `user_key` with sequence `<= snapshot`.
-    pub fn get(
-        &self,
-        user_key: &[u8],
-        snapshot: SequenceNumber,
-    ) -> Result<Option<(SequenceNumber, ValueKind, Vec<u8>)>> {
-        if !self.may_contain(user_key) {
-            return Ok(None);
-        }
-        let target = internal_key(user_key, snapshot.min(MAX_SEQUENCE), ValueKind::MAX);
-        let mut cursor = TwoLevel::new(self.index.clone(), ReadPurpose::Get);
-        // Usually one data block; the next one only when the index separator
-        // of the first lies between the last key of its block and the target.
-        cursor.seek(self, &target)?;
-        let Some(key) = cursor.key() else {
-            return Ok(None);
-        };
-        match parse_internal_key(key) {
-            Some(p) if p.user_key == user_key => Ok(Some((p.seq, p.kind, cursor.value().to_vec()))),
-            _ => Ok(None),
-        }
-    }
-
-    /// A cursor over every entry for a user scan; data blocks it reads go
-    /// into the cache.
-    pub fn iter(self: &Arc<Self>) -> TableIter {
-        self.iter_for(ReadPurpose::Scan { fill_cache: true })
-    }
-
-    /// A cursor over every entry, reading for `purpose`: blocks found in the
-    /// cache are used; blocks read from disk are added only if
-    /// `purpose.fills_cache()` (bulk scans and merges would otherwise evict
-    /// the hot set).
-    pub fn iter_for(self: &Arc<Self>, purpose: ReadPurpose) -> TableIter {
-        TableIter::new(self.clone(), TwoLevel::new(self.index.clone(), purpose))
     }
 
     /// Reads and verifies every block (data, filter, index) from disk,
@@ -242,26 +206,31 @@ impl Table {
     }
 
     /// The table's file number.
+    #[cfg(test)]
     pub fn file_number(&self) -> u64 {
         self.file_number
     }
 
     /// The table's file size.
+    #[cfg(test)]
     pub fn file_size(&self) -> u64 {
         self.file_size
     }
 
     /// The table's path.
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// Entries in the table (from the footer).
+    #[cfg(test)]
     pub fn entries(&self) -> u64 {
         self.entries
     }
 
     /// True when the table was built with a Bloom filter.
+    #[cfg(test)]
     pub fn has_filter(&self) -> bool {
         self.filter.is_some()
     }
@@ -273,14 +242,6 @@ impl Table {
             Some(filter) => filter.may_contain(user_key),
             None => true,
         }
-    }
-
-    /// Bytes of index and filter (and verified-block bits) held in memory
-    /// while the table is open.
-    pub fn memory_usage(&self) -> usize {
-        self.index.charge()
-            + self.filter.as_ref().map_or(0, BloomFilter::len)
-            + self.mapped.as_ref().map_or(0, |m| 8 * m.verified.len())
     }
 
     /// Decodes a data-block handle from an index value, checking it lies in
@@ -396,7 +357,7 @@ fn index_is_dense(index: &Arc<Block>) -> bool {
 /// Reads `len` bytes at `offset` into a new buffer; a short file is
 /// corruption.
 fn read_exact_at(file: &File, path: &Path, len: usize, offset: u64) -> Result<Vec<u8>> {
-    crate::pread::read_exact_at(file, len, offset).map_err(|e| {
+    crate::util::pread::read_exact_at(file, len, offset).map_err(|e| {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             Error::corruption(path, offset, "table truncated")
         } else {

@@ -11,10 +11,10 @@ use rand::{Rng, SeedableRng};
 
 use super::format::{BlockHandle, Footer, BLOCK_TRAILER_SIZE, FOOTER_SIZE};
 use super::*;
-use crate::cache::BlockCache;
 use crate::error::Error;
 use crate::iter::InternalIterator;
 use crate::key::{compare_positions, internal_key, SequenceNumber, ValueKind, MAX_SEQUENCE};
+use crate::table::BlockCache;
 
 type Entry = (Vec<u8>, SequenceNumber, ValueKind, Vec<u8>);
 
@@ -123,7 +123,7 @@ fn model_seek(entries: &[Entry], key: &[u8], seq: u64) -> usize {
 }
 
 fn check_against_model(table: &Arc<Table>, entries: &[Entry], rng: &mut StdRng, fill: bool) {
-    let mut it = table.iter_for(crate::cache::ReadPurpose::Scan { fill_cache: fill });
+    let mut it = table.iter_for(crate::stats::ReadPurpose::Scan { fill_cache: fill });
     // Full forward and backward scans.
     it.seek_to_first().unwrap();
     for e in entries {
@@ -250,7 +250,7 @@ fn mapped_scans_read_ahead_and_nothing_else_does() {
     for _ in 0..3 {
         it.next().unwrap();
     }
-    let mut bg = table.iter_for(crate::cache::ReadPurpose::Background);
+    let mut bg = table.iter_for(crate::stats::ReadPurpose::Background);
     bg.seek_to_first().unwrap();
     while bg.valid() {
         bg.next().unwrap();
@@ -419,7 +419,7 @@ fn cache_is_filled_only_when_asked() {
         BlockReads::Cached,
     )
     .unwrap();
-    let mut it = table.iter_for(crate::cache::ReadPurpose::Background);
+    let mut it = table.iter_for(crate::stats::ReadPurpose::Background);
     it.seek_to_first().unwrap();
     while it.valid() {
         it.next().unwrap();
@@ -542,8 +542,8 @@ fn read_everything_by(
     };
     // Scans through the mapping when mapped; by `pread` otherwise.
     let purpose = match reads {
-        BlockReads::Mapped => crate::cache::ReadPurpose::Scan { fill_cache: true },
-        BlockReads::Cached => crate::cache::ReadPurpose::Background,
+        BlockReads::Mapped => crate::stats::ReadPurpose::Scan { fill_cache: true },
+        BlockReads::Cached => crate::stats::ReadPurpose::Background,
     };
     let mut first_error = None;
     let mut note = |e: Error| {

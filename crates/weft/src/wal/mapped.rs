@@ -309,7 +309,7 @@ impl MappedAppender {
 /// synced puts: 125 → 133 MiB written to disk, ~2 windows), and the log
 /// file holds one reserved window more while it is open.
 ///
-/// The thread runs at background priority ([`crate::thread_priority`]): if
+/// The thread runs at background priority ([`crate::util::thread_priority`]): if
 /// it lags, the writer faults the pages it reaches first itself, which is
 /// only what it did without it.
 mod prefault {
@@ -358,7 +358,7 @@ mod prefault {
     }
 
     fn run(q: &Queue) {
-        crate::thread_priority::lower_current();
+        crate::util::thread_priority::lower_current();
         loop {
             let map = {
                 let mut jobs = q.jobs.lock();

@@ -291,7 +291,7 @@ pub fn sst_files(dir: &Path) -> Vec<PathBuf> {
 
 /// The live manifest, as named by CURRENT.
 pub fn current_manifest(dir: &Path) -> PathBuf {
-    let name = fs::read_to_string(weft::filename::current_path(dir)).expect("read CURRENT");
+    let name = fs::read_to_string(weft::internals::current_path(dir)).expect("read CURRENT");
     dir.join(name.trim())
 }
 

@@ -46,19 +46,19 @@
 //!   is freed with the map. Claims are SeqCst on the counter and the frozen
 //!   flag, so the grower never copies a table with a claim still running.
 
-use crate::sync::atomic::{
+use crate::util::sync::atomic::{
     fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
-use crate::sync::{backoff, Mutex};
+use crate::util::sync::{backoff, Mutex};
 use std::ptr;
 
-use crate::memtable::compares;
+use crate::key::compares;
+use crate::memtable::hash::key_hash;
 use crate::memtable::jellyfish::node::Node;
 #[cfg(not(loom))]
 use crate::memtable::pages::ZeroedPages;
-use crate::memtable::prefetch_line;
-use crate::store::hash_index::key_hash;
-use crate::stripe::{thread_stripe, CacheLine};
+use crate::util::prefetch::prefetch_line;
+use crate::util::stripe::{thread_stripe, CacheLine};
 
 /// Slots per bucket: 7 slots and the version fill one cache line.
 pub(crate) const SLOTS: usize = 7;
@@ -148,7 +148,7 @@ impl Bucket {
             if v & 1 == 0 {
                 return v;
             }
-            crate::sync::spin_loop();
+            crate::util::sync::spin_loop();
         }
     }
 
@@ -227,7 +227,7 @@ impl Table {
     fn enter(&self) -> Option<&AtomicUsize> {
         let c = &self.claimers[thread_stripe(CLAIM_STRIPES)].0;
         c.fetch_add(1, Ordering::SeqCst);
-        crate::sync::seqcst_store_load();
+        crate::util::sync::seqcst_store_load();
         if self.frozen.load(Ordering::SeqCst) {
             c.fetch_sub(1, Ordering::SeqCst);
             return None;
@@ -251,7 +251,7 @@ impl Table {
     /// Scans `key`'s candidates for an entry other than `mine` (SeqCst: the
     /// load half of the claim's store-then-load).
     fn other_entry(&self, kh: KeyHash, key: &[u8], mine: &AtomicU64) -> Probe {
-        crate::sync::seqcst_store_load();
+        crate::util::sync::seqcst_store_load();
         self.scan_candidates(kh, key, Ordering::SeqCst, Some(mine))
     }
 
@@ -667,7 +667,7 @@ impl KeyMap {
             return;
         }
         t.frozen.store(true, Ordering::SeqCst);
-        crate::sync::seqcst_store_load();
+        crate::util::sync::seqcst_store_load();
         let mut round = 0;
         while t.claims_in_flight() != 0 {
             backoff(&mut round);

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
+use crate::key::compares;
 use crate::key::{SequenceNumber, ValueKind};
-use crate::memtable::compares;
 use crate::memtable::jellyfish::node::{Node, Version};
 
 /// A cursor over every version of the nodes in `nodes` (sorted by key,

@@ -25,7 +25,7 @@ use std::cmp::Ordering as CmpOrdering;
 use std::mem::size_of;
 
 use super::pdl::Pdl;
-use crate::memtable::compares::{self, key_prefix};
+use crate::key::compares::{self, key_prefix};
 use crate::memtable::jellyfish::node::Node;
 
 /// Entries of a level per entry of the level above.

@@ -17,8 +17,8 @@
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
+use crate::key::compares::{self, key_prefix};
 use crate::memtable::arena::Arena;
-use crate::memtable::compares::{self, key_prefix};
 use crate::memtable::jellyfish::node::Node;
 
 #[repr(C)]

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use super::node::{Node, Version};
 use crate::error::Result;
 use crate::iter::InternalIterator;
+use crate::key::compares;
 use crate::key::{SequenceNumber, ValueKind};
-use crate::memtable::compares;
 
 /// How a key-node kind finds nodes. Implementors own the nodes' arena;
 /// every returned node is a published key node (never a head).

@@ -2,12 +2,12 @@
 //! the current height — with the searches every key-node kind with a full
 //! tower needs (`jellyfish` and `teks`).
 
-use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::util::sync::atomic::{AtomicUsize, Ordering};
 use std::cmp::Ordering as CmpOrdering;
 
 use super::node::{alloc_node, cas_link_0, Node, MAX_HEIGHT};
+use crate::key::compares;
 use crate::memtable::arena::Arena;
-use crate::memtable::compares;
 
 /// Head and height of a skiplist of key nodes. Nodes are never unlinked.
 pub(crate) struct SkipLevels {

@@ -58,13 +58,13 @@
 //! Memory orderings: records are fully written before the CAS (AcqRel) that
 //! publishes them; readers load links with Acquire.
 
-use crate::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use crate::util::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::mem;
 use std::ptr::{self, NonNull};
 
 use crate::key::{pack_trailer, SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::memtable::arena::Arena;
-use crate::memtable::prefetch_line;
+use crate::util::prefetch::prefetch_line;
 
 // Tower heights are shared with the `skiplist` kind (branching 4).
 pub(crate) use crate::memtable::height::{random_height, MAX_HEIGHT};
@@ -412,16 +412,23 @@ fn version_size(value_len: usize) -> usize {
 /// `p` must be an exclusively owned, 8-aligned range of at least
 /// `version_size(value.len())` bytes that outlives every use of the result.
 unsafe fn write_version(p: *mut u8, seq: SequenceNumber, kind: ValueKind, value: &[u8]) -> Version {
-    p.cast::<AtomicPtr<u8>>()
-        .write(AtomicPtr::new(ptr::null_mut()));
-    p.add(V_TRAILER_OFFSET)
-        .cast::<u64>()
-        .write(pack_trailer(seq, kind));
-    p.add(V_VALUE_LEN_OFFSET)
-        .cast::<u32>()
-        .write(value.len() as u32);
-    ptr::copy_nonoverlapping(value.as_ptr(), p.add(V_VALUE_OFFSET), value.len());
-    Version(NonNull::new_unchecked(p))
+    // SAFETY: the caller hands over an exclusively owned, 8-aligned range
+    // of `version_size(value.len())` bytes: every offset written lies in it
+    // (the layout constants end at `V_VALUE_OFFSET + value.len()`), each
+    // field's offset is aligned for its type, `value` cannot overlap memory
+    // no one else may see, and `p` is not null.
+    unsafe {
+        p.cast::<AtomicPtr<u8>>()
+            .write(AtomicPtr::new(ptr::null_mut()));
+        p.add(V_TRAILER_OFFSET)
+            .cast::<u64>()
+            .write(pack_trailer(seq, kind));
+        p.add(V_VALUE_LEN_OFFSET)
+            .cast::<u32>()
+            .write(value.len() as u32);
+        ptr::copy_nonoverlapping(value.as_ptr(), p.add(V_VALUE_OFFSET), value.len());
+        Version(NonNull::new_unchecked(p))
+    }
 }
 
 /// Allocates and writes an unpublished version record.

@@ -10,7 +10,7 @@
 //! and stops counting only after linking everything it took, so "stack
 //! empty and no drainer" means every node pushed before was linked.
 
-use crate::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use crate::util::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::ptr;
 
 use crate::memtable::jellyfish::node::Node;

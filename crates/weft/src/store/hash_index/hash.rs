@@ -1,8 +1,7 @@
 //! Key hashing for the hash index.
 //!
-//! One pass over the key computes a 64-bit hash `h` (the final construction
-//! of wyhash v4: 16-byte blocks folded through a 64×64→128-bit multiply, the
-//! last 16 bytes and the length mixed in). Two *lanes* are derived from `h`:
+//! One pass over the key computes a 64-bit hash `h`
+//! ([`crate::util::hash::wyhash64`] under this module's seed). Two *lanes* are derived from `h`:
 //!
 //! * lane A = `h`, reduced to the home bucket with a multiply-shift
 //!   (`(h · N) >> 64`), which works for any bucket count `N`;
@@ -19,74 +18,18 @@
 //! little-endian, and any change to a constant or to the construction must
 //! bump `checkpoint::FORMAT_VERSION`.
 
-const P0: u64 = 0xa076_1d64_78bd_642f;
-const P1: u64 = 0xe703_7ed1_a0b4_28db;
+use crate::util::hash::{fmix64, wyhash64};
+
 const P2: u64 = 0x8ebc_6af0_9c88_c6e3;
 const P3: u64 = 0x5899_65cc_7537_4cc3;
 
-/// The 128-bit product folded to 64 bits.
-#[inline]
-fn mum(a: u64, b: u64) -> u64 {
-    let r = u128::from(a) * u128::from(b);
-    (r as u64) ^ ((r >> 64) as u64)
-}
-
-#[inline]
-fn r8(b: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(w)
-}
-
-#[inline]
-fn r4(b: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 4];
-    w.copy_from_slice(&b[at..at + 4]);
-    u64::from(u32::from_le_bytes(w))
-}
-
-/// MurmurHash3's 64-bit finaliser: a bijection in which every input bit
-/// affects every output bit with probability about ½.
-#[inline]
-pub(super) fn fmix64(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
-}
+/// The seed of the on-disk key hash ("WeftHIdx").
+const KEY_HASH_SEED: u64 = 0x5765_6674_4849_6478;
 
 /// The 64-bit key hash (lane A).
 #[inline]
 pub(crate) fn key_hash(key: &[u8]) -> u64 {
-    let len = key.len();
-    let mut seed = mum(P0 ^ 0x5765_6674_4849_6478, P1); // "WeftHIdx"
-    let (a, b) = if len <= 16 {
-        if len >= 4 {
-            let q = (len >> 3) << 2;
-            (
-                (r4(key, 0) << 32) | r4(key, q),
-                (r4(key, len - 4) << 32) | r4(key, len - 4 - q),
-            )
-        } else if len > 0 {
-            let a = (u64::from(key[0]) << 16)
-                | (u64::from(key[len >> 1]) << 8)
-                | u64::from(key[len - 1]);
-            (a, 0)
-        } else {
-            (0, 0)
-        }
-    } else {
-        let mut p = key;
-        while p.len() > 16 {
-            seed = mum(r8(p, 0) ^ P1, r8(p, 8) ^ seed);
-            p = &p[16..];
-        }
-        // The last 16 bytes of the key (they may overlap the last block).
-        (r8(key, len - 16), r8(key, len - 8))
-    };
-    let r = u128::from(a ^ P1) * u128::from(b ^ seed);
-    mum((r as u64) ^ P0 ^ len as u64, ((r >> 64) as u64) ^ P1)
+    wyhash64(key, KEY_HASH_SEED)
 }
 
 /// The key tag (top 16 bits of lane B) for a key hash.
@@ -111,4 +54,35 @@ pub(super) fn candidate_offset(tag: u16, i: u32, buckets: u32) -> u32 {
     }
     let x = fmix64((u64::from(tag) << 2 | u64::from(i)) ^ P3);
     1 + (((x >> 32) * u64::from(buckets - 1)) >> 32) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The key hash, the tag, the home bucket and the candidate offsets are
+    /// part of the checkpoint format: a change must fail here (and bump
+    /// `checkpoint::FORMAT_VERSION`).
+    #[test]
+    fn pinned_vectors() {
+        let vectors: [(&[u8], u64, u16, u32, u32); 5] = [
+            (b"", 0xbee0_c80b_ec3f_f1bc, 0xe276, 745, 459),
+            (b"a", 0x9869_a97e_8621_31d2, 0xd197, 595, 408),
+            (b"abc", 0x47f2_7c09_0a44_c5c7, 0x1206, 281, 403),
+            (b"user00000042", 0xdd88_ca50_f67a_09d4, 0x7421, 865, 503),
+            (
+                b"0123456789abcdef0123456789abcdef0",
+                0x95e1_2c57_0425_7699,
+                0x7bd6,
+                585,
+                256,
+            ),
+        ];
+        for (key, h, tag, home, offset) in vectors {
+            assert_eq!(key_hash(key), h, "key_hash({key:?})");
+            assert_eq!(tag_of(h), tag, "tag of {key:?}");
+            assert_eq!(home_of(h, 1000), home, "home of {key:?}");
+            assert_eq!(candidate_offset(tag, 2, 1000), offset, "offset of {key:?}");
+        }
+    }
 }

@@ -141,9 +141,6 @@ pub const CANDIDATES: usize = 4;
 /// for "empty").
 pub const MAX_TABLES: usize = u16::MAX as usize;
 
-/// Bucket utilisation that [`HashIndex::with_capacity`] sizes for (UniKV: ~80 %).
-pub const TARGET_LOAD_FACTOR: f64 = 0.8;
-
 /// Fewest buckets an index has.
 pub const MIN_BUCKETS: u32 = 8;
 
@@ -330,7 +327,7 @@ impl HashIndex {
                 let h = key_hash(key);
                 let probe = self.probe(home_of(h, self.bucket_count()), tag_of(h));
                 for &c in &probe.cands {
-                    crate::memtable::prefetch_line(&self.buckets[c as usize]);
+                    crate::util::prefetch::prefetch_line(&self.buckets[c as usize]);
                 }
                 pending.push_back(probe);
                 if pending.len() <= INSERT_AHEAD {
@@ -452,6 +449,7 @@ impl HashIndex {
     }
 
     /// Number of tables currently indexed.
+    #[cfg(test)]
     pub fn table_count(&self) -> usize {
         self.order.len()
     }
@@ -463,6 +461,7 @@ impl HashIndex {
 
     /// Entries that did not find an empty candidate bucket and sit in
     /// overflow chains.
+    #[cfg(test)]
     pub fn overflow_entries(&self) -> usize {
         self.overflow.len()
     }
@@ -483,6 +482,7 @@ impl HashIndex {
     }
 
     /// Entries / buckets.
+    #[cfg(test)]
     pub fn load_factor(&self) -> f64 {
         self.entries as f64 / f64::from(self.bucket_count())
     }
