@@ -443,7 +443,7 @@ mod peers {
     /// offer "survives a process crash without fsync". Every
     /// [`DURABLE_EVERY`]th write commits with `Immediate`: redb reuses the
     /// pages freed by non-durable commits only after a durable one, and
-    /// without it the file grew 100× the data in a 20 000-key run.
+    /// without it the file grows to many times the data it holds.
     #[cfg(feature = "redb")]
     pub const DURABLE_EVERY: u64 = 1024;
 

@@ -3,10 +3,10 @@
 //!
 //! # Why loops, not a thread per connection
 //!
-//! A thread per connection (this server's first design) spent about a
-//! third of its time in context switches under `redis-benchmark -c 50`,
-//! and its writes met only in the engine's group commit. A loop wakes with
-//! every connection that has something, runs their requests back to back,
+//! A thread per connection (this server's first design) spent much of its
+//! time in context switches under `redis-benchmark -c 50`, and its writes
+//! met only in the engine's group commit. A loop wakes with every
+//! connection that has something, runs their requests back to back,
 //! commits the plain `SET`s they all ended with as one engine batch
 //! ([`PendingSets`]), and sends the replies: one wake-up, one engine write,
 //! one `write` per client.
@@ -21,18 +21,21 @@
 //! runs the kernel's `try_to_wake_up`) and may pull the loop onto the
 //! sender's core, where it waits its turn. At `redis-benchmark -P 1 -c 50`
 //! on two cores the client needs a whole core, so those costs set the
-//! pace: polling 50 µs took weft from 1.00× to 1.09–1.12× Redis's
-//! requests/s. An idle loop sleeps: the poll lasts only while requests
-//! keep coming, so a quiet server costs no CPU.
+//! pace, and a short poll raises the requests served per second (see
+//! [`DEFAULT_BUSY_POLL`]). An idle loop sleeps: the poll lasts only while
+//! requests keep coming, so a quiet server costs no CPU.
 //!
 //! Between polls that find nothing the loop yields its core. Without that,
 //! three servers behind twemproxy on two cores (`bench/twemproxy`) served
-//! 61–65 k SET/s against 78–86 k with polling off, the polls taking the
-//! cores the proxy and the other servers needed; with it, 85–98 k. A
-//! yield with nobody waiting returns at once, so a loop alone on its core
-//! polls as before.
+//! clearly fewer SETs with polling on than with it off, the polls taking
+//! the cores the proxy and the other servers needed; with it, at least as
+//! many. A yield with nobody waiting returns at once, so a loop alone on
+//! its core polls as before. The figures are in `bench/journal/`:
+//! `2026-11-25-05-serve-busy-poll.md` ("A loop that polls before it
+//! sleeps") and `2026-11-27-03-figures-from-code-comments.md`.
 //!
 //! [`Config::busy_poll`]: crate::Config::busy_poll
+//! [`DEFAULT_BUSY_POLL`]: crate::DEFAULT_BUSY_POLL
 //!
 //! # Accepting
 //!

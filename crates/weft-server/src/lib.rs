@@ -242,10 +242,11 @@ impl Default for Config {
     }
 }
 
-/// How long an event loop polls before it sleeps, by default. At
-/// `redis-benchmark -P 1 -c 50` a loop that sleeps at once ran at 1.00×
-/// Redis's requests/s; polling 50 µs, 1.09× (SET) and 1.12× (GET), and
-/// 200 µs no better than 50 (`bench/RESULTS.md`, "A loop that polls
+/// How long an event loop polls before it sleeps, by default. Chosen by
+/// measurement at `redis-benchmark -P 1 -c 50`: polling served more
+/// requests per second than a loop that sleeps at once, and a longer poll
+/// served no more than this one (see
+/// `bench/journal/2026-11-25-05-serve-busy-poll.md`, "A loop that polls
 /// before it sleeps").
 pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(50);
 
@@ -256,11 +257,10 @@ pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(50);
 /// A second loop keeps serving while an engine call blocks the first (a
 /// get that misses the page cache, a `--sync always` write), but on 2
 /// cores one loop measured better in every cell once the engine's
-/// background work got cheaper (`bench/redis-compare`-style runs against
-/// Redis, alternating, medians of 5: SET/GET at `-P 1` 1.01×/1.02× with
-/// one loop, 0.92×/0.98× with two; at `-P 16` 0.87×/1.32× against
-/// 0.86×/1.01×; server CPU 1.00× against 1.12× of Redis's). `--threads`
-/// overrides it.
+/// background work got cheaper, and used less server CPU
+/// (`bench/redis-compare`-style runs against Redis:
+/// `bench/journal/2026-11-24-05-teks-linking-multi-get.md`, "One event
+/// loop on 2 cores"). `--threads` overrides it.
 pub fn default_threads() -> usize {
     threads_for(std::thread::available_parallelism().map_or(1, |n| n.get()))
 }

@@ -96,8 +96,8 @@ pub struct Parser {
     held: usize,
     /// Emptied request vectors and argument buffers of consumed requests,
     /// reused so that a steady pipeline allocates nothing per request
-    /// (four allocations and frees per `SET` otherwise, a tenth of the
-    /// server's CPU under `redis-benchmark -P 16`).
+    /// (four allocations and frees per `SET` otherwise, a visible share of
+    /// the server's CPU under `redis-benchmark -P 16`).
     spare_args: Vec<Args>,
     /// Argument buffers, stacked so that the next request's arguments pop
     /// in the order the last one's were pushed (similar sizes meet).

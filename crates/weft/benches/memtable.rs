@@ -47,8 +47,9 @@
 //! 8 192 a `prepare_scan` that links them (as a scan would); only the
 //! linking is timed (row `link`, M keys linked/s). The other parts see
 //! the linker only through the writers it slows down, on a machine whose
-//! noise hides changes of a third. Peers: the five Weft kinds and `crossbeam_skiplist::SkipMap`
-//! keyed by user key ‖ !seq (versions as separate entries, like `skiplist`).
+//! noise hides all but large changes. Peers: the five Weft kinds and
+//! `crossbeam_skiplist::SkipMap` keyed by user key ‖ !seq (versions as
+//! separate entries, like `skiplist`).
 //!
 //! Reported: Mops/s (wall clock over the whole phase, from when every
 //! thread is ready) and the ratio to `skiplist`, both from the medians of
@@ -765,8 +766,9 @@ fn print_cells(out: &Results) {
 /// Measures `kind` alone in a new process of this benchmark, so that no
 /// kind runs on memory another kind's run left mapped and faulted in (the
 /// arena recycles dropped chunks; the first kind in a shared process paid
-/// for page faults the later ones did not, and swung put rates by a
-/// third).
+/// for page faults the later ones did not, which moved put rates by more
+/// than the differences the benchmark is run to see; see
+/// `bench/journal/2026-11-25-02-memtable-bench-per-process.md`).
 fn run_child(kind: &str) -> Vec<((String, String, usize), f64)> {
     let exe = std::env::current_exe().expect("the benchmark knows its own path");
     let out = std::process::Command::new(exe)

@@ -33,8 +33,8 @@ pub struct Options {
     /// (RocksDB's `allow_mmap_reads`; each block's checksum is verified the
     /// first time an open table hands it out). Separated values are always
     /// read through a mapping of their log. `false` reads blocks with
-    /// `pread` through the block cache. Default `true`: a 5M-key
-    /// `seekrandom` spent a third of its time in cache lookups and in the
+    /// `pread` through the block cache. Default `true`: a large store's
+    /// `seekrandom` spent much of its time in cache lookups and in the
     /// misses' reads (`table::reader`).
     pub mmap_reads: bool,
     /// Bloom filter bits per key in each table; 0 disables filters. Default 10.

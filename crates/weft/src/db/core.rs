@@ -100,16 +100,16 @@ pub(crate) struct ActiveWal {
 /// WALs rotated out whose records may not be on disk yet, oldest first.
 ///
 /// A rotation used to fdatasync the old WAL before the first write went to
-/// the new one, on the writer's path: 40–75 ms per 64 MiB memtable, and a
-/// lone writer's `fillrandom` (5M × 256 B) ran 15 % faster without it. Now
-/// the old WAL only has its deferred records written (so a process crash
-/// keeps it whole) and waits here; the flush thread syncs it before
-/// flushing its memtable (as RocksDB syncs closed logs in its flush job),
-/// and whoever promises durability — a `sync` write, `Db::sync_wal`,
-/// shutdown — syncs every closed WAL before its own. A machine crash can
-/// therefore leave an older WAL torn while a newer one kept records;
-/// recovery stops at the first torn record across all WALs (`db::open`),
-/// which keeps the result a prefix of the history.
+/// the new one, on the writer's path: every rotation held the writers for
+/// the old log's disk flush, and a lone writer's `fillrandom` ran clearly
+/// faster without it. Now the old WAL only has its deferred records written
+/// (so a process crash keeps it whole) and waits here; the flush thread
+/// syncs it before flushing its memtable (as RocksDB syncs closed logs in
+/// its flush job), and whoever promises durability — a `sync` write,
+/// `Db::sync_wal`, shutdown — syncs every closed WAL before its own. A
+/// machine crash can therefore leave an older WAL torn while a newer one
+/// kept records; recovery stops at the first torn record across all WALs
+/// (`db::open`), which keeps the result a prefix of the history.
 ///
 /// A log leaves the list only once a sync covering it has returned, so a
 /// syncer that finds the list empty knows every closed WAL is durable.

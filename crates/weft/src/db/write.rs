@@ -30,25 +30,28 @@ use crate::wal::LogWriter;
 /// Largest group the leader assembles (bytes of batches).
 const MAX_GROUP_BYTES: usize = 1 << 20;
 /// Average operations per member above which members insert in parallel.
-/// Measured (2 threads, 16 B keys, 256 B values, single-put batches): letting
-/// every multi-member group insert in parallel gave 222k puts/s against 245k
-/// with the leader inserting small batches itself — the hand-off costs more
-/// than one skiplist insert. Large batches amortise it.
+/// Chosen by measurement (2 threads, 16 B keys, 256 B values, single-put
+/// batches): letting every multi-member group insert in parallel put fewer
+/// keys per second than the leader inserting small batches itself — the
+/// hand-off costs more than one skiplist insert. Large batches amortise it.
+/// The figures are in `bench/journal/2026-11-21-01-skiplist-baseline.md`.
 const PARALLEL_INSERT_MIN_OPS: usize = 32;
 /// Operations of a group up to which the leader asks the memtable to start
 /// loading the keys' first lines ([`Memtable::prefetch`]) before the WAL
-/// append. A lone writer's `fillrandom` (3M × 256 B, `teks`) spent a sixth
-/// of the writer thread in the hash probe, mostly waiting for the two
+/// append. A lone writer's `fillrandom` (`teks`) spent a large share of
+/// the writer thread in the hash probe, mostly waiting for the two
 /// candidate buckets; the WAL copy and its checksum take longer than those
 /// misses. Past this many keys the early lines would be evicted before use.
+/// The profile's figures are in
+/// `bench/journal/2026-11-27-03-figures-from-code-comments.md`.
 const PREFETCH_MAX_OPS: usize = 32;
 
 /// The writers a leader commits together: the queue's head, in order.
 ///
 /// A lone writer (the common case of one thread, and of every write an idle
-/// queue takes) needs no vector: measured on a lone writer's `fillrandom`
-/// (`perf`), the allocator took an eighth of the writer thread's time, and
-/// a group vector plus two per-group vectors were three of its
+/// queue takes) needs no vector: in a profile of a lone writer's
+/// `fillrandom` the allocator took a large share of the writer thread's
+/// time, and a group vector plus two per-group vectors were three of its
 /// allocations per put.
 enum Group {
     One(Arc<Writer>),
@@ -295,8 +298,8 @@ impl Core {
             // As RocksDB (which slows writes only with more than three
             // memtables): one flush in progress is the steady state of a
             // write-heavy load, and a 1 ms pause per write group while it
-            // runs stopped a lone writer for the whole flush (a third of a
-            // 1 KiB fillrandom's time). Slow down only when a queue of three
+            // runs stopped a lone writer for the whole flush, a large part
+            // of a 1 KiB fill's time. Slow down only when a queue of three
             // or more is one short of full, so a stall still has warning.
             let memtables_behind = opts.max_immutable_memtables >= 3
                 && st.imms.len() + 1 >= opts.max_immutable_memtables;

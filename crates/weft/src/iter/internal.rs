@@ -66,8 +66,8 @@ pub trait InternalIterator: Send {
     /// The default is `next_key` and then `next` past versions newer than
     /// the snapshot. The key-node cursors override it with one loop over
     /// their nodes, so a scan step is one call through the trait object
-    /// instead of three (in the memtable benchmark's Zipfian scans those
-    /// calls were a tenth of the time).
+    /// instead of three (the memtable benchmark's Zipfian scans spent a
+    /// noticeable part of their time in those calls).
     fn next_visible_key(&mut self, current_key: &[u8], snapshot: SequenceNumber) -> Result<()> {
         self.next_key(current_key)?;
         while self.valid() && self.seq() > snapshot {

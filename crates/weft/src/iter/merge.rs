@@ -6,8 +6,8 @@
 //!   all layers at once: memtables, one run per UnsortedStore table of the
 //!   fullest partition, one sorted run. Going forward (seeks, `next`: nearly
 //!   every scan) the sources sit in a binary min-heap, so a step compares
-//!   about log₂(sources) keys; a partitioned 5M × 1 KiB store gives a scan
-//!   some 18 sources, and the linear pick was the largest single cost of a
+//!   about log₂(sources) keys; a partitioned store gives a scan many
+//!   sources, and the linear pick was the largest single cost of a
 //!   `seek + 10` after the block reads. Going backward, a linear scan finds
 //!   the maximum (rare, and it keeps direction changes simple).
 //! * [`MergedEntries`] merges internal iterators into one forward stream of
@@ -253,9 +253,9 @@ impl MergingIter {
 ///
 /// The valid children sit in a binary min-heap ordered by position, so a
 /// step compares about log₂(children) pairs instead of every child (a merge
-/// of a full UnsortedStore reads eight or more tables: the linear pick was
-/// 9 % of a 5M-key `fillrandom,overwrite` profile, background thread
-/// included, in key compares and virtual calls).
+/// of a full UnsortedStore reads eight or more tables: the linear pick
+/// stood out in the profile of a long `fillrandom,overwrite`, background
+/// thread included, in key compares and virtual calls).
 pub struct MergedEntries {
     children: Vec<Box<dyn InternalIterator>>,
     /// The valid children by position, the smallest on top.

@@ -104,19 +104,20 @@ const MIN_BLOCKED_CHUNK: usize = 64 << 10;
 ///
 /// A request that does not fit the block's rest grows the block in place
 /// when nothing was bumped after it (always, with one writer), so a
-/// single writer wastes nothing; otherwise the rest is left unused (the
-/// memtable benchmark's `teks` part, 1 M keys of 256 B: 340 MiB at one
-/// writer as before blocks, 344 MiB at two).
+/// single writer wastes nothing; otherwise the rest is left unused (in the
+/// memtable benchmark's `teks` part, two writers used barely more memory
+/// than one).
 ///
 /// With one shared bump offset, two writers CAS the same word for every
 /// node and interleave their nodes in the chunk, so the line where one
 /// node ends and the other's begins is written by both cores. Measured
-/// (1 M uniform puts at two threads, medians of four alternating pairs,
-/// see `bench/RESULTS.md`): blocks of 4 KiB per thread ran `jellyfish`'s
-/// puts 10 % faster and `skiplist`'s 4 %; one thread, no change. A thread
-/// holds one block at a time, of the arena it allocated from last; switching arenas
-/// abandons the rest of the old block (at most `BLOCK_SIZE` bytes, counted
-/// in `memory_usage` like any chunk tail).
+/// with uniform puts at two threads, alternating pairs: blocks of 4 KiB
+/// per thread made both `jellyfish`'s and `skiplist`'s puts faster; at one
+/// thread, no change (`bench/journal/2026-11-26-02-fair-skiplist-baseline.md`,
+/// "A fair baseline, a cheaper new-key insert, writers apart in memory",
+/// item 5). A thread holds one block at a time, of the arena it allocated
+/// from last; switching arenas abandons the rest of the old block (at most
+/// `BLOCK_SIZE` bytes, counted in `memory_usage` like any chunk tail).
 #[derive(Clone, Copy)]
 struct LocalBlock {
     /// The id of the arena the block belongs to (0: none). Ids are never
@@ -473,8 +474,8 @@ const CACHE_LINE: usize = 64;
 ///
 /// A memtable writes a node into fresh arena memory and then publishes it
 /// with a locked CAS, which waits until every earlier store has its line:
-/// without the request, a node's lines are fetched from memory right
-/// there, one allocation at a time (in `perf`, a sixth of a `jellyfish`
+/// without the request, a node's lines are fetched from memory right there,
+/// one allocation at a time (in `perf`, a large share of a `jellyfish`
 /// uniform put sat on that CAS; its search runs before it allocates, so
 /// nothing else overlaps those fetches). Bumps are sequential within a
 /// chunk, so requesting the lines `WRITE_AHEAD` past each range covers
@@ -494,10 +495,11 @@ fn request_ahead(start: *mut u8, size: usize, room: usize) {
 /// (`pages::map_zeroed`) and unmapped when the arena drops, instead of
 /// coming from the allocator: glibc raises its mmap threshold after the
 /// first large free and then serves such sizes from its heap, which keeps
-/// them after they are freed. Measured: `weft bench` loading 1 M YCSB
-/// records of 1 KiB (16 memtables of 64 MiB flushed one after the other)
-/// ended at 345 MiB RSS with allocator chunks, 41 MiB with the threshold
-/// pinned (and so with mapped chunks).
+/// them after they are freed. Measured by the RSS a `weft bench` YCSB
+/// load ended at, many memtables flushed one after the other: with
+/// allocator chunks the flushed memtables' memory stayed in the process,
+/// with the threshold pinned (and so with mapped chunks) it left. The
+/// figures are in `bench/journal/2026-11-27-03-figures-from-code-comments.md`.
 const MAPPED_CHUNK: usize = 256 << 10;
 
 /// Whether a chunk of `size` bytes is a mapping (else an allocation).

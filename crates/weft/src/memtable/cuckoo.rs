@@ -32,10 +32,9 @@
 //!   growing from a small one rehashed every key, one miss on its node
 //!   each, six times over for a 64 MiB buffer, with new keys waiting
 //!   meanwhile, and kept every retired table. Measured with `weft serve`
-//!   under `redis-benchmark -t set -n 1000000 -P 16 -r 1000000`: server
-//!   CPU 2.27 s → 1.75 s, 513 k → 666 k SETs/s (medians of 3). A write
-//!   group that overshoots still finds room
-//!   (the table grows again); inserts never fail.
+//!   under `redis-benchmark -t set -P 16`: sizing up front cut the
+//!   server's CPU and raised its SETs/s. A write group that overshoots
+//!   still finds room (the table grows again); inserts never fail.
 //! * The read watermark truncates version lists as in `jellyfish`.
 
 pub(crate) mod map;

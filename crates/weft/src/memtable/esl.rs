@@ -42,13 +42,13 @@
 //! keys) has 500 K entries of 24 B, so a shift moves ~6 MB on average, per
 //! indexed insert — 500 K shifts move ~3 TB; the paper's own §7.1 names
 //! this as the limit. Here the worker rebuilds the arrays off to the side
-//! in one sequential pass over the PDL (O(n), ~20 ms at 500 K entries) and
-//! publishes them with one pointer store; a rebuild happens when the PDL has
-//! grown by half, so the total build work is O(n) amortised and a reader
-//! walks on average at most ~1 unindexed PDL node past its COIL entry.
-//! Readers never see a COIL mid-update, so the version lock and ordered
-//! stores are unnecessary; the walk-forward tolerance still covers the lag
-//! between COIL, PDL and data level.
+//! in one sequential pass over the PDL (O(n)) and publishes them with one
+//! pointer store; a rebuild happens when the PDL has grown by half, so the
+//! total build work is O(n) amortised and a reader walks on average at most
+//! ~1 unindexed PDL node past its COIL entry. Readers never see a COIL
+//! mid-update, so the version lock and ordered stores are unnecessary; the
+//! walk-forward tolerance still covers the lag between COIL, PDL and data
+//! level.
 //!
 //! Reclamation: a replaced COIL is *not* freed while the memtable lives
 //! (a reader may still be searching it; Weft has no epoch library as a
@@ -113,13 +113,12 @@ use crate::util::stripe::CacheLine;
 /// One new key in this many gets a PDL node (and so a COIL entry).
 ///
 /// The sample sets how far a search walks the data level from the COIL's
-/// entry: about `PDL_SAMPLE / 2` nodes past it, each a cache miss. The
-/// memtable benchmark (`WEFT_BENCH_KINDS=esl`, uniform 1 M keys, one
-/// thread, medians of 3 alternating runs, Mops/s) measured 1 in 4, 2 and 1:
-/// get 0.93 / 1.09 / 1.28, YCSB C 1.35 / 1.51 / 1.80, put 0.84 / 1.09 /
-/// 1.14, and memory for 1 M keys of 256 B 334 / 354 / 392 MiB (a
-/// `skiplist` holds them in 286). One in two takes most of the gain for a
-/// sixth of the memory one in one costs.
+/// entry: about `PDL_SAMPLE / 2` nodes past it, each a cache miss. Chosen
+/// by measurement: the memtable benchmark (`WEFT_BENCH_KINDS=esl`, uniform
+/// keys, one thread, alternating runs) measured 1 in 4, 2 and 1 for gets,
+/// YCSB C, puts and memory. Denser samples search and insert faster and
+/// cost more memory; one in two takes most of the gain for a small part
+/// of the memory one in one costs (`bench/journal/2026-11-25-04-esl-pdl.md`).
 const PDL_SAMPLE: u32 = 2;
 /// PDL nodes pending before the worker is started.
 const SPAWN_AT: usize = 64;

@@ -52,8 +52,10 @@ pub enum MemtableKind {
     Cuckoo,
     /// The cuckoo hash woven with a jellyfish skiplist over one pool of key
     /// nodes, new keys linked by a background worker (TeksDB). The default:
-    /// the best kind overall in `bench/RESULTS.md` (point reads 2.8× `esl`,
-    /// writes and scans at least level with it).
+    /// the best kind overall when it was chosen (point reads far ahead of
+    /// `esl`, writes and scans at least level with it:
+    /// `bench/journal/2026-11-22-02-release-db-bench-memtable-only.md`,
+    /// "Which kind wins what"; the current figures are in `bench/RESULTS.md`).
     #[default]
     Teks,
 }

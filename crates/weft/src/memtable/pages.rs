@@ -9,12 +9,12 @@
 //! `memset` at once (every page touched before the first key), and glibc
 //! raises its mmap threshold after the first large free, so later tables
 //! come from — and are freed back into — the heap, which keeps the pages:
-//! measured, `weft serve` loading 1 M keys of 100 B held 127 B/key of RSS
-//! instead of 65. A private anonymous mapping is zero-filled by the kernel
-//! (page by page on first touch for small tables, at once in huge pages
-//! for large ones, see [`ZeroedPages::new`]) and returned whole by `munmap`. The
-//! memtable arenas' large chunks come from [`map_zeroed`] for the same
-//! reason (see `arena`).
+//! measured, `weft serve` after loading keys held far more resident memory
+//! per key than the keys need. A private anonymous mapping is zero-filled
+//! by the kernel (page by page on first touch for small tables, at once in
+//! huge pages for large ones, see [`ZeroedPages::new`]) and returned whole
+//! by `munmap`. The memtable arenas' large chunks come from [`map_zeroed`]
+//! for the same reason (see `arena`).
 
 use std::alloc::{handle_alloc_error, Layout};
 use std::marker::PhantomData;
@@ -70,8 +70,8 @@ impl<T> ZeroedPages<T> {
         // before its first probe. Left to first touch, each 4 KiB page of a
         // hash table is first *read* (a probe maps the shared zero page)
         // and then written (a claim copies it), and the copy flushes the
-        // other core's TLB by interrupt: measured, 7 % of a lone writer's
-        // `fillrandom` (5M × 256 B) went to that path under
+        // other core's TLB by interrupt: measured, a noticeable share of a
+        // lone writer's `fillrandom` went to that path under
         // `Table::claim_empty`. Every slot of such a table is used before
         // its memtable is full anyway; small tables stay lazy.
         let (mapped, align) = if mapped >= HUGE_PAGE {
@@ -270,15 +270,14 @@ fn pool() -> Option<&'static Prefaulted> {
 /// # Why
 ///
 /// The first write to a fresh page makes the kernel zero it (a whole huge
-/// page at once), inside the writer that touches it: measured, 17 % of a
-/// single writer's `fillrandom` + `overwrite` in a large memtable went to
-/// `clear_page_erms` under the arena's new chunks. A background thread
-/// (`weft-prefault`, started on first use, one per process) keeps a few
-/// chunks faulted in, so that cost lands on an otherwise idle core. A/B,
-/// `weft bench --benchmarks=fillrandom,overwrite --num=1000000
-/// --value_size=256 --write_buffer_size=4294967296 --threads=1`, medians
-/// of 5: fillrandom 410 k → 457 k ops/s, overwrite 387 k → 432 k. The
-/// ready chunks cost their 8 MiB of memory for the life of the process.
+/// page at once), inside the writer that touches it: measured, a large
+/// share of a single writer's `fillrandom` + `overwrite` in a large
+/// memtable went to `clear_page_erms` under the arena's new chunks. A
+/// background thread (`weft-prefault`, started on first use, one per
+/// process) keeps a few chunks faulted in, so that cost lands on an
+/// otherwise idle core; an A/B of a memtable-only `weft bench` fill and
+/// overwrite showed both faster with it. The ready chunks cost their
+/// 8 MiB of memory for the life of the process.
 /// The thread runs at background CPU priority ([`crate::util::thread_priority`]):
 /// when no core is idle, a writer that finds no ready chunk faults its own
 /// rather than being preempted by the thread meant to spare it that.

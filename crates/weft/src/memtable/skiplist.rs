@@ -27,7 +27,9 @@
 //! also the candidate's successor one level down
 //! (`FindSpliceForLevel<true>`). This list is the baseline every other
 //! kind is measured against, so it keeps the optimisations of the list it
-//! models (uniform puts +7 % with them; `bench/RESULTS.md`).
+//! models (uniform puts are faster with them:
+//! `bench/journal/2026-11-26-02-fair-skiplist-baseline.md`, "A fair
+//! baseline, a cheaper new-key insert, writers apart in memory", item 2).
 //!
 //! # Concurrency
 //!

@@ -58,24 +58,23 @@
 //!   each search starting from the previous node's predecessors: after a
 //!   burst of new keys the backlog is dense among the linked nodes, so a
 //!   link costs a few steps per level instead of a search from the head.
-//!   Measured (memtable bench `teks` part, 1 M keys, one writer): linking
-//!   one node at a time from the head let the backlog grow to most of the
-//!   puts, and the first seek after them waited for it — seek + 10 ran at
-//!   0.43× the `skiplist` kind; sorted finger linking brought it to 1.8×.
-//!   The batch is then linked as eight runs whose searches advance in turn
+//!   Measured (memtable bench `teks` part, one writer): linking one node
+//!   at a time from the head let the backlog grow to most of the puts, and
+//!   the first seek after them waited for it — seek + 10 ran slower than
+//!   the `skiplist` kind; sorted finger linking put it well ahead. The
+//!   batch is then linked as eight runs whose searches advance in turn
 //!   with prefetches (`SkipLevels::link_sorted`), so their cache misses
-//!   overlap: 1 M keys queued 1 000 at a time into one memtable, 1.6 µs
-//!   per key before, 0.52 µs after.
+//!   overlap and a key costs a fraction of what it did.
 //! * A sorted batch of more than [`LINK_CHUNK`] nodes is linked chunk by
 //!   chunk and published, so that other drainers claim chunks instead of
 //!   waiting for its drainer. Measured (memtable bench, two writers on two
-//!   cores): the worker, at background priority, fell behind the puts,
-//!   and the first scan after them waited 72–76 ms — half of the scan
-//!   phase — for the worker to link a backlog of ~200 k nodes while the
-//!   scanning threads, at normal priority, spun. With the chunks they link
-//!   it themselves (`teks256` seek + 10 at two threads, four alternating
-//!   runs each, median 0.96 → 1.18 Mops/s; the uniform scan's 0.67 → 0.76
-//!   is within the noise). The sort stays with the one drainer.
+//!   cores): the worker, at background priority, fell behind the puts, and
+//!   the first scan after them spent a large part of the scan phase
+//!   waiting for the worker to link the backlog while the scanning
+//!   threads, at normal priority, spun. With the chunks they link it
+//!   themselves (`teks256` seek + 10 at two threads ran faster; the
+//!   uniform scan moved within the noise). The sort stays with the one
+//!   drainer.
 //! * The hash is sized for the memtable's budget up front and grows only
 //!   past it (see the `cuckoo` kind), instead of being fixed; `is_full`
 //!   keeps the `cuckoo` kind's budget.
@@ -84,14 +83,14 @@
 //!   After a small drain it parks up to [`GATHER_PARK`] so that the next
 //!   batch is bigger (cheaper per key), and the put that queues
 //!   [`FULL_BATCH`] nodes wakes it early.
-//! * The worker runs at background CPU priority ([`crate::util::thread_priority`]):
-//!   the linking may lag, the request threads may not. Measured with
-//!   `weft serve` (SET `-P 16`, 50 clients, two cores shared with the
-//!   client): the linker at normal priority took its fair share from the
-//!   event loop and the client, 610 k SET/s; at background priority it
-//!   did the same work in the gaps, 889 k/s (Redis: 753 k/s; that was
-//!   nice 19, now nice 10, which starves the worker less while a flush
-//!   waits on it; see `thread_priority`). A worker
+//! * The worker runs at background CPU priority
+//!   ([`crate::util::thread_priority`]): the linking may lag, the request
+//!   threads may not. Measured with `weft serve` (SET `-P 16`, 50 clients,
+//!   two cores shared with the client): the linker at normal priority took
+//!   its fair share from the event loop and the client; at background
+//!   priority it did the same work in the gaps, and the server served clearly
+//!   more SETs per second (that was nice 19, now nice 10, which starves the
+//!   worker less while a flush waits on it; see `thread_priority`). A worker
 //!   starved by busy writers cannot grow the backlog without bound: a put
 //!   that finds [`HELP_BACKLOG`] more nodes queued and nobody linking links
 //!   the backlog itself.
@@ -142,17 +141,18 @@ const FULL_BATCH: usize = 8192;
 /// linked with finger searches that start where the previous key's ended,
 /// so the bigger the batch, the fewer levels each search descends
 /// (measured, two writers on two cores: linking every node as it came held
-/// `fillrandom` at 0.88× RocksDB's; batches gathered for 10 ms or 8192
-/// nodes instead of 1 ms or 1024 took `fillrandom` from 586 k to 628 k/s,
-/// and `weft serve`'s CPU per SET -P 16 from 1.58 to 1.48 µs).
+/// `fillrandom` below RocksDB's; batches gathered for 10 ms or 8192 nodes
+/// instead of 1 ms or 1024 raised `fillrandom` and cut `weft serve`'s CPU
+/// per SET -P 16; see `bench/journal/2026-11-24-09-background-priority.md`).
 const GATHER_PARK: Duration = Duration::from_millis(10);
 /// A put that queues a multiple of this many nodes while nobody is linking
 /// links the backlog itself: the worker, at background priority, is not
 /// getting the CPU. Bounds what a scan may have to link before it starts.
 /// A worker that is linking but slower than the writers is left to it
-/// (measured, memtable bench `teks` part, one writer at 2.7 M new keys/s:
-/// helping whenever the backlog passed the bound cut `teks` put from
-/// 0.83× to 0.67× the `cuckoo` kind's).
+/// (measured, memtable bench `teks` part, one writer queueing new keys
+/// faster than one linker links them: helping whenever the backlog passed
+/// the bound made `teks` puts clearly slower; see
+/// `bench/journal/2026-11-24-09-background-priority.md`).
 const HELP_BACKLOG: usize = 4 * FULL_BATCH;
 /// Nodes of a sorted batch linked per claim (see [`Shared::drain`]): big
 /// enough that each `link_sorted` call's runs stay long (a run's first

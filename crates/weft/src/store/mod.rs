@@ -146,10 +146,11 @@ pub type SharedIndex = Arc<parking_lot::RwLock<hash_index::HashIndex>>;
 /// Why: a flush inserts a whole table's keys (~230 k for a 64 MiB memtable
 /// of 256-byte values) and a merge re-places every surviving entry, tens of
 /// milliseconds each, and under the write lock every `get` of the partition
-/// waited for them. `readwhilewriting` over a 3M-key store (`weft bench
+/// waited for them: `readwhilewriting` over a 3M-key store (`weft bench
 /// --benchmarks=fillrandom,readwhilewriting --num=3000000 --histogram`)
-/// had reads at P99.99 8 ms and a maximum of 340 ms. The copy costs a
-/// memcpy of the index (10 bytes a key) per change.
+/// showed it in the reads' tail latency (see
+/// `bench/journal/2026-11-27-01-index-copies-sealed-wal.md`). The copy
+/// costs a memcpy of the index (10 bytes a key) per change.
 ///
 /// The caller must hold `Core::index_changes`: with a second writer, a
 /// change made between the copy and the swap would be lost.
@@ -308,9 +309,10 @@ fn build_index_with_room(
 ///
 /// An insert into a fuller index mostly tries cuckoo displacements that
 /// fail (each a chain of dependent cache misses) before it overflows: a
-/// 3M × 256 B `fillrandom` whose merges fell behind spent 200–400 ms per
-/// flushed table in `HashIndex::insert` at loads 0.9–1.5, against 20–40 ms
-/// below 0.5 — a fifth of all CPU samples of the run.
+/// `fillrandom` whose merges fell behind spent many times longer per
+/// flushed table in `HashIndex::insert` at loads from about 0.9 up than
+/// at low loads, a large share of the run's CPU (see
+/// `bench/journal/2026-11-24-07-mapped-wal-hash-index.md`).
 pub const INDEX_GROW_LOAD: f64 = 0.95;
 
 /// A rebuilt index has room for at least this many times the keys it takes
@@ -322,8 +324,8 @@ pub const INDEX_GROWTH: usize = 2;
 /// `unsorted_limit` (and is merged), estimated from one of its tables: what
 /// a growing index is sized for at least. Without it, the index of a
 /// 64 MiB-flush, 256 MiB-limit store grew from its initial size three times
-/// before its first merge, and each rebuild re-read every older table (up
-/// to 440 ms, a flush's worth of time).
+/// before its first merge, and each rebuild re-read every older table,
+/// taking about as long as a flush.
 fn index_capacity_hint(table_keys: usize, table_bytes: u64, unsorted_limit: u64) -> usize {
     let tables = unsorted_limit.div_ceil(table_bytes.max(1));
     table_keys.saturating_mul(usize::try_from(tables).unwrap_or(usize::MAX))
@@ -613,14 +615,15 @@ impl Version {
     /// different partitions never do: run `k` strings together the `k`-th
     /// newest table of every partition, in partition order. So a scan opens
     /// as many UnsortedStore cursors as the fullest partition has tables,
-    /// not as all partitions together — at 5M × 1 KiB (five partitions of
-    /// about seven tables) a `seek + 10` had positioned some 35 cursors and
-    /// stepped a 36-way merge. A table that would not follow its run's last
-    /// table in key order (never expected: a partition's tables lie inside
-    /// its range) gets a run of its own. A seek opens at most one table per
-    /// run, and none where the run's next table starts past the target
-    /// (the run rests on its metadata: `sorted_run`), so a short scan reads
-    /// the tables of the partitions it covers.
+    /// not as all partitions together: before, a `seek + 10` on a store of
+    /// several partitions positioned a cursor in every UnsortedStore table
+    /// of every partition and stepped a merge as wide. A table that would
+    /// not follow its run's last table in key order (never expected: a
+    /// partition's tables lie inside its range) gets a run of its own. A
+    /// seek opens at most one table per run, and none where the run's next
+    /// table starts past the target (the run rests on its metadata:
+    /// `sorted_run`), so a short scan reads the tables of the partitions it
+    /// covers.
     pub fn iters(&self, fill_cache: bool) -> Vec<Box<dyn InternalIterator>> {
         let purpose = ReadPurpose::Scan { fill_cache };
         let mut runs: Vec<Vec<Arc<TableFile>>> = Vec::new();

@@ -16,7 +16,7 @@
 //! later refill doubles, up to [`MAX_WINDOW`]. So a seek followed by a few
 //! `next`s — the common short scan, whose values are spread over several
 //! logs — reads no more than it needs (reading ahead from the second value
-//! on cost `seekrandom` 11 % in an A/B), and a long scan reads in large
+//! on made `seekrandom` slower in an A/B), and a long scan reads in large
 //! sequential chunks the kernel can stream. Each record is still verified
 //! against its checksum and pointer when it is served.
 //!

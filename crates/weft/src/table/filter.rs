@@ -16,9 +16,9 @@
 //! Bloom" idea). A probe therefore costs one cache miss and no division,
 //! where the legacy layout spread a key's bits over the whole array: `k`
 //! misses (seven at 10 bits/key) and `k` 64-bit divisions per probe, a
-//! twentieth of a 5M-key `readrandom` in `perf`. Confining the bits to a
-//! line costs a little accuracy: at 10 bits/key about 1 % false positives
-//! instead of 0.8 %.
+//! visible share of a large store's `readrandom` in `perf`. Confining the
+//! bits to a line costs a little accuracy: at 10 bits/key about 1 % false
+//! positives instead of 0.8 %.
 //!
 //! *Legacy* (tables written before the blocked layout; read, never
 //! written): probe `i` (0..k) sets bit `(h1 + i * h2) mod nbits`

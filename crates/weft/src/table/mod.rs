@@ -114,8 +114,8 @@ impl TableOptions {
     /// are found through the partition's hash index (UniKV §III-B), whose
     /// 2-byte tags already rule out the tables that cannot hold a key; a
     /// filter would repeat that test on every hit and cost every flush its
-    /// build (measured: a tenth of the flush thread's time in a 5M × 256 B
-    /// `fillrandom`).
+    /// build (measured: a noticeable share of the flush thread's time in a
+    /// long `fillrandom`).
     pub fn for_unsorted_store(self) -> Self {
         TableOptions {
             bloom_bits_per_key: 0,

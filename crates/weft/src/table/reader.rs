@@ -15,8 +15,8 @@
 //!   with `pread` (sequential, so the kernel's readahead streams it, and
 //!   not through the mapping's random-access advice).
 //!
-//! Why mapped: on a 5M × 256 B store (`seekrandom`, 64 MiB cache) a third
-//! of the time went to the cache's lookups (four dependent cache misses:
+//! Why mapped: on a large store (`seekrandom`, 64 MiB cache) much of the
+//! time went to the cache's lookups (four dependent cache misses:
 //! hash control bytes, bucket, LRU node, the block's reference count) and
 //! to each miss's `pread`, copy, CRC, allocation and eviction; a mapped
 //! block costs a bit test and the misses on its own bytes. This departs

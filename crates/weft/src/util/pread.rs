@@ -2,7 +2,7 @@
 //!
 //! Every table block and separated value read from disk lands in a buffer
 //! allocated for exactly that read. Zero-filling it before the kernel
-//! overwrites every byte was ~5 % of a read-heavy profile (`memset`), so the
+//! overwrites every byte showed in a read-heavy profile (`memset`), so the
 //! read goes straight into the vector's spare capacity and the length grows
 //! by what the kernel wrote.
 

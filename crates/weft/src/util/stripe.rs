@@ -29,9 +29,10 @@ pub(crate) fn thread_stripe(stripes: usize) -> usize {
 /// reading, makes every write evict the readers' copy of the line (false
 /// sharing). Striped counters use one line per stripe; a memtable's insert
 /// count uses one so writers do not evict the fields every search reads
-/// (the arena's current chunk, the index's height): apart, a 1 M-key
-/// uniform put at two threads ran 12 % faster (`jellyfish`, five
-/// alternating pairs; `bench/RESULTS.md`).
+/// (the arena's current chunk, the index's height): apart, a uniform put
+/// at two threads ran faster (`jellyfish`, alternating pairs;
+/// `bench/journal/2026-11-26-02-fair-skiplist-baseline.md`, "A fair
+/// baseline, a cheaper new-key insert, writers apart in memory", item 3).
 #[repr(align(64))]
 #[derive(Debug, Default)]
 pub(crate) struct CacheLine<T>(pub(crate) T);

@@ -16,12 +16,13 @@
 /// Not the weakest (19, 1.5 %): a flush must link whatever `teks` keys its
 /// worker has taken before it can iterate the memtable, so a worker
 /// starved mid-batch held the flush, and the flush held the writers (an
-/// inversion). Measured, `weft bench --benchmarks=fillrandom,overwrite
-/// --num=5000000 --value_size=256 --threads=1 --memtable=teks`, three
-/// alternating runs: at nice 19 the writers stalled 0.8–2.0 s per run,
-/// at 10 0.5–0.9 s, and fillrandom went 708 k → 757 k, overwrite 600 k →
-/// 644 k ops/s (medians); `weft serve` SET `-P 16` (50 clients, six
-/// alternating runs) 476 k and 462 k/s, the same within the noise.
+/// inversion). Chosen by measurement (`weft bench
+/// --benchmarks=fillrandom,overwrite --num=5000000 --value_size=256
+/// --threads=1 --memtable=teks`, alternating runs): at nice 10 the writers
+/// stalled for less of each run than at 19, and both fillrandom and
+/// overwrite ran faster; `weft serve` SET `-P 16` was the same within the
+/// noise (`bench/journal/2026-11-26-01-write-path-per-put.md`, "Background
+/// threads at nice 10, not 19").
 const BACKGROUND_NICE: i32 = 10;
 
 /// Lowers the calling thread's CPU priority to [`BACKGROUND_NICE`]. Best

@@ -5,13 +5,13 @@
 //!
 //! A WAL record is handed to the kernel before the write is acknowledged,
 //! so that it survives a process crash. With one `writev` per record, a
-//! lone writer spent 1.4 µs per 300-byte record in ext4's buffered-write
-//! path (`perf`, `fillrandom` 3M × 256 B: 27 % of all CPU samples): inode
-//! lock, page-cache lookup, delayed-allocation bookkeeping and a timestamp
-//! update, per call. A store into a `MAP_SHARED` mapping lands in the same
-//! page cache — it survives a process crash just as well, and `fdatasync`
-//! on the file writes it back — but the kernel is entered once per 4 KiB
-//! page (the first write fault) instead of once per record.
+//! lone writer spent a large share of its time in ext4's buffered-write
+//! path (`perf`, `fillrandom`): inode lock, page-cache lookup,
+//! delayed-allocation bookkeeping and a timestamp update, per call. A store
+//! into a `MAP_SHARED` mapping lands in the same page cache — it survives a
+//! process crash just as well, and `fdatasync` on the file writes it back —
+//! but the kernel is entered once per 4 KiB page (the first write fault)
+//! instead of once per record.
 //!
 //! # Why blocks are reserved first
 //!
@@ -287,27 +287,28 @@ impl MappedAppender {
 /// finds or creates the page-cache page (zero-filled: the blocks are
 /// reserved but unwritten), maps it, and marks it dirty. Measured with
 /// `perf`, `weft bench --benchmarks=fillrandom --num=5000000
-/// --value_size=256 --threads=1`: a quarter of the lone writer's time went
-/// to those faults, on the one thread every acknowledged write waits for.
-/// `madvise(MADV_POPULATE_WRITE)` (Linux 5.14) takes the same faults, all
-/// of a window in one call, on a background thread while the writer is
+/// --value_size=256 --threads=1`: a large share of the lone writer's time
+/// went to those faults, on the one thread every acknowledged write waits
+/// for. `madvise(MADV_POPULATE_WRITE)` (Linux 5.14) takes the same faults,
+/// all of a window in one call, on a background thread while the writer is
 /// still storing into the window before it; it changes no byte, so it may
 /// run beside the stores. Where the kernel lacks it (`EINVAL`), nothing is
 /// prefaulted from then on.
 ///
-/// Six alternating runs each (two batches of three), memtable-only (`--benchmarks=fillrandom,
-/// overwrite --num=1000000 --value_size=256 --write_buffer_size=4294967296
-/// --threads=1`): fillrandom 737–1 021 k → 944–1 277 k ops/s (per batch,
-/// medians 968 → 1 235 k and 792 → 957 k), overwrite 625–866 k → 688–1 075 k. `MADV_POPULATE_READ` instead (pages read in,
-/// left for the store to make writable) gained nothing: the write-protect
-/// fault it leaves costs about what the whole fault did. When no core is
-/// idle (a 5M-key fill with flushes and merges) the faults are only moved,
-/// not saved, and the runs were the same within the noise.
+/// Alternating runs, memtable-only (`--benchmarks=fillrandom,overwrite
+/// --num=1000000 --value_size=256 --write_buffer_size=4294967296
+/// --threads=1`): fillrandom and overwrite both faster with it.
+/// `MADV_POPULATE_READ` instead (pages read in, left for the store to make
+/// writable) gained nothing: the write-protect fault it leaves costs about
+/// what the whole fault did. When no core is idle (a 5M-key fill with
+/// flushes and merges) the faults are only moved, not saved, and the runs
+/// were the same within the noise. The runs are in
+/// `bench/journal/2026-11-26-04-wal-window-ahead.md`.
 ///
 /// What it costs: the window ahead is dirty zeros until the stores reach
-/// it, so an `fdatasync` in between writes those pages twice (30 000
-/// synced puts: 125 → 133 MiB written to disk, ~2 windows), and the log
-/// file holds one reserved window more while it is open.
+/// it, so an `fdatasync` in between writes those pages twice (a run of
+/// synced puts wrote somewhat more to disk), and the log file holds one
+/// reserved window more while it is open.
 ///
 /// The thread runs at background priority ([`crate::util::thread_priority`]): if
 /// it lags, the writer faults the pages it reaches first itself, which is

@@ -174,9 +174,9 @@ impl LogWriter {
     /// mapped) unmaps its windows and cuts the file back to its records.
     /// For a log rotated out, before its fdatasync: writeback must
     /// write-protect every dirty page still mapped, one TLB shootdown per
-    /// page across every core (the flush thread's fdatasync of a closed
-    /// 64 MiB WAL spent a third of its fdatasync time there, `perf`, 5M-key
-    /// `fillrandom`), and the window faulted in ahead would be written back
+    /// page across every core (in `perf` of a long `fillrandom`, the flush
+    /// thread's fdatasync of a closed 64 MiB WAL spent a large part of its
+    /// time there), and the window faulted in ahead would be written back
     /// as zeros only to be cut off afterwards. Records appended after this
     /// still land where they belong (the next store maps and reserves
     /// again).

@@ -310,8 +310,8 @@ fn concurrent_inserts_with_live_index() {
 }
 
 /// The data level keeps the skip hints (see the jellyfish test of the same
-/// name): none behind, most exact (94 % here; 68 % when the
-/// predecessor's predecessor is not updated).
+/// name): none behind, most exact (the assertion fails when the predecessor's
+/// predecessor is not updated).
 #[test]
 fn skip_hints_name_the_node_two_ahead() {
     let m = make();

@@ -73,15 +73,14 @@ const KEYS_PER_TOWER: u32 = 4;
 /// arena, so a stale guess (a node linked meanwhile, a tower not yet
 /// linked above level 0) costs bandwidth, never a wrong answer.
 ///
-/// Measured (`cargo bench -p weft --bench memtable`, `teks256`, one
-/// thread, three alternating runs), before the skip hints: full scan 6.0 →
-/// 10.3 M keys/s, seek + 10 0.46 → 0.53 M/s. With the skip hints the front
-/// still pays on long scans (full scan 9.4 → 10.5 M keys/s, whole-store
-/// `readseq` +18 %) but cost a seek + 10 7–10 % while it ran from the first
-/// step, so it starts only after [`QUIET_STEPS`]. Also tried and dropped:
-/// level-0 runs from every tower node (each hop waits for a line requested
-/// one step earlier: no gain), a third key per tower (no gain), starting
-/// the front at the seek (no gain).
+/// Measured (`cargo bench -p weft --bench memtable`, `teks256`, one thread,
+/// alternating runs): before the skip hints it sped up both full scans and
+/// seeks + 10. With the skip hints the front still pays on long scans (the
+/// memtable's full scan and the whole store's `readseq`) but slowed a
+/// seek + 10 while it ran from the first step, so it starts only after
+/// [`QUIET_STEPS`]. Also tried and dropped: level-0 runs from every tower
+/// node (each hop waits for a line requested one step earlier: no gain), a
+/// third key per tower (no gain), starting the front at the seek (no gain).
 #[derive(Default)]
 struct Readahead {
     /// The furthest tower node requested through a level-1 link; its line
@@ -216,10 +215,12 @@ impl<I: KeyIndex> Cursor<I> {
     /// the value's later lines at every key. Its value length is guessed
     /// from the record the cursor last stepped from, already loaded
     /// (guessing from the current one waited for a record still in flight
-    /// before any request of the step could go out, a third of the step's
-    /// time in a profile). One that only looks at keys pays for the
-    /// bandwidth (measured: whole-store `seekrandom` +7 %, `readseq`, which
-    /// never touches the value bytes, −22 %; both in `bench/RESULTS.md`).
+    /// before any request of the step could go out, a large share of the
+    /// step's time in a profile). One that only looks at keys pays for the
+    /// bandwidth (measured: whole-store `seekrandom` faster, `readseq`,
+    /// which never touches the value bytes, slower; both in
+    /// `bench/journal/2026-11-24-11-two-misses-in-flight.md`, "Scans that
+    /// keep two misses in flight").
     #[inline]
     fn prefetch_ahead(&self) {
         let Some((n, _)) = self.pos else {

@@ -60,10 +60,11 @@ impl SkipLevels {
     /// line is then in flight when the search descends. On levels 1 and 0
     /// the node two places on at level 0 (the current node's skip hint) is
     /// requested too, so a level-0 walk of two steps waits for one miss
-    /// (gets +11–15 % in the memtable benchmark, uniform and Zipfian; see
-    /// `bench/RESULTS.md`). The top [`CACHED_TOP_LEVELS`] levels request
-    /// nothing: every search reads their few nodes, so they stay cached,
-    /// and the requests cost a tenth of a seek's instructions.
+    /// (faster gets in the memtable benchmark, uniform and Zipfian; see
+    /// `bench/journal/2026-11-25-07-cache-misses-simulated.md`, change 1).
+    /// The top [`CACHED_TOP_LEVELS`] levels request nothing: every search
+    /// reads their few nodes, so they stay cached, and the requests would
+    /// only cost instructions (change 4 of the same section).
     #[inline]
     pub(crate) fn at_or_after(&self, key: &[u8]) -> Option<Node> {
         let mut x = self.head;
@@ -230,7 +231,7 @@ impl SkipLevels {
     /// walk is a few steps per level instead of a search from the head, and
     /// the predecessors it visits are still in cache.
     ///
-    /// The walk is bound by memory latency, not by compares: nine tenths of
+    /// The walk is bound by memory latency, not by compares: nearly all of
     /// its time is the load of the next node's key (a miss for every step
     /// below the levels the previous search left in cache). So the batch is
     /// cut into [`LINK_STREAMS`] runs of consecutive nodes, each with its
@@ -369,10 +370,12 @@ impl<'a> LinkRun<'a> {
     /// The level to start the search for `key` at: the lowest from `from`
     /// (the node's top level, so that every level it is linked at is
     /// searched for it) to `top` at which the last search's successor
-    /// sorts after `key`, so the finger's span there holds it. The levels above would each cost
-    /// a step that only confirms the finger (measured, `link` part of the
-    /// memtable bench, 1 M keys in batches of 8 192: 18.8 candidates
-    /// loaded per key from the top); the successors compared here were
+    /// sorts after `key`, so the finger's span there holds it. The levels
+    /// above would each cost a step that only confirms the finger (measured
+    /// by the candidates loaded per key in the `link` part of the memtable
+    /// bench, starting from the top against starting here; see
+    /// `bench/journal/2026-11-26-04-wal-window-ahead.md`, "`teks` linking:
+    /// searches that start low"); the successors compared here were
     /// loaded by the last search and are still in cache. A successor gone
     /// stale (another linker put a node before it) only makes the search
     /// walk further from the finger: fingers sort before `key` whatever

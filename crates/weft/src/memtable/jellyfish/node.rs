@@ -155,9 +155,10 @@ impl Node {
     /// and ends there for five in eight of 16-byte keys; requesting only
     /// the header's line left the compare waiting on a second miss. When
     /// both addresses share a line the second request costs nothing.
-    /// Measured, linking sorted batches of 8 192 new keys into a `teks`
-    /// memtable of 1 M (one thread, the memtable benchmark's `link` part,
-    /// medians of ten rounds): 730 → 520 ns per key.
+    /// Measured on the memtable benchmark's `link` part (sorted batches of
+    /// new keys linked into a `teks` memtable on one thread): the second
+    /// line made linking clearly cheaper per key (see
+    /// `bench/journal/2026-11-26-03-key-line-prefetch.md`).
     #[inline]
     pub(crate) fn prefetch(self) {
         prefetch_line(self.0.as_ptr());

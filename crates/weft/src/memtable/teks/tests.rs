@@ -286,7 +286,7 @@ fn memory_stays_within_the_papers_overhead() {
 }
 
 /// The linker's sorted batches keep the skip hints (see the jellyfish
-/// test of the same name): none behind, most exact (all here; 11 % when
+/// test of the same name): none behind, most exact (the assertion fails when
 /// the predecessor's predecessor is not updated).
 #[test]
 fn skip_hints_name_the_node_two_ahead() {

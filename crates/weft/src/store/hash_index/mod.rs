@@ -41,8 +41,9 @@
 //! (`cand = 3`). A lookup reads the four buckets and the chain of `c3`, and
 //! keeps the entries whose tag *and* candidate number match the key's; the
 //! matches are sorted newest first by the age of their table. Displacement
-//! empties the chains at the target load (0.0 % overflow at 0.8 instead of
-//! 7.0 % with first-empty only), so a lookup is four bucket reads.
+//! empties the chains at the target load, where first-empty placement alone
+//! leaves entries in them (measured with `tests::measure`), so a lookup is
+//! four bucket reads.
 //!
 //! Table ids are 64-bit file numbers; entries hold a 16-bit *slot* that the
 //! side table maps to the file number and an age (add order). Slots are reused
@@ -84,33 +85,29 @@
 //! indexed once; more generally two keys of the same table with the same
 //! identity share one entry (the lookup result is the same).
 //!
-//! # Memory and speed (measured; see `tests::measure`)
+//! # Memory and speed (see `tests::measure`)
 //!
 //! `with_capacity(n)` makes `N = ⌈n / 0.8⌉` buckets, UniKV's 80 % utilisation.
-//! 1M distinct 16-byte keys in 20 tables of 50k, release build on 2 shared
-//! cores; bytes/key is [`HashIndex::memory_usage`] (allocated buckets, empty
-//! ones included, overflow arena capacity, side tables) over entries;
-//! lookups of present keys (hit) and absent keys (miss); typical of 3 runs:
+//! `tests::measure` indexes 1M distinct 16-byte keys in tables of 50k at
+//! loads from the target to 2 and prints, for each, the share of entries
+//! in overflow chains, bytes/key ([`HashIndex::memory_usage`]: allocated
+//! buckets, empty ones included, overflow arena capacity, side tables;
+//! over entries), the time per insert and per lookup of present keys (hit)
+//! and absent keys (miss), and the false tables per miss. A table it
+//! printed, once quoted here, is in
+//! `bench/journal/2026-11-27-03-figures-from-code-comments.md`.
 //!
-//! | `with_capacity` | load | overflow | bytes/key | insert ns | hit ns | miss ns | false tables/miss |
-//! |-------|------|--------|-------|-----|----|----|--------|
-//! | 1M    | 0.80 |  0.0 % | 10.00 |  77 | 48 | 38 | 2·10⁻⁵ |
-//! | 800k  | 1.00 |  3.8 % |  8.53 | 130 | 54 | 37 | 1·10⁻⁵ |
-//! | 667k  | 1.20 | 17.6 % |  8.77 | 169 | 61 | 38 | 2·10⁻⁵ |
-//! | 533k  | 1.50 | 33.6 % |  9.53 | 145 | 65 | 43 | 2·10⁻⁵ |
-//! | 400k  | 2.00 | 50.0 % |  8.20 | 119 | 76 | 53 | 2·10⁻⁵ |
-//!
-//! So 8 B per entry, 10 B per key at the target load (as UniKV's 10 MB per 1M
-//! entries). With 16-byte keys and 256-byte values that is ~3.6 % of the
-//! UnsortedStore bytes (10 B / ~280 B per entry), ~1 % at 1 KiB values.
+//! An entry is 8 B, so a key costs 10 B at the target load (as UniKV's 10 MB
+//! per 1M entries). With 16-byte keys and 256-byte values that is ~3.6 % of
+//! the UnsortedStore bytes (10 B / ~280 B per entry), ~1 % at 1 KiB values.
 //! Overload costs little memory but each lookup then walks a chain (~0.5
 //! entries at load 1.5), and each insert first tries displacements that
-//! mostly fail — a chain of dependent cache misses, far dearer at the
-//! sizes of a real UnsortedStore (millions of keys, an index beyond the
-//! cache) than in the table above. So the engine rebuilds a bigger index,
-//! by re-reading the tables' keys (the index cannot grow without them: it
-//! does not store them), before an added table would take it past load
-//! 0.95 (`store::INDEX_GROW_LOAD`).
+//! mostly fail — a chain of dependent cache misses, far dearer at the sizes
+//! of a real UnsortedStore (millions of keys, an index beyond the cache)
+//! than in `tests::measure`. So the engine rebuilds a bigger index, by
+//! re-reading the tables' keys (the index cannot grow without them: it does
+//! not store them), before an added table would take it past load 0.95
+//! (`store::INDEX_GROW_LOAD`).
 //!
 //! # Checkpoint
 //!
