@@ -29,7 +29,7 @@ fn modules(src: &Path) -> BTreeMap<Module, PathBuf> {
                 stack.push(path);
                 continue;
             }
-            if !path.extension().is_some_and(|e| e == "rs") {
+            if path.extension() != Some(std::ffi::OsStr::new("rs")) {
                 continue;
             }
             let rel = path.strip_prefix(src).unwrap().with_extension("");
