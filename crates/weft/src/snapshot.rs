@@ -9,9 +9,10 @@ use parking_lot::Mutex;
 use crate::key::SequenceNumber;
 
 /// A point-in-time view of the database. Reads with
-/// [`crate::ReadOptions::snapshot`] see exactly the writes acknowledged
-/// before [`crate::Db::snapshot`] returned. Cheap to clone; the view is
-/// released when the last clone is dropped.
+/// [`crate::ReadOptions::snapshot`] see every write acknowledged before
+/// [`crate::Db::snapshot`] was called, none that started after it returned,
+/// and of the writes in flight meanwhile a prefix. Cheap to clone; the view
+/// is released when the last clone is dropped.
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();

@@ -216,8 +216,11 @@ impl Db {
         let core = self.core();
         core.check_open()?;
         // Enter as a reader, pin, then read the sequence: the read watermark
-        // stays at or below it, and everything visible at it is in the
-        // pinned memtables or tables.
+        // stays at or below it, and every write acknowledged before this
+        // call is in the pinned memtables or tables. A write that lands in
+        // a memtable rotated in after the pin is concurrent with this read;
+        // missing it still leaves a prefix of the history (a rotation cuts
+        // the sequence order), never a hole.
         let _reading = core.read_tracker.enter();
         let sv = core.super_version();
         let seq = self.read_sequence(opts);
@@ -296,8 +299,10 @@ impl Db {
         }
     }
 
-    /// Pins the current state: reads with this snapshot see exactly the
-    /// writes acknowledged before this call returned.
+    /// Pins the current state: reads with this snapshot see every write
+    /// acknowledged before this call, none that started after it returned,
+    /// and of the writes in flight meanwhile a prefix (sequences become
+    /// visible in order).
     pub fn snapshot(&self) -> Snapshot {
         let core = self.core();
         core.snapshots.acquire_with(|| core.visible())

@@ -661,7 +661,8 @@ impl Version {
             .flat_map(|p| p.unsorted.iter().chain(p.sorted.iter()))
     }
 
-    /// Total UnsortedStore tables across partitions.
+    /// The most UnsortedStore tables any one partition holds (what the
+    /// write stall triggers compare against `unsorted_*_tables`).
     pub fn unsorted_tables(&self) -> usize {
         self.partitions
             .iter()

@@ -15,8 +15,8 @@
 //!
 //! The image is the exact layout, so decoding needs the same hash functions:
 //! any change to `hash.rs` must bump [`FORMAT_VERSION`]. Decoding checks, in
-//! order: the length against the header (before allocating anything), the
-//! CRC, the magic and version, then the structure — slots valid and unique,
+//! order: the magic, the length against the header (before allocating
+//! anything), the CRC, the version, then the structure — slots valid and unique,
 //! empty buckets canonical, overflow entries reachable exactly once with
 //! candidate 3, chains newest first, no duplicate identity per table — so a
 //! decoded index upholds every invariant the code relies on.
