@@ -61,3 +61,75 @@ pub(super) fn checkpoint_index(core: &Arc<Core>, pid: u64) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::commit::failing_appends;
+    use super::super::test_support::*;
+    use crate::{Db, Options};
+
+    fn options() -> Options {
+        Options::default().unsorted_limit(1 << 20)
+    }
+
+    fn flush_round(db: &Db, round: u32, keys: u32) {
+        for i in 0..keys {
+            db.put(key(i), value(round, i, 100)).unwrap();
+        }
+        db.flush().unwrap();
+    }
+
+    /// A checkpoint is written once half `unsorted_limit` has been flushed
+    /// into a partition since the last one, and each one replaces (deletes)
+    /// the one before; an open restores from it.
+    #[test]
+    fn each_checkpoint_replaces_the_one_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), options()).unwrap();
+        // Each flush passes half the limit; checkpoints follow the flush's
+        // install, which is all `flush` waits for.
+        flush_round(&db, 1, 5000);
+        wait_until("a checkpoint is written", || {
+            files_named(dir.path(), "hix").len() == 1
+        });
+        let first = files_named(dir.path(), "hix");
+        flush_round(&db, 2, 5000);
+        wait_until("a second checkpoint replaces the first", || {
+            let now = files_named(dir.path(), "hix");
+            now.len() == 1 && now != first
+        });
+        drop(db);
+        let db = Db::open(dir.path(), options()).unwrap();
+        for i in 0..5000 {
+            assert_eq!(db.get(key(i)).unwrap(), Some(value(2, i, 100)));
+        }
+    }
+
+    /// A checkpoint whose manifest append fails poisons the database and
+    /// leaves no checkpoint file behind; the flush before it stays.
+    #[test]
+    fn a_checkpoint_whose_commit_fails_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // One flush passes half the limit (a checkpoint is due) but not the
+        // limit (no merge runs beside it).
+        let opts = options().unsorted_limit(100 << 10);
+        let db = Db::open(dir.path(), opts.clone()).unwrap();
+        let armed = failing_appends::arm(dir.path(), |e| !e.index_checkpoints.is_empty());
+        for i in 0..600 {
+            db.put(key(i), value(0, i, 100)).unwrap();
+        }
+        // The flush itself is installed before its checkpoint fails.
+        let _ = db.flush();
+        wait_until("the failed checkpoint poisons", || {
+            db.put(b"k", b"v").is_err()
+        });
+        assert_eq!(db.stats().flushes, 1, "{:?}", db.stats());
+        assert_eq!(files_named(dir.path(), "hix"), Vec::<String>::new());
+        drop(db);
+        drop(armed);
+        let db = Db::open(dir.path(), opts).unwrap();
+        for i in 0..600 {
+            assert_eq!(db.get(key(i)).unwrap(), Some(value(0, i, 100)));
+        }
+    }
+}

@@ -167,6 +167,105 @@ fn append_edit(
 ) -> Result<u64> {
     MutexGuard::unlocked(st, || {
         crate::fault::pause_point("manifest.append", &core.dir);
+        #[cfg(test)]
+        failing_appends::check(&core.dir, edit)?;
         manifest.append(edit)
     })
+}
+
+/// Test hook: makes a job's manifest append fail, as a full disk would,
+/// for the edits a test picks, in one database directory only (tests run
+/// side by side in one process). Compiled into unit tests only.
+#[cfg(test)]
+pub(super) mod failing_appends {
+    use std::path::{Path, PathBuf};
+
+    use parking_lot::Mutex;
+
+    use crate::error::{Error, Result};
+    use crate::manifest::VersionEdit;
+
+    type Picks = fn(&VersionEdit) -> bool;
+
+    static ARMED: Mutex<Vec<(PathBuf, Picks)>> = Mutex::new(Vec::new());
+
+    /// Disarms its directory when dropped, so a failing test leaves no
+    /// trap for the reopen it may do next.
+    pub struct Armed(PathBuf);
+
+    impl Drop for Armed {
+        fn drop(&mut self) {
+            ARMED.lock().retain(|(d, _)| *d != self.0);
+        }
+    }
+
+    /// Fails every append in `dir` of an edit that `picks` accepts.
+    #[must_use]
+    pub fn arm(dir: &Path, picks: Picks) -> Armed {
+        ARMED.lock().push((dir.to_path_buf(), picks));
+        Armed(dir.to_path_buf())
+    }
+
+    pub(in crate::background) fn check(dir: &Path, edit: &VersionEdit) -> Result<()> {
+        let armed = ARMED.lock();
+        if armed.iter().any(|(d, picks)| d == dir && picks(edit)) {
+            return Err(Error::io(
+                "appending to the manifest",
+                std::io::Error::other("injected by a test"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(dir: &Path, name: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, b"x").unwrap();
+        path
+    }
+
+    /// A guard dropped without `keep` deletes every file it took on (tables,
+    /// value log, index checkpoint); a kept one deletes none.
+    #[test]
+    fn new_files_are_deleted_unless_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = |number| FileMeta {
+            number,
+            size: 1,
+            entries: 1,
+            smallest: Vec::new(),
+            largest: Vec::new(),
+        };
+        let made = |files: &mut NewFiles<'_>| {
+            let paths = vec![
+                touch(dir.path(), "000007.sst"),
+                touch(dir.path(), "000008.sst"),
+                touch(dir.path(), "000009.vlog"),
+            ];
+            files.add_tables(&[meta(7), meta(8)]);
+            files.add_value_log(9);
+            let hix = files.add_index_checkpoint(10);
+            std::fs::write(&hix, b"x").unwrap();
+            [paths, vec![hix]].concat()
+        };
+
+        let mut files = NewFiles::new(dir.path());
+        let paths = made(&mut files);
+        files.keep();
+        assert!(paths.iter().all(|p| p.exists()), "kept files stay");
+
+        let mut files = NewFiles::new(dir.path());
+        let paths = made(&mut files);
+        drop(files);
+        let left: Vec<_> = paths.iter().filter(|p| p.exists()).collect();
+        assert!(left.is_empty(), "dropped armed, yet {left:?} remain");
+        // An unwritten file (a job that failed before writing it) is fine.
+        let mut files = NewFiles::new(dir.path());
+        files.add_value_log(11);
+        drop(files);
+    }
 }

@@ -139,3 +139,99 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     Counters::add(&core.counters.consolidations, 1);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::commit::failing_appends;
+    use super::super::test_support::*;
+    use crate::store::Placement;
+    use crate::{Db, Options};
+
+    const N: u32 = 1000;
+
+    /// A scan asks for consolidation past two UnsortedStore tables; no merge
+    /// starts on its own.
+    fn options() -> Options {
+        Options::default()
+            .unsorted_limit(64 << 20)
+            .scan_merge_limit(2)
+    }
+
+    /// Four flushes, each rewriting every third key (and the first all of
+    /// them); returns the tables they wrote.
+    fn four_flushes(db: &Db, dir: &std::path::Path) -> Vec<String> {
+        for round in 0..4 {
+            for i in (0..N).filter(|i| round == 0 || i % 3 == round % 3) {
+                db.put(key(i), value(round, i, 50)).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        assert_eq!(db.stats().partitions[0].unsorted_tables, 4);
+        files_named(dir, "sst")
+    }
+
+    fn newest(i: u32) -> Vec<u8> {
+        let round = [3, 1, 2][(i % 3) as usize];
+        value(round, i, 50)
+    }
+
+    fn scan_once(db: &Db) {
+        assert_eq!(db.range(key(0)..).unwrap().count(), N as usize);
+    }
+
+    /// A scan over many UnsortedStore tables has them consolidated into one,
+    /// the inputs deleted, and every key reads its newest value, before and
+    /// after a reopen.
+    #[test]
+    fn consolidation_leaves_one_unsorted_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), options()).unwrap();
+        let flushed = four_flushes(&db, dir.path());
+        scan_once(&db);
+        wait_until("the UnsortedStore is consolidated", || {
+            db.stats().consolidations == 1
+        });
+        let s = db.stats();
+        assert_eq!((s.partitions[0].unsorted_tables, s.merges), (1, 0), "{s:?}");
+        wait_until("the inputs are deleted", || {
+            let now = files_named(dir.path(), "sst");
+            now.len() == 1 && !flushed.contains(&now[0])
+        });
+        for i in 0..N {
+            assert_eq!(db.get(key(i)).unwrap(), Some(newest(i)), "key {i}");
+        }
+        drop(db);
+        let db = Db::open(dir.path(), options()).unwrap();
+        assert_eq!(db.stats().partitions[0].unsorted_tables, 1);
+        for i in 0..N {
+            assert_eq!(db.get(key(i)).unwrap(), Some(newest(i)), "key {i}");
+        }
+    }
+
+    /// A consolidation whose manifest append fails deletes the table it
+    /// wrote; its inputs stay.
+    #[test]
+    fn a_consolidation_whose_commit_fails_leaves_no_new_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), options()).unwrap();
+        let flushed = four_flushes(&db, dir.path());
+        let armed = failing_appends::arm(dir.path(), |e| {
+            !e.removed_files.is_empty()
+                && e.added_files
+                    .iter()
+                    .any(|(_, place, _)| matches!(place, Placement::Unsorted))
+        });
+        scan_once(&db);
+        wait_until("the failed consolidation poisons", || {
+            db.put(b"k", b"v").is_err()
+        });
+        assert_eq!(db.stats().consolidations, 0);
+        assert_eq!(files_named(dir.path(), "sst"), flushed);
+        drop(db);
+        drop(armed);
+        let db = Db::open(dir.path(), options()).unwrap();
+        for i in 0..N {
+            assert_eq!(db.get(key(i)).unwrap(), Some(newest(i)), "key {i}");
+        }
+    }
+}

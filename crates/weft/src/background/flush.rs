@@ -214,3 +214,93 @@ pub(super) fn index_table(
     replace_index(index, next);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::commit::failing_appends;
+    use super::super::test_support::*;
+    use crate::{Db, Options};
+
+    /// Values inline; `N` keys merged pass `partition_size` once, so one
+    /// split makes two partitions. No merge starts on its own.
+    const N: u32 = 2000;
+    fn options() -> Options {
+        Options::default()
+            .min_blob_size(usize::MAX)
+            .unsorted_limit(64 << 20)
+            .partition_size(150 << 10)
+    }
+
+    fn unsorted_tables(db: &Db) -> Vec<usize> {
+        db.stats()
+            .partitions
+            .iter()
+            .map(|p| p.unsorted_tables)
+            .collect()
+    }
+
+    /// A flush writes one table into each partition its memtable touches,
+    /// none into the others, and deletes the memtable's WAL.
+    #[test]
+    fn a_flush_writes_one_table_per_touched_partition_and_removes_its_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), options()).unwrap();
+        for i in 0..N {
+            db.put(key(i), value(0, i, 100)).unwrap();
+        }
+        db.compact().unwrap();
+        wait_until("the partition splits", || db.stats().splits == 1);
+        let split_at = db.stats().partitions[1].lower.clone();
+        let (left, right): (Vec<u32>, Vec<u32>) = (0..N).partition(|&i| key(i) < split_at);
+        assert!(!left.is_empty() && !right.is_empty());
+
+        let flush = |keys: &[u32], round: u32| {
+            let tables = files_named(dir.path(), "sst").len();
+            let wals = files_named(dir.path(), "log");
+            for &i in keys {
+                db.put(key(i), value(round, i, 100)).unwrap();
+            }
+            db.flush().unwrap();
+            // Deleted just after the flush is installed (which `flush` waits for).
+            wait_until("the flushed memtable's WAL is deleted", || {
+                let now = files_named(dir.path(), "log");
+                wals.iter().all(|w| !now.contains(w))
+            });
+            files_named(dir.path(), "sst").len() - tables
+        };
+        assert_eq!(flush(&left[..10], 1), 1, "left only");
+        assert_eq!(unsorted_tables(&db), [1, 0]);
+        assert_eq!(flush(&[left[20], right[20], right[30]], 2), 2, "both sides");
+        assert_eq!(unsorted_tables(&db), [2, 1]);
+        for i in 0..N {
+            assert!(db.get(key(i)).unwrap().is_some(), "key {i}");
+        }
+        assert_eq!(
+            db.get(key(right[30])).unwrap(),
+            Some(value(2, right[30], 100))
+        );
+    }
+
+    /// A flush whose manifest append fails deletes the tables it wrote and
+    /// keeps the WAL, from which a reopen recovers every write.
+    #[test]
+    fn a_flush_whose_commit_fails_leaves_no_table_and_keeps_its_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), options()).unwrap();
+        let armed = failing_appends::arm(dir.path(), |e| e.log_number.is_some());
+        let wals = files_named(dir.path(), "log");
+        for i in 0..N {
+            db.put(key(i), value(0, i, 100)).unwrap();
+        }
+        assert!(db.flush().is_err(), "the flush was not refused");
+        assert_eq!(files_named(dir.path(), "sst"), Vec::<String>::new());
+        let now = files_named(dir.path(), "log");
+        assert!(wals.iter().all(|w| now.contains(w)), "{wals:?} → {now:?}");
+        drop(db);
+        drop(armed);
+        let db = Db::open(dir.path(), options()).unwrap();
+        for i in 0..N {
+            assert_eq!(db.get(key(i)).unwrap(), Some(value(0, i, 100)), "key {i}");
+        }
+    }
+}

@@ -60,6 +60,8 @@ mod gc;
 mod merge;
 mod rewrite;
 mod split;
+#[cfg(test)]
+mod test_support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -246,3 +246,101 @@ pub(super) fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
     Counters::add(&core.counters.splits, 1);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::commit::failing_appends;
+    use super::super::test_support::*;
+    use crate::{Db, Options};
+
+    const N: u32 = 2000;
+
+    /// Values inline, so a partition's bytes are its tables': `N` keys
+    /// pass `partition_size` and each half of them does not, so exactly one
+    /// split runs.
+    fn options(table_size: u64) -> Options {
+        Options::default()
+            .min_blob_size(usize::MAX)
+            .unsorted_limit(64 << 20)
+            .partition_size(150 << 10)
+            .table_size(table_size)
+    }
+
+    fn fill_and_merge(db: &Db) {
+        for i in 0..N {
+            db.put(key(i), value(0, i, 100)).unwrap();
+        }
+        db.compact().unwrap();
+    }
+
+    fn every_key_reads(db: &Db) {
+        let scanned: Vec<(Vec<u8>, Vec<u8>)> =
+            db.range(key(0)..).unwrap().map(Result::unwrap).collect();
+        let expected: Vec<(Vec<u8>, Vec<u8>)> =
+            (0..N).map(|i| (key(i), value(0, i, 100))).collect();
+        assert!(
+            scanned == expected,
+            "a scan read {} entries, not the {N} written",
+            scanned.len()
+        );
+        for i in 0..N {
+            assert_eq!(db.get(key(i)).unwrap(), Some(value(0, i, 100)), "key {i}");
+        }
+    }
+
+    /// A split leaves two partitions whose bounds meet at the split key and
+    /// cover every key, and every key still reads, before and after a
+    /// reopen: for a run of many tables (moved untouched) and of one table
+    /// (rewritten into two, the old one deleted).
+    #[test]
+    fn a_split_makes_two_partitions_meeting_at_the_split_key() {
+        for (table_size, rewrites) in [(32 << 10, false), (64 << 20, true)] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Db::open(dir.path(), options(table_size)).unwrap();
+            fill_and_merge(&db);
+            wait_until("the partition splits", || db.stats().splits == 1);
+            let s = db.stats();
+            let [left, right] = &s.partitions[..] else {
+                panic!("not two partitions: {s:?}");
+            };
+            assert!(left.lower.is_empty() && right.upper.is_none(), "{s:?}");
+            assert_eq!(left.upper.as_ref(), Some(&right.lower), "{s:?}");
+            assert!(key(0) < right.lower && right.lower <= key(N - 1), "{s:?}");
+            assert!(left.sorted_tables >= 1 && right.sorted_tables >= 1, "{s:?}");
+            assert_eq!(s.split_bytes_written > 0, rewrites, "{s:?}");
+            wait_until("only live tables are left", || {
+                files_named(dir.path(), "sst").len() as u64 == db.stats().tables
+            });
+            every_key_reads(&db);
+            let bounds = |s: &crate::Stats| -> Vec<_> {
+                s.partitions
+                    .iter()
+                    .map(|p| (p.lower.clone(), p.upper.clone()))
+                    .collect()
+            };
+            let before = bounds(&s);
+            drop(db);
+            let db = Db::open(dir.path(), options(table_size)).unwrap();
+            assert_eq!(bounds(&db.stats()), before);
+            every_key_reads(&db);
+        }
+    }
+
+    /// A split that rewrites its one table and whose manifest append fails
+    /// deletes the two tables it wrote; the partition stays whole.
+    #[test]
+    fn a_split_whose_commit_fails_leaves_no_new_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), options(64 << 20)).unwrap();
+        let armed = failing_appends::arm(dir.path(), |e| !e.new_partitions.is_empty());
+        fill_and_merge(&db);
+        wait_until("the failed split poisons", || db.put(b"k", b"v").is_err());
+        let s = db.stats();
+        assert_eq!((s.splits, s.partitions.len(), s.tables), (0, 1, 1), "{s:?}");
+        assert_eq!(files_named(dir.path(), "sst").len(), 1);
+        drop(db);
+        drop(armed);
+        let db = Db::open(dir.path(), options(64 << 20)).unwrap();
+        every_key_reads(&db);
+    }
+}
