@@ -573,6 +573,12 @@ impl Version {
         Ok(value)
     }
 
+    /// Partition `id`, if this version still has it (a split replaces a
+    /// partition with two new ids).
+    pub fn partition(&self, id: u64) -> Option<&Arc<Partition>> {
+        self.partitions.iter().find(|p| p.id == id)
+    }
+
     /// The partition whose range holds `key`.
     pub fn partition_for(&self, key: &[u8]) -> &Arc<Partition> {
         let i = self

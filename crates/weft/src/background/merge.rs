@@ -1,0 +1,146 @@
+//! Merge (UniKV §III-C): a partition's UnsortedStore is merged into its
+//! SortedStore ([`super::rewrite`]), separating large values into a new
+//! value log on the way.
+
+use std::sync::Arc;
+
+use super::rewrite::{rewrite_partition, Rewrite};
+use crate::db::core::{Core, EngineState};
+use crate::error::Result;
+
+/// A partition whose UnsortedStore passed the limit, or one a manual
+/// compaction asked for.
+pub(super) fn pick_merge(core: &Core, st: &mut EngineState) -> Option<u64> {
+    while let Some((&p, &requested_at)) = st.manual_merges.iter().next() {
+        let pending = st
+            .version
+            .partition(p)
+            .is_some_and(|x| x.unsorted.iter().any(|t| t.meta.number < requested_at));
+        if pending {
+            return Some(p);
+        }
+        // Nothing the request covers is left unmerged (or the partition
+        // is gone): it is done; `compact()` waits on it.
+        st.manual_merges.remove(&p);
+        core.state_cv.notify_all();
+    }
+    // By bytes (UniKV's UnsortedLimit), or by table count: many small tables
+    // (short sessions each recover their WAL into one) slow reads and would
+    // otherwise reach `unsorted_stop_tables` and stall writers with nothing
+    // scheduled to free them.
+    let opts = &core.options;
+    st.version
+        .partitions
+        .iter()
+        .filter(|p| {
+            p.unsorted_bytes() > opts.unsorted_limit
+                || p.unsorted.len() >= opts.unsorted_slowdown_tables
+        })
+        .max_by_key(|p| {
+            (
+                p.unsorted.len() >= opts.unsorted_slowdown_tables,
+                p.unsorted_bytes(),
+            )
+        })
+        .map(|p| p.id)
+}
+
+/// Merges partition `pid`. A manual request for it is not settled here:
+/// a flush may have added a table while the merge ran, so `pick_merge`
+/// drops the request only once the partition's UnsortedStore is empty
+/// (and `compact()` returns only then).
+pub(super) fn merge_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
+    rewrite_partition(core, pid, Rewrite::Merge)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::commit::failing_appends;
+    use super::super::test_support::*;
+    use crate::store::Placement;
+    use crate::{Db, Options};
+
+    /// Values of 100 bytes are separated into a value log; no merge starts
+    /// on its own.
+    fn options() -> Options {
+        Options::default()
+            .min_blob_size(64)
+            .unsorted_limit(64 << 20)
+    }
+
+    /// Three flushes, three UnsortedStore tables: the even keys, the odd
+    /// ones, the even ones again.
+    fn three_flushes(db: &Db) {
+        for round in 0..3 {
+            for i in (round % 2..3000).step_by(2) {
+                db.put(key(i), value(round, i, 100)).unwrap();
+            }
+            db.flush().unwrap();
+        }
+    }
+
+    fn newest(i: u32) -> Vec<u8> {
+        value(if i.is_multiple_of(2) { 2 } else { 1 }, i, 100)
+    }
+
+    /// A merge leaves the UnsortedStore empty, deletes the tables it merged,
+    /// separates the values into a log, and every key reads its newest
+    /// value, before and after a reopen.
+    #[test]
+    fn a_merge_empties_the_unsorted_store_and_keeps_every_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), options()).unwrap();
+        three_flushes(&db);
+        let flushed = files_named(dir.path(), "sst");
+        assert_eq!(db.stats().partitions[0].unsorted_tables, 3);
+        db.compact().unwrap();
+        let s = db.stats();
+        let p = &s.partitions[0];
+        assert_eq!(
+            (s.merges, p.unsorted_tables, p.value_logs),
+            (1, 0, 1),
+            "{s:?}"
+        );
+        assert!(p.sorted_tables >= 1, "{s:?}");
+        wait_until("the merged tables are deleted", || {
+            let now = files_named(dir.path(), "sst");
+            now.len() == p.sorted_tables && flushed.iter().all(|f| !now.contains(f))
+        });
+        for i in 0..3000 {
+            assert_eq!(db.get(key(i)).unwrap(), Some(newest(i)), "key {i}");
+        }
+        drop(db);
+        let db = Db::open(dir.path(), options()).unwrap();
+        for i in 0..3000 {
+            assert_eq!(db.get(key(i)).unwrap(), Some(newest(i)), "key {i}");
+        }
+    }
+
+    /// A merge whose manifest append fails deletes the tables and the value
+    /// log it wrote; the UnsortedStore it read stays, and after a reopen
+    /// the merge can run again.
+    #[test]
+    fn a_merge_whose_commit_fails_leaves_no_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), options()).unwrap();
+        three_flushes(&db);
+        let before = files_named(dir.path(), "sst");
+        let armed = failing_appends::arm(dir.path(), |e| {
+            e.added_files
+                .iter()
+                .any(|(_, place, _)| matches!(place, Placement::Sorted))
+        });
+        assert!(db.compact().is_err(), "the merge was not refused");
+        assert_eq!(files_named(dir.path(), "sst"), before);
+        assert_eq!(files_named(dir.path(), "vlog"), Vec::<String>::new());
+        assert_eq!(db.stats().merges, 0);
+        drop(db);
+        drop(armed);
+        let db = Db::open(dir.path(), options()).unwrap();
+        db.compact().unwrap();
+        assert_eq!(db.stats().partitions[0].unsorted_tables, 0);
+        for i in 0..3000 {
+            assert_eq!(db.get(key(i)).unwrap(), Some(newest(i)), "key {i}");
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! A SortedStore rewrite, the work shared by merge ([`super::merge`]) and
+//! value-log GC ([`super::gc`]): both read part of a partition, write new
+//! SortedStore tables (and maybe a value log), and swap them in for their
+//! inputs with one manifest edit.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::commit::{commit_edit, open_new_tables, NewFiles};
+use crate::cache::ReadPurpose;
+use crate::db::core::{Core, Counters};
+use crate::error::Result;
+use crate::iter::{InternalIterator, MergedEntries};
+use crate::manifest::VersionEdit;
+use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
+use crate::store::gc::ResolvingIter;
+use crate::store::sorted_run::SortedRunIter;
+use crate::store::value_log::ValueLogFile;
+use crate::store::value_reader::ValueReader;
+use crate::store::{change_index, LiveValueLog, Partition, Placement, TableFile};
+
+/// What a SortedStore rewrite is for.
+pub(super) enum Rewrite {
+    /// Merge the UnsortedStore into the SortedStore (UniKV §III-C).
+    Merge,
+    /// Copy the live values of these value logs to a new log (UniKV §III-C GC).
+    Collect(BTreeSet<u64>),
+}
+
+/// Input tables of a rewrite (UnsortedStore, SortedStore) and their cursors.
+type RewriteInputs = (
+    Vec<Arc<TableFile>>,
+    Vec<Arc<TableFile>>,
+    Vec<Box<dyn InternalIterator>>,
+);
+
+/// The inputs of a merge: every UnsortedStore table, and the SortedStore
+/// tables their key range overlaps (a contiguous run); cursors only over
+/// the UnsortedStore (the caller adds one over the sorted run).
+fn merge_inputs(part: &Partition) -> RewriteInputs {
+    let unsorted = part.unsorted.clone();
+    let lo = unsorted
+        .iter()
+        .map(|t| t.meta.smallest_user_key())
+        .min()
+        .unwrap_or(&[])
+        .to_vec();
+    let hi = unsorted
+        .iter()
+        .map(|t| t.meta.largest_user_key())
+        .max()
+        .unwrap_or(&[])
+        .to_vec();
+    let sorted: Vec<Arc<TableFile>> = part
+        .sorted
+        .iter()
+        .filter(|t| {
+            t.meta.largest_user_key() >= lo.as_slice()
+                && t.meta.smallest_user_key() <= hi.as_slice()
+        })
+        .cloned()
+        .collect();
+    let children = unsorted
+        .iter()
+        .map(|t| Box::new(t.table.iter_for(ReadPurpose::Background)) as Box<dyn InternalIterator>)
+        .collect();
+    (unsorted, sorted, children)
+}
+
+/// Rewrites partition `pid`'s SortedStore (merge or GC) in the crash-safe
+/// order of the module docs: new tables and value log written and fsynced,
+/// one manifest edit swaps them in, then the inputs become obsolete.
+pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
+    let (part, version) = {
+        let st = core.state.lock();
+        match st.version.partition(pid) {
+            Some(p) => (Arc::clone(p), Arc::clone(&st.version)),
+            None => return Ok(()),
+        }
+    };
+    // Bytes of live values GC copies out of each victim log.
+    let moved: Arc<Mutex<BTreeMap<u64, u64>>> = Default::default();
+    let (inputs_unsorted, inputs_sorted, mut children): RewriteInputs = match &job {
+        Rewrite::Merge if part.unsorted.is_empty() => return Ok(()),
+        Rewrite::Merge => merge_inputs(&part),
+        Rewrite::Collect(_) => (Vec::new(), part.sorted.clone(), Vec::new()),
+    };
+    if !inputs_sorted.is_empty() {
+        let run: Box<dyn InternalIterator> = Box::new(SortedRunIter::new(
+            inputs_sorted.clone(),
+            ReadPurpose::Background,
+        ));
+        children.push(match &job {
+            Rewrite::Merge => run,
+            Rewrite::Collect(victims) => Box::new(ResolvingIter::new(
+                run,
+                Arc::clone(&version),
+                victims.clone(),
+                ValueReader::new(ReadPurpose::Background, Arc::clone(core.cache.disk_reads())),
+                Arc::clone(&moved),
+            )),
+        });
+    }
+    if children.is_empty() {
+        return Ok(());
+    }
+    let mut input = MergedEntries::new(children);
+    input.seek_to_first()?;
+    if matches!(job, Rewrite::Merge) {
+        crate::fault::pause_point("merge.inputs_open", &core.dir);
+    }
+    let policy = RetentionPolicy {
+        snapshots: core.snapshots.sequences(),
+        bottommost: true,
+    };
+    let blob = core.options.min_blob_size;
+    let spec = OutputSpec {
+        dir: &core.dir,
+        table: core.table_options,
+        target_size: core.options.table_size,
+        upper: None,
+        min_blob_size: (blob != usize::MAX).then_some(blob),
+        collect_keys: false,
+    };
+    let mut stats = JobStats::default();
+    let mut new_file = || core.state.lock().new_file_number();
+    let outputs = write_tables(&mut input, &policy, &spec, &mut new_file, &mut stats)?;
+    let mut new_files = NewFiles::new(&core.dir);
+    new_files.add_tables(&outputs);
+    if let Some((n, _)) = stats.value_log {
+        new_files.add_value_log(n);
+    }
+    let opened = open_new_tables(core, &outputs)?;
+    let new_log = match stats.value_log {
+        Some((n, size)) => Some(ValueLogFile::open(&core.dir, n, size)?),
+        None => None,
+    };
+    // Every input has been read: what GC copied out of each log is final.
+    let moved = moved.lock().clone();
+    let victims: BTreeSet<u64> = match &job {
+        Rewrite::Collect(v) => v.clone(),
+        Rewrite::Merge => BTreeSet::new(),
+    };
+    let inputs = || inputs_unsorted.iter().chain(&inputs_sorted);
+
+    crate::fault::crash_point(match job {
+        Rewrite::Merge => "merge.tables_written",
+        Rewrite::Collect(_) => "gc.tables_written",
+    });
+    let manifest_written = match job {
+        Rewrite::Merge => "merge.manifest_written",
+        Rewrite::Collect(_) => "gc.manifest_written",
+    };
+    let dead_logs = commit_edit(
+        core,
+        new_files,
+        Some(manifest_written),
+        |st| {
+            // Never gone (only this thread removes partitions), but if it
+            // were there would be nothing to swap the outputs into.
+            let current = Arc::clone(st.version.partition(pid)?);
+            let mut edit = VersionEdit {
+                next_file_number: Some(st.next_file_number),
+                added_files: outputs
+                    .iter()
+                    .map(|f| (pid, Placement::Sorted, f.clone()))
+                    .collect(),
+                added_value_logs: stats
+                    .value_log
+                    .map(|(n, size)| (pid, n, size))
+                    .into_iter()
+                    .collect(),
+                dropped_value_logs: victims.iter().map(|n| (pid, *n)).collect(),
+                value_log_garbage: stats
+                    .garbage
+                    .iter()
+                    .chain(&moved)
+                    .map(|(n, b)| (*n, *b))
+                    .collect(),
+                ..Default::default()
+            };
+            for t in inputs() {
+                edit.removed_files.push((pid, t.meta.number));
+            }
+            Some((edit, current))
+        },
+        |st, current| {
+            let gone = |t: &Arc<TableFile>| inputs().any(|i| i.meta.number == t.meta.number);
+            let mut p: Partition = (*current).clone();
+            p.unsorted.retain(|t| !gone(t));
+            p.sorted.retain(|t| !gone(t));
+            p.sorted.extend(opened);
+            p.sorted
+                .sort_by(|a, b| a.meta.smallest_user_key().cmp(b.meta.smallest_user_key()));
+            let mut v = st.version.with_partition(p);
+            for (n, bytes) in &stats.garbage {
+                if let Some(log) = v.value_logs.get_mut(n) {
+                    log.garbage = log.garbage.saturating_add(*bytes).min(log.file.size());
+                }
+            }
+            let mut dead_logs = Vec::new();
+            for n in &victims {
+                if let Some(log) = v.value_logs.get_mut(n) {
+                    log.refs.remove(&pid);
+                    // Values this partition copied out are dead for the log's
+                    // other owners (a log shared since a split), so their GC
+                    // can free it.
+                    let m = moved.get(n).copied().unwrap_or(0);
+                    log.garbage = log.garbage.saturating_add(m).min(log.file.size());
+                    if log.refs.is_empty() {
+                        if let Some(l) = v.value_logs.remove(n) {
+                            dead_logs.push(l.file);
+                        }
+                    }
+                }
+            }
+            if let Some(f) = new_log {
+                v.value_logs.insert(
+                    f.number(),
+                    LiveValueLog {
+                        file: f,
+                        garbage: 0,
+                        refs: BTreeSet::from([pid]),
+                    },
+                );
+            }
+            st.version = Arc::new(v);
+            dead_logs
+        },
+    )?;
+    let Some(dead_logs) = dead_logs else {
+        return Ok(());
+    };
+    // Only now that no new reader can see the merged tables: readers pinned
+    // to older versions probe tables the index has forgotten directly.
+    let merged: Vec<u64> = inputs_unsorted.iter().map(|t| t.meta.number).collect();
+    if !merged.is_empty() {
+        let _changes = core.index_changes.lock();
+        change_index(&part.index, |index| index.remove_tables(&merged));
+    }
+    for t in inputs() {
+        t.mark_obsolete();
+    }
+    for f in dead_logs {
+        f.mark_obsolete();
+    }
+    match job {
+        Rewrite::Merge => {
+            let log_bytes = stats.value_log.map_or(0, |(_, size)| size);
+            Counters::add(&core.counters.merge_bytes, stats.bytes_written - log_bytes);
+            Counters::add(&core.counters.value_log_bytes, log_bytes);
+            Counters::add(&core.counters.merges, 1);
+        }
+        Rewrite::Collect(_) => {
+            Counters::add(&core.counters.gc_bytes, stats.bytes_written);
+            Counters::add(&core.counters.gcs, 1);
+        }
+    }
+    Ok(())
+}
