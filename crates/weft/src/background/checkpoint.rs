@@ -28,11 +28,7 @@ pub(super) fn checkpoint_index(core: &Arc<Core>, pid: u64) -> Result<()> {
     let number = core.state.lock().new_file_number();
     let mut new_files = NewFiles::new(&core.dir);
     let path = new_files.add_index_checkpoint(number);
-    let written = std::fs::File::create(&path).and_then(|mut f| {
-        use std::io::Write;
-        f.write_all(&image)?;
-        f.sync_all()
-    });
+    let written = crate::util::fs::write_new_synced(&path, &image);
     if written.is_err() {
         // `new_files` deletes what was written of it.
         return Ok(());

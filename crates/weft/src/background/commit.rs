@@ -11,10 +11,11 @@ use std::sync::Arc;
 use parking_lot::MutexGuard;
 
 use crate::db::core::{Core, Counters, EngineState};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filename;
 use crate::manifest::{ManifestWriter, VersionEdit};
 use crate::store::{FileMeta, TableFile};
+use crate::util::fs::sync_dir;
 
 /// Files a job wrote that no manifest edit names yet. Unless [`keep`] is
 /// called (by [`commit_edit`], once the edit is durable), dropping it deletes
@@ -99,6 +100,10 @@ pub(super) fn open_new_tables(core: &Core, files: &[FileMeta]) -> Result<Vec<Arc
 
 /// Makes a job's work live, in the order every job follows:
 ///
+/// 0. fsyncs the database directory when `files` holds any, so their names
+///    are durable before the edit that names them (a file's own fsync does
+///    not cover its directory entry: after a machine crash the manifest
+///    must never name a file the directory lost);
 /// 1. takes [`Core::manifest`], then the state lock, and asks `make_edit`
 ///    for the edit and whatever `install` will need from that same state
 ///    (`None`: nothing to commit after all; `files` are deleted and the
@@ -121,6 +126,10 @@ pub(super) fn commit_edit<P, T>(
     make_edit: impl FnOnce(&mut EngineState) -> Option<(VersionEdit, P)>,
     install: impl FnOnce(&mut EngineState, P) -> T,
 ) -> Result<Option<T>> {
+    if !files.paths.is_empty() {
+        sync_dir(&core.dir)
+            .map_err(|e| Error::io(format!("syncing directory {}", core.dir.display()), e))?;
+    }
     let mut manifest = core.manifest.lock();
     let mut st = core.state.lock();
     let Some((edit, found)) = make_edit(&mut st) else {

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use super::commit::{commit_edit, open_new_tables, NewFiles};
 use super::flush::index_table;
 use super::FlushesHeld;
-use crate::cache::ReadPurpose;
 use crate::db::core::{Core, Counters, EngineState};
 use crate::error::Result;
 use crate::iter::{InternalIterator, MergedEntries};
 use crate::manifest::VersionEdit;
+use crate::stats::ReadPurpose;
 use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
 use crate::store::{change_index, Partition, Placement};
 

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::commit::{commit_edit, open_new_tables, NewFiles};
-use crate::cache::ReadPurpose;
 use crate::db::core::{Core, Counters};
 use crate::error::Result;
 use crate::iter::{InternalIterator, MergedEntries};
 use crate::manifest::VersionEdit;
+use crate::stats::ReadPurpose;
 use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
 use crate::store::gc::ResolvingIter;
 use crate::store::sorted_run::SortedRunIter;

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use super::commit::{commit_edit, open_new_tables, NewFiles};
 use super::rewrite::{rewrite_partition, Rewrite};
 use super::FlushesHeld;
-use crate::cache::ReadPurpose;
 use crate::db::core::{Core, Counters, EngineState};
 use crate::error::Result;
 use crate::iter::{InternalIterator, MergedEntries};
 use crate::key::MAX_SEQUENCE;
 use crate::manifest::VersionEdit;
+use crate::stats::ReadPurpose;
 use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
 use crate::store::{Partition, Placement, TableFile, Version};
 

@@ -33,9 +33,6 @@ use parking_lot::Mutex;
 
 use crate::stats::{CacheStats, DiskReads};
 
-// TEMP(house-bg merge): background.rs still names it here.
-pub(crate) use crate::stats::ReadPurpose;
-
 /// Smallest per-shard capacity before the cache uses fewer shards.
 pub const MIN_SHARD_CAPACITY: usize = 512 * 1024;
 

@@ -1,0 +1,206 @@
+//! [`Version`]: an immutable picture of the store (partitions in key order,
+//! the value logs their SortedStores point into) that readers pin and
+//! edits replace.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::key::{compare_positions, parse_internal_key, SequenceNumber, ValueKind};
+use crate::stats::{DiskReads, ReadPurpose};
+
+use super::{sorted_run, value_log, Partition, ReadCounters, TableFile};
+
+/// A live value log with its accounting.
+#[derive(Clone)]
+pub struct LiveValueLog {
+    /// The open log.
+    pub file: Arc<value_log::ValueLogFile>,
+    /// Bytes of values no SortedStore entry points to any more.
+    pub garbage: u64,
+    /// Partitions whose SortedStore may point into the log.
+    pub refs: std::collections::BTreeSet<u64>,
+}
+
+/// An immutable picture of the store: partitions in key order, and the
+/// value logs their SortedStores point into.
+#[derive(Clone)]
+pub struct Version {
+    /// Partitions, ascending and covering every key.
+    pub partitions: Vec<Arc<Partition>>,
+    /// Live value logs by file number.
+    pub value_logs: std::collections::BTreeMap<u64, LiveValueLog>,
+}
+
+impl Version {
+    /// A store of one empty partition covering all keys.
+    #[cfg(test)]
+    pub fn new_single() -> Self {
+        Version {
+            partitions: vec![Arc::new(Partition::new(0, Vec::new(), None))],
+            value_logs: Default::default(),
+        }
+    }
+
+    /// The live value logs partition `pid` points into, by file number.
+    pub fn logs_of(&self, pid: u64) -> impl Iterator<Item = (u64, &LiveValueLog)> {
+        self.value_logs
+            .iter()
+            .filter(move |(_, l)| l.refs.contains(&pid))
+            .map(|(n, l)| (*n, l))
+    }
+
+    /// The live value log `ptr` points into.
+    pub fn value_log(&self, ptr: &value_log::ValuePointer) -> Result<&value_log::ValueLogFile> {
+        match self.value_logs.get(&ptr.log) {
+            Some(log) => Ok(&log.file),
+            None => Err(crate::Error::corruption(
+                format!("{:06}.vlog", ptr.log),
+                ptr.offset,
+                "value pointer into a value log that is not live",
+            )),
+        }
+    }
+
+    /// Reads the value behind an encoded [`value_log::ValuePointer`] for a
+    /// get (one exact read, counted in `disk_reads`). Cursors use a
+    /// [`value_reader::ValueReader`] instead.
+    pub fn resolve(&self, raw: &[u8], disk_reads: &DiskReads) -> Result<Vec<u8>> {
+        let ptr = value_log::ValuePointer::parse(raw)?;
+        let value = self.value_log(&ptr)?.read(&ptr)?;
+        disk_reads.add(ReadPurpose::Get, ptr.record_size());
+        Ok(value)
+    }
+
+    /// Partition `id`, if this version still has it (a split replaces a
+    /// partition with two new ids).
+    pub fn partition(&self, id: u64) -> Option<&Arc<Partition>> {
+        self.partitions.iter().find(|p| p.id == id)
+    }
+
+    /// The partition whose range holds `key`.
+    pub fn partition_for(&self, key: &[u8]) -> &Arc<Partition> {
+        let i = self
+            .partitions
+            .partition_point(|p| p.lower.as_slice() <= key);
+        let p = &self.partitions[i.saturating_sub(1)];
+        debug_assert!(p.contains(key));
+        p
+    }
+
+    /// The newest version of `key` at `snapshot` in the store; a separated
+    /// value is read from its log, its bytes counted in `disk_reads`.
+    pub fn get(
+        &self,
+        key: &[u8],
+        snapshot: SequenceNumber,
+        counters: &ReadCounters,
+        disk_reads: &DiskReads,
+    ) -> Result<Option<(SequenceNumber, ValueKind, Vec<u8>)>> {
+        // Separated values are read from their value log, so a found version
+        // is always `Put` or `Delete`.
+        match self.partition_for(key).get(key, snapshot, counters)? {
+            Some((seq, ValueKind::Pointer, raw)) => {
+                ReadCounters::bump(&counters.value_log_reads);
+                Ok(Some((seq, ValueKind::Put, self.resolve(&raw, disk_reads)?)))
+            }
+            None => {
+                ReadCounters::bump(&counters.misses);
+                Ok(None)
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// Cursors over every table for a scan: one sorted run spanning all
+    /// partitions' SortedStores (partitions are disjoint and ordered, so
+    /// their runs concatenate), and the UnsortedStore tables as runs too.
+    ///
+    /// A partition's UnsortedStore tables overlap each other, but tables of
+    /// different partitions never do: run `k` strings together the `k`-th
+    /// newest table of every partition, in partition order. So a scan opens
+    /// as many UnsortedStore cursors as the fullest partition has tables,
+    /// not as all partitions together: before, a `seek + 10` on a store of
+    /// several partitions positioned a cursor in every UnsortedStore table
+    /// of every partition and stepped a merge as wide. A table that would
+    /// not follow its run's last table in key order (never expected: a
+    /// partition's tables lie inside its range) gets a run of its own. A
+    /// seek opens at most one table per run, and none where the run's next
+    /// table starts past the target (the run rests on its metadata:
+    /// `sorted_run`), so a short scan reads the tables of the partitions it
+    /// covers.
+    pub fn iters(&self, fill_cache: bool) -> Vec<Box<dyn InternalIterator>> {
+        let purpose = ReadPurpose::Scan { fill_cache };
+        let mut runs: Vec<Vec<Arc<TableFile>>> = Vec::new();
+        let mut strays: Vec<Vec<Arc<TableFile>>> = Vec::new();
+        let mut sorted = Vec::new();
+        for p in &self.partitions {
+            for (k, t) in p.unsorted.iter().rev().enumerate() {
+                if k == runs.len() {
+                    runs.push(Vec::new());
+                }
+                let run = &mut runs[k];
+                if run.last().is_none_or(|prev| ends_before(prev, t)) {
+                    run.push(Arc::clone(t));
+                } else {
+                    strays.push(vec![Arc::clone(t)]);
+                }
+            }
+            sorted.extend(p.sorted.iter().cloned());
+        }
+        runs.extend(strays);
+        if !sorted.is_empty() {
+            runs.push(sorted);
+        }
+        runs.into_iter()
+            .map(|run| {
+                Box::new(sorted_run::SortedRunIter::new(run, purpose)) as Box<dyn InternalIterator>
+            })
+            .collect()
+    }
+
+    /// Every live table.
+    pub fn all_tables(&self) -> impl Iterator<Item = &Arc<TableFile>> {
+        self.partitions
+            .iter()
+            .flat_map(|p| p.unsorted.iter().chain(p.sorted.iter()))
+    }
+
+    /// The most UnsortedStore tables any one partition holds (what the
+    /// write stall triggers compare against `unsorted_*_tables`).
+    pub fn unsorted_tables(&self) -> usize {
+        self.partitions
+            .iter()
+            .map(|p| p.unsorted.len())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Replaces partition `id` with `p`.
+    pub fn with_partition(&self, p: Partition) -> Version {
+        p.check_invariants();
+        let mut v = self.clone();
+        for slot in &mut v.partitions {
+            if slot.id == p.id {
+                *slot = Arc::new(p);
+                return v;
+            }
+        }
+        debug_assert!(false, "partition {} not in version", p.id);
+        v
+    }
+}
+
+/// True if every entry of `a` comes before every entry of `b` (internal
+/// order), so a run may hold `b` right after `a`.
+fn ends_before(a: &TableFile, b: &TableFile) -> bool {
+    match (
+        parse_internal_key(&a.meta.largest),
+        parse_internal_key(&b.meta.smallest),
+    ) {
+        (Some(a), Some(b)) => {
+            compare_positions(a.user_key, a.seq, b.user_key, b.seq) == std::cmp::Ordering::Less
+        }
+        _ => false,
+    }
+}
