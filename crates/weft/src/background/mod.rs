@@ -39,8 +39,8 @@
 //!   index never keeps entries of tables merged away.
 //!
 //! Every job follows the same crash-safe order: write and fsync the new
-//! tables, append the manifest edit that makes them live (and the inputs
-//! dead) and fsync it, install the new version, and only then delete what the
+//! tables, fsync the directory (their names), append the manifest edit that
+//! makes them live (and the inputs dead) and fsync it, install the new version, and only then delete what the
 //! edit dropped (a flushed WAL; input tables, once no reader holds them). A
 //! crash at any point leaves either the old state or the new one, plus
 //! orphan files that the next open removes. A job that fails before its
