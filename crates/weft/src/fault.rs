@@ -54,7 +54,7 @@ pub const CRASH_POINTS: &[&str] = &[
 ];
 
 /// Marks a pause point: in the crate's unit tests, a background job that
-/// reaches a closed gate ([`gates`]) for its database directory waits
+/// reaches a closed gate (`gates`) for its database directory waits
 /// there until the test opens it, so a test can hold one job mid-way and
 /// show what runs beside it. Outside tests it does nothing.
 pub(crate) fn pause_point(name: &str, dir: &std::path::Path) {

@@ -36,7 +36,7 @@ pub enum ValueKind {
     /// The key was set to the entry's value.
     Put = 1,
     /// The key was set to a value stored in a value log; the entry's value is
-    /// an encoded [`crate::store::value_log::ValuePointer`]. Only SortedStore
+    /// an encoded value pointer (`store::value_log::ValuePointer`). Only SortedStore
     /// tables hold these (UniKV's partial key-value separation).
     Pointer = 2,
 }

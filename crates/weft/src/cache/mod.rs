@@ -20,7 +20,7 @@
 //!
 //! The cache also keeps [`DiskReads`]: the bytes that reads which missed it
 //! (table blocks) or never go through it (separated values, blocks of
-//! mapped tables) fetched from the files, by [`ReadPurpose`]. A mapped
+//! mapped tables) fetched from the files, by [`ReadPurpose`](crate::stats::ReadPurpose). A mapped
 //! read's bytes may come from the page cache rather than the device; they
 //! are counted each time a block or value is read. Every table holds the cache, so this is the one
 //! place every read path already reaches; one relaxed atomic add is small

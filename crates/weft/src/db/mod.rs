@@ -1,4 +1,4 @@
-//! The database: the public API over the write path ([`write`]), the read
+//! The database: the public API over the write path ([`mod@write`]), the read
 //! path, recovery ([`open`]) and background work ([`crate::background`]).
 
 pub(crate) mod core;

@@ -15,7 +15,7 @@
 //! ```
 //!
 //! The comparisons themselves are inline word compares
-//! ([`crate::key::compare_user_keys`]): the slice `Ord` calls libc's
+//! (`key::compare_user_keys`): the slice `Ord` calls libc's
 //! `memcmp`, and for the short keys memtables hold (16 bytes in db_bench
 //! and redis-benchmark) the call costs more than the compare. In
 //! `weft serve`'s SET profile `memcmp` was a visible share of the server's

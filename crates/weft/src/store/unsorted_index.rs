@@ -11,7 +11,7 @@ use crate::stats::ReadPurpose;
 use super::{hash_index, FileMeta, TableFile};
 
 /// The hash index of one partition's UnsortedStore, shared by every version
-/// of that partition (it only grows between merges; see [`Partition::get`]).
+/// of that partition (it only grows between merges; see [`super::Partition::get`]).
 pub type SharedIndex = Arc<parking_lot::RwLock<hash_index::HashIndex>>;
 
 /// Applies `change` to a partition's index without holding its readers up:

@@ -64,7 +64,7 @@ impl Version {
 
     /// Reads the value behind an encoded [`value_log::ValuePointer`] for a
     /// get (one exact read, counted in `disk_reads`). Cursors use a
-    /// [`value_reader::ValueReader`] instead.
+    /// [`super::value_reader::ValueReader`] instead.
     pub fn resolve(&self, raw: &[u8], disk_reads: &DiskReads) -> Result<Vec<u8>> {
         let ptr = value_log::ValuePointer::parse(raw)?;
         let value = self.value_log(&ptr)?.read(&ptr)?;

@@ -32,7 +32,7 @@
 //! returns (no user-space buffer outlives the call), so an acknowledged record
 //! survives a process kill. [`LogWriter::add_record_deferred`] instead keeps
 //! the record in a user-space buffer until [`LogWriter::flush_buffer`] (or the
-//! next immediate record, sync or [`MAX_DEFERRED`] bytes) writes everything
+//! next immediate record, sync or [`writer::MAX_DEFERRED`] bytes) writes everything
 //! buffered in one call, in order — the WAL side of
 //! `Options::manual_wal_flush`, for callers that acknowledge many writes at
 //! once. Dropping a writer flushes its buffer (best effort).
@@ -75,7 +75,7 @@
 //! appended in order), so what is kept is a prefix of the writes and
 //! nothing synced is lost. The reader recognises a lost page where it
 //! holds a record boundary, by zeros that run to the end of a
-//! [`LOST_PAGE`]-aligned page, [`HEADER_SIZE`] bytes at least:
+//! [`format::LOST_PAGE`]-aligned page, [`format::HEADER_SIZE`] bytes at least:
 //!
 //! * from a record boundary (the record's header is zero), or
 //! * from inside a record whose checksum fails, through its last byte,
@@ -91,7 +91,7 @@
 //!
 //! # Layout of this module
 //!
-//! [`format`] holds the record header and its limits, `writer` the
+//! [`mod@format`] holds the record header and its limits, `writer` the
 //! [`LogWriter`], `reader` the [`LogReader`], `mapped` the mapped appender
 //! the WAL writes through.
 
