@@ -154,7 +154,7 @@ impl Parser {
 
     /// Takes back a request [`Parser::next`] returned, once it is done
     /// with, so its buffers serve the next requests. Keeps at most
-    /// [`SPARE_BYTES`] of buffers and [`SPARE_ARGS`] vectors; the rest are
+    /// `SPARE_BYTES` of buffers and `SPARE_ARGS` vectors; the rest are
     /// freed.
     pub fn recycle(&mut self, mut args: Args) {
         while let Some(mut b) = args.pop() {
