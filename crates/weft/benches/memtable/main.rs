@@ -67,280 +67,26 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_skiplist::SkipMap;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weft::internals::memtable::compares;
 use weft::internals::memtable::EslMemtable;
 use weft::internals::memtable::TeksMemtable;
-use weft::internals::memtable::VisibleIter;
 use weft::internals::memtable::{new_memtable, Memtable, MemtableKind};
 use weft::internals::memtable::{ValueKind, MAX_SEQUENCE};
 
 const VALUE: [u8; 100] = [0x5a; 100];
 const SCAN_LEN: usize = 10;
 
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
+mod keys;
+mod targets;
 
-/// The 16-byte key of item `id`: random-looking, distinct per id.
-fn key_of(id: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&splitmix(id).to_be_bytes());
-    k[8..].copy_from_slice(&splitmix(id ^ 0x5555_5555).to_be_bytes());
-    k
-}
-
-/// db_bench's key for integer `id` (`GenerateKeyFromInt`): the id
-/// big-endian, padded with `'0'` to 16 bytes, so ids adjacent in value are
-/// adjacent in key order.
-fn db_bench_key(id: u64) -> [u8; 16] {
-    let mut k = [b'0'; 16];
-    k[..8].copy_from_slice(&id.to_be_bytes());
-    k
-}
-
-/// numpy's `zipf(a)` (legacy `random_zipf`): rejection sampling.
-fn numpy_zipf(rng: &mut StdRng, a: f64) -> u64 {
-    let am1 = a - 1.0;
-    let b = 2f64.powf(am1);
-    loop {
-        let u = 1.0 - rng.gen::<f64>();
-        let v = rng.gen::<f64>();
-        let x = u.powf(-1.0 / am1).floor();
-        if !(1.0..=(i64::MAX as f64)).contains(&x) {
-            continue;
-        }
-        let t = (1.0 + 1.0 / x).powf(am1);
-        if v * x * (t - 1.0) / (b - 1.0) <= t / b {
-            return x as u64;
-        }
-    }
-}
-
-/// YCSB's Zipfian generator over `0..n` (Gray et al.), θ = 0.99.
-struct YcsbZipf {
-    n: f64,
-    theta: f64,
-    alpha: f64,
-    zetan: f64,
-    eta: f64,
-}
-
-impl YcsbZipf {
-    fn new(n: u64) -> Self {
-        let theta = 0.99;
-        let zetan: f64 = (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum();
-        let zeta2 = 1.0 + 0.5f64.powf(theta);
-        let nf = n as f64;
-        YcsbZipf {
-            n: nf,
-            theta,
-            alpha: 1.0 / (1.0 - theta),
-            zetan,
-            eta: (1.0 - (2.0 / nf).powf(1.0 - theta)) / (1.0 - zeta2 / zetan),
-        }
-    }
-
-    fn next(&self, rng: &mut StdRng) -> u64 {
-        let u: f64 = rng.gen();
-        let uz = u * self.zetan;
-        if uz < 1.0 {
-            return 0;
-        }
-        if uz < 1.0 + 0.5f64.powf(self.theta) {
-            return 1;
-        }
-        ((self.n * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64).min(self.n as u64 - 1)
-    }
-}
-
-/// What the benchmark drives.
-trait Target: Send + Sync {
-    fn put(&self, key: &[u8], seq: u64) {
-        self.put_value(key, seq, &VALUE);
-    }
-    fn put_value(&self, key: &[u8], seq: u64, value: &[u8]);
-    fn get(&self, key: &[u8]) -> bool;
-    /// A thread's scanner: its iterator is made once and sought again for
-    /// every scan.
-    fn scanner(&self) -> Box<dyn Scanner + '_>;
-    /// Every visible key in order, from one iterator; returns the count.
-    fn full_scan(&self) -> usize;
-    /// Bytes held, where the structure reports it.
-    fn memory(&self) -> Option<usize>;
-}
-
-/// Seeks and steps of one thread. A scan re-seeks the thread's iterator
-/// rather than making one: making an iterator clones the memtable's `Arc`,
-/// and with two threads scanning, that shared count's cache line moving
-/// between the cores is paid per scan — a cost of the engine's iterator
-/// API, not of the structure's seek + 10 next, and one the `crossbeam`
-/// peer (no iterator object) never paid.
-trait Scanner {
-    /// Seek + up to `SCAN_LEN` distinct keys; returns bytes touched.
-    fn scan(&mut self, key: &[u8]) -> usize;
-}
-
-/// A Weft memtable.
-struct Weft {
-    table: Arc<dyn Memtable>,
-    /// A new iterator per scan ([`WeftScanner::Fresh`]).
-    fresh_scans: bool,
-}
-
-/// A thread's scanner over a Weft memtable.
-enum WeftScanner {
-    /// One iterator, sought again for every scan.
-    Reused(VisibleIter),
-    /// A new iterator per scan: `cuckoo`'s iterator sorts a copy of the
-    /// keys when made, the cost this baseline is there to show.
-    Fresh(Arc<dyn Memtable>),
-}
-
-impl Scanner for WeftScanner {
-    fn scan(&mut self, key: &[u8]) -> usize {
-        match self {
-            WeftScanner::Reused(it) => seek_and_step(it, key),
-            WeftScanner::Fresh(m) => seek_and_step(
-                &mut VisibleIter::new(Arc::clone(m).iter(), MAX_SEQUENCE),
-                key,
-            ),
-        }
-    }
-}
-
-fn seek_and_step(it: &mut VisibleIter, key: &[u8]) -> usize {
-    let mut touched = 0;
-    if it.seek(key).is_err() {
-        return 0;
-    }
-    for _ in 0..SCAN_LEN {
-        if !it.valid() {
-            break;
-        }
-        touched += it.key().len() + it.value().len();
-        if it.next().is_err() {
-            break;
-        }
-    }
-    touched
-}
-
-impl Target for Weft {
-    fn put_value(&self, key: &[u8], seq: u64, value: &[u8]) {
-        self.table.insert(key, seq, ValueKind::Put, value);
-    }
-    fn get(&self, key: &[u8]) -> bool {
-        self.table.get(key, MAX_SEQUENCE).is_some()
-    }
-    fn scanner(&self) -> Box<dyn Scanner + '_> {
-        Box::new(if self.fresh_scans {
-            WeftScanner::Fresh(Arc::clone(&self.table))
-        } else {
-            WeftScanner::Reused(VisibleIter::new(
-                Arc::clone(&self.table).iter(),
-                MAX_SEQUENCE,
-            ))
-        })
-    }
-    fn full_scan(&self) -> usize {
-        self.table.prepare_scan(MAX_SEQUENCE);
-        let mut it = VisibleIter::new(Arc::clone(&self.table).iter(), MAX_SEQUENCE);
-        let mut n = 0;
-        if it.seek_to_first().is_err() {
-            return 0;
-        }
-        while it.valid() {
-            std::hint::black_box(it.value());
-            n += 1;
-            if it.next().is_err() {
-                break;
-            }
-        }
-        n
-    }
-    fn memory(&self) -> Option<usize> {
-        Some(self.table.approximate_memory())
-    }
-}
-
-/// crossbeam's SkipMap, one entry per version: user key ‖ !seq (big-endian),
-/// so a key's newest version sorts first, as in the `skiplist` kind.
-struct Crossbeam(SkipMap<[u8; 24], Box<[u8]>>);
-
-fn ikey(key: &[u8], seq: u64) -> [u8; 24] {
-    let mut k = [0u8; 24];
-    k[..16].copy_from_slice(&key[..16]);
-    k[16..].copy_from_slice(&(!seq).to_be_bytes());
-    k
-}
-
-impl Target for Crossbeam {
-    fn put_value(&self, key: &[u8], seq: u64, value: &[u8]) {
-        self.0.insert(ikey(key, seq), value.into());
-    }
-    fn get(&self, key: &[u8]) -> bool {
-        self.0
-            .lower_bound(Bound::Included(&ikey(key, MAX_SEQUENCE)))
-            .is_some_and(|e| e.key()[..16] == key[..16])
-    }
-    fn scanner(&self) -> Box<dyn Scanner + '_> {
-        Box::new(CrossbeamScanner(&self.0))
-    }
-    fn full_scan(&self) -> usize {
-        let mut n = 0;
-        let mut e = self.0.front();
-        while let Some(cur) = e {
-            std::hint::black_box(cur.value());
-            n += 1;
-            let uk: [u8; 16] = cur.key()[..16].try_into().unwrap_or([0; 16]);
-            e = self.0.lower_bound(Bound::Excluded(&ikey(&uk, 0)));
-        }
-        n
-    }
-    fn memory(&self) -> Option<usize> {
-        None
-    }
-}
-
-struct CrossbeamScanner<'a>(&'a SkipMap<[u8; 24], Box<[u8]>>);
-
-impl Scanner for CrossbeamScanner<'_> {
-    fn scan(&mut self, key: &[u8]) -> usize {
-        let mut touched = 0;
-        let mut e = self
-            .0
-            .lower_bound(Bound::Included(&ikey(key, MAX_SEQUENCE)));
-        for _ in 0..SCAN_LEN {
-            let Some(cur) = e else { break };
-            touched += 16 + cur.value().len();
-            let uk: [u8; 16] = cur.key()[..16].try_into().unwrap_or([0; 16]);
-            // Skip the key's older versions: a few steps, then a seek.
-            let mut n = cur.next();
-            let mut steps = 0;
-            while n.as_ref().is_some_and(|x| x.key()[..16] == uk) {
-                steps += 1;
-                n = if steps < 8 {
-                    n.and_then(|x| x.next())
-                } else {
-                    self.0.lower_bound(Bound::Excluded(&ikey(&uk, 0)))
-                };
-            }
-            e = n;
-        }
-        touched
-    }
-}
+use keys::*;
+use targets::*;
 
 const KINDS: [&str; 6] = [
     "skiplist",
@@ -371,7 +117,7 @@ fn kinds() -> Vec<&'static str> {
 /// A target of `kind`, and for `esl` also its concrete handle (index hook).
 fn make(kind: &str) -> (Box<dyn Target>, Option<Arc<EslMemtable>>) {
     match kind {
-        "crossbeam" => (Box::new(Crossbeam(SkipMap::new())), None),
+        "crossbeam" => (Box::new(Crossbeam(Default::default())), None),
         "esl" => {
             let m = Arc::new(EslMemtable::new());
             (
