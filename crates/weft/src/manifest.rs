@@ -246,6 +246,25 @@ impl VersionEdit {
         Ok(e)
     }
 
+    /// An edit that swaps partition `pid`'s tables numbered `inputs` for
+    /// `outputs`, placed at `placement`: what a merge, GC or consolidation
+    /// records (each adds its own other fields).
+    pub fn replace_tables(
+        pid: u64,
+        placement: Placement,
+        outputs: &[FileMeta],
+        inputs: impl IntoIterator<Item = u64>,
+    ) -> VersionEdit {
+        VersionEdit {
+            added_files: outputs
+                .iter()
+                .map(|f| (pid, placement, f.clone()))
+                .collect(),
+            removed_files: inputs.into_iter().map(|n| (pid, n)).collect(),
+            ..Default::default()
+        }
+    }
+
     /// The format version an encoded edit starts with, if it does: read
     /// before the rest is decoded, whose fields a newer version may have
     /// changed.

@@ -96,9 +96,7 @@ mod tests {
         });
         drop(db);
         let db = Db::open(dir.path(), options()).unwrap();
-        for i in 0..5000 {
-            assert_eq!(db.get(key(i)).unwrap(), Some(value(2, i, 100)));
-        }
+        assert_every_key_reads(&db, 5000, |i| value(2, i, 100));
     }
 
     /// A checkpoint whose manifest append fails poisons the database and
@@ -124,8 +122,6 @@ mod tests {
         drop(db);
         drop(armed);
         let db = Db::open(dir.path(), opts).unwrap();
-        for i in 0..600 {
-            assert_eq!(db.get(key(i)).unwrap(), Some(value(0, i, 100)));
-        }
+        assert_every_key_reads(&db, 600, |i| value(0, i, 100));
     }
 }

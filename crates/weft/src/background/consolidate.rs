@@ -100,17 +100,15 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
             // Never gone (only this thread removes partitions), but if it
             // were there would be nothing to put the output into.
             let current = Arc::clone(st.version.partition(pid)?);
-            let mut edit = VersionEdit {
+            let edit = VersionEdit {
                 next_file_number: Some(st.next_file_number),
-                added_files: outputs
-                    .iter()
-                    .map(|f| (pid, Placement::Unsorted, f.clone()))
-                    .collect(),
-                ..Default::default()
+                ..VersionEdit::replace_tables(
+                    pid,
+                    Placement::Unsorted,
+                    &outputs,
+                    inputs.iter().map(|t| t.meta.number),
+                )
             };
-            for t in &inputs {
-                edit.removed_files.push((pid, t.meta.number));
-            }
             Some((edit, current))
         },
         |st, current| {
@@ -197,15 +195,11 @@ mod tests {
             let now = files_named(dir.path(), "sst");
             now.len() == 1 && !flushed.contains(&now[0])
         });
-        for i in 0..N {
-            assert_eq!(db.get(key(i)).unwrap(), Some(newest(i)), "key {i}");
-        }
+        assert_every_key_reads(&db, N, newest);
         drop(db);
         let db = Db::open(dir.path(), options()).unwrap();
         assert_eq!(db.stats().partitions[0].unsorted_tables, 1);
-        for i in 0..N {
-            assert_eq!(db.get(key(i)).unwrap(), Some(newest(i)), "key {i}");
-        }
+        assert_every_key_reads(&db, N, newest);
     }
 
     /// A consolidation whose manifest append fails deletes the table it
@@ -230,8 +224,6 @@ mod tests {
         drop(db);
         drop(armed);
         let db = Db::open(dir.path(), options()).unwrap();
-        for i in 0..N {
-            assert_eq!(db.get(key(i)).unwrap(), Some(newest(i)), "key {i}");
-        }
+        assert_every_key_reads(&db, N, newest);
     }
 }

@@ -299,8 +299,6 @@ mod tests {
         drop(db);
         drop(armed);
         let db = Db::open(dir.path(), options()).unwrap();
-        for i in 0..N {
-            assert_eq!(db.get(key(i)).unwrap(), Some(value(0, i, 100)), "key {i}");
-        }
+        assert_every_key_reads(&db, N, |i| value(0, i, 100));
     }
 }

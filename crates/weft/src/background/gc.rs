@@ -113,14 +113,10 @@ mod tests {
         });
         let s = db.stats();
         assert_eq!(s.partitions[0].value_log_garbage_bytes, 0, "{s:?}");
-        for i in 0..1000 {
-            assert_eq!(db.get(key(i)).unwrap(), Some(expected(i)), "key {i}");
-        }
+        assert_every_key_reads(&db, 1000, &expected);
         drop(db);
         let db = Db::open(dir.path(), options()).unwrap();
-        for i in 0..1000 {
-            assert_eq!(db.get(key(i)).unwrap(), Some(expected(i)), "key {i}");
-        }
+        assert_every_key_reads(&db, 1000, &expected);
     }
 
     /// A GC whose manifest append fails deletes the tables and the log it
@@ -147,8 +143,6 @@ mod tests {
         drop(db);
         drop(armed);
         let db = Db::open(dir.path(), options()).unwrap();
-        for i in 0..1000 {
-            assert_eq!(db.get(key(i)).unwrap(), Some(expected(i)), "key {i}");
-        }
+        assert_every_key_reads(&db, 1000, &expected);
     }
 }

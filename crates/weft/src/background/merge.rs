@@ -106,14 +106,10 @@ mod tests {
             let now = files_named(dir.path(), "sst");
             now.len() == p.sorted_tables && flushed.iter().all(|f| !now.contains(f))
         });
-        for i in 0..3000 {
-            assert_eq!(db.get(key(i)).unwrap(), Some(newest(i)), "key {i}");
-        }
+        assert_every_key_reads(&db, 3000, newest);
         drop(db);
         let db = Db::open(dir.path(), options()).unwrap();
-        for i in 0..3000 {
-            assert_eq!(db.get(key(i)).unwrap(), Some(newest(i)), "key {i}");
-        }
+        assert_every_key_reads(&db, 3000, newest);
     }
 
     /// A merge whose manifest append fails deletes the tables and the value
@@ -139,8 +135,6 @@ mod tests {
         let db = Db::open(dir.path(), options()).unwrap();
         db.compact().unwrap();
         assert_eq!(db.stats().partitions[0].unsorted_tables, 0);
-        for i in 0..3000 {
-            assert_eq!(db.get(key(i)).unwrap(), Some(newest(i)), "key {i}");
-        }
+        assert_every_key_reads(&db, 3000, newest);
     }
 }

@@ -161,12 +161,8 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
             // Never gone (only this thread removes partitions), but if it
             // were there would be nothing to swap the outputs into.
             let current = Arc::clone(st.version.partition(pid)?);
-            let mut edit = VersionEdit {
+            let edit = VersionEdit {
                 next_file_number: Some(st.next_file_number),
-                added_files: outputs
-                    .iter()
-                    .map(|f| (pid, Placement::Sorted, f.clone()))
-                    .collect(),
                 added_value_logs: stats
                     .value_log
                     .map(|(n, size)| (pid, n, size))
@@ -179,11 +175,13 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
                     .chain(&moved)
                     .map(|(n, b)| (*n, *b))
                     .collect(),
-                ..Default::default()
+                ..VersionEdit::replace_tables(
+                    pid,
+                    Placement::Sorted,
+                    &outputs,
+                    inputs().map(|t| t.meta.number),
+                )
             };
-            for t in inputs() {
-                edit.removed_files.push((pid, t.meta.number));
-            }
             Some((edit, current))
         },
         |st, current| {

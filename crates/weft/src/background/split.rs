@@ -283,9 +283,7 @@ mod tests {
             "a scan read {} entries, not the {N} written",
             scanned.len()
         );
-        for i in 0..N {
-            assert_eq!(db.get(key(i)).unwrap(), Some(value(0, i, 100)), "key {i}");
-        }
+        assert_every_key_reads(db, N, |i| value(0, i, 100));
     }
 
     /// A split leaves two partitions whose bounds meet at the split key and

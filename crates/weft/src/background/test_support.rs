@@ -3,6 +3,8 @@
 //! wait for work the background threads do on their own.
 
 use std::path::Path;
+
+use crate::Db;
 use std::time::{Duration, Instant};
 
 /// Key `i`, in key order.
@@ -35,5 +37,13 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     while !done() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Asserts that keys `0..n` read `expected(i)` in `db`, naming the first
+/// key that does not.
+pub fn assert_every_key_reads(db: &Db, n: u32, expected: impl Fn(u32) -> Vec<u8>) {
+    for i in 0..n {
+        assert_eq!(db.get(key(i)).unwrap(), Some(expected(i)), "key {i}");
     }
 }
