@@ -14,6 +14,12 @@
 
 use std::path::{Path, PathBuf};
 
+/// Numbers Weft hands out stay below this: far more files than any
+/// database makes in its life (a million a second for two thousand years),
+/// and far from `u64::MAX`, so numbering never wraps. A file whose number
+/// is past it was not written by Weft.
+pub const MAX_FILE_NUMBER: u64 = 1 << 56;
+
 /// What a file in the database directory is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {

@@ -323,6 +323,23 @@ pub struct ManifestState {
 impl ManifestState {
     /// Applies one edit; errors describe an inconsistent log.
     pub fn apply(&mut self, e: &VersionEdit) -> std::result::Result<(), String> {
+        // Weft never hands out such a number (`filename::MAX_FILE_NUMBER`):
+        // a record naming one is damaged, and taking it would wrap the
+        // numbering.
+        let max = filename::MAX_FILE_NUMBER;
+        let past = e.next_file_number.into_iter().filter(|n| *n > max).chain(
+            e.added_files
+                .iter()
+                .map(|(_, _, m)| m.number)
+                .chain(e.added_value_logs.iter().map(|(_, n, _)| *n))
+                .chain(e.index_checkpoints.iter().map(|(_, n)| *n))
+                .filter(|n| *n >= max),
+        );
+        if let Some(n) = past.into_iter().next() {
+            return Err(format!(
+                "file number {n} is past the largest Weft hands out ({max})"
+            ));
+        }
         if let Some(v) = e.format_version {
             self.format_version = v;
         }
@@ -718,6 +735,42 @@ mod tests {
                 );
             }
             other => panic!("expected Unsupported, got {other:?}"),
+        }
+    }
+
+    /// A record naming a file number Weft never hands out is damaged: taking
+    /// it would wrap the numbering.
+    #[test]
+    fn apply_refuses_file_numbers_past_the_largest() {
+        let max = filename::MAX_FILE_NUMBER;
+        let mut s = ManifestState::default();
+        s.apply(&VersionEdit {
+            new_partitions: vec![(0, vec![], None)],
+            added_files: vec![(0, Placement::Sorted, meta(max - 1))],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(s.next_file_number, max);
+        for bad in [
+            VersionEdit {
+                added_files: vec![(0, Placement::Sorted, meta(max))],
+                ..Default::default()
+            },
+            VersionEdit {
+                added_value_logs: vec![(0, u64::MAX, 10)],
+                ..Default::default()
+            },
+            VersionEdit {
+                index_checkpoints: vec![(0, max)],
+                ..Default::default()
+            },
+            VersionEdit {
+                next_file_number: Some(max + 1),
+                ..Default::default()
+            },
+        ] {
+            let err = s.clone().apply(&bad).unwrap_err();
+            assert!(err.contains("past the largest"), "{err}");
         }
     }
 }

@@ -706,3 +706,113 @@ fn garbage_current_is_an_error_and_harmless() {
     assert_db_eq(&db, &model, "after failed opens with garbage CURRENT");
     no_panics_since(before, "garbage CURRENT");
 }
+
+/// The files of `dir` whose names carry a number, with it.
+fn numbered_files(dir: &Path) -> Vec<(String, u64)> {
+    fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            let stem = name.split('.').next().unwrap();
+            let n = stem.trim_start_matches("MANIFEST-").parse().ok()?;
+            Some((name, n))
+        })
+        .collect()
+}
+
+/// Stray files with huge numbers (issue 35, defect 1): a `.tmp` (or any
+/// other orphan kind) does not steer file numbering, so new files never
+/// wrap to small numbers and overwrite live tables; a `.log` past any
+/// number Weft hands out is refused at open, naming it, and nothing is
+/// lost once it is moved away.
+#[test]
+fn stray_files_with_huge_numbers_do_not_steer_file_numbering() {
+    let d = tempfile::tempdir().unwrap();
+    let opts = || Options::default().write_buffer_size(64 << 10);
+    let key = |i: u32| format!("key{i:06}").into_bytes();
+    let value = |round: u32, i: u32| format!("value-{round}-{i}-{}", "x".repeat(100)).into_bytes();
+    let mut model = std::collections::BTreeMap::new();
+    {
+        let db = Db::open(d.path(), opts()).unwrap();
+        for i in 0..300 {
+            db.put(key(i), value(0, i)).unwrap();
+            model.insert(key(i), value(0, i));
+        }
+        db.flush().unwrap();
+        db.close().unwrap();
+    }
+    let before: Vec<String> = numbered_files(d.path())
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    let first_max = numbered_files(d.path())
+        .iter()
+        .map(|(_, n)| *n)
+        .max()
+        .unwrap();
+    for stray in [
+        "18446744073709551614.tmp",
+        "18446744073709551614.sst",
+        "72057594037927936.vlog",
+    ] {
+        fs::write(d.path().join(stray), b"not weft's").unwrap();
+    }
+    {
+        let db = Db::open(d.path(), opts()).unwrap();
+        // Enough flushes that new numbers would pass the live tables'.
+        for i in 0..4000 {
+            let k = (i * 7) % 900;
+            db.put(key(k), value(1, k)).unwrap();
+            model.insert(key(k), value(1, k));
+        }
+        db.flush().unwrap();
+        // Numbers only grow: every file this session made is numbered past
+        // every file the first one left (a wrapped counter starts over).
+        for (name, n) in numbered_files(d.path()) {
+            if !before.contains(&name) {
+                assert!(n > first_max, "{name} made after {first_max}: {before:?}");
+            }
+        }
+        for (k, v) in &model {
+            assert_eq!(
+                db.get(k).unwrap().as_ref(),
+                Some(v),
+                "{}",
+                String::from_utf8_lossy(k)
+            );
+        }
+        db.close().unwrap();
+    }
+    let numbers: Vec<u64> = numbered_files(d.path())
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect();
+    assert!(
+        numbers.iter().all(|n| *n < 1 << 56),
+        "a file number came from a stray name: {numbers:?}"
+    );
+    let db = Db::open(d.path(), opts()).unwrap();
+    let all: Vec<(Vec<u8>, Vec<u8>)> = db
+        .range::<&[u8], _>(..)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(all, model.clone().into_iter().collect::<Vec<_>>());
+    db.close().unwrap();
+
+    let stray_log = d.path().join("18446744073709551614.log");
+    fs::write(&stray_log, b"").unwrap();
+    match Db::open(d.path(), opts()) {
+        Err(Error::Corruption { file, .. }) => assert_eq!(file, stray_log),
+        Err(e) => panic!("expected Corruption naming the stray log, got {e}"),
+        Ok(_) => panic!("a log numbered past any Weft writes was taken"),
+    }
+    fs::remove_file(&stray_log).unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let all: Vec<(Vec<u8>, Vec<u8>)> = db
+        .range::<&[u8], _>(..)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+}

@@ -110,6 +110,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     let lock = DirLock::acquire(&dir)?;
     let cache = Arc::new(BlockCache::new(options.block_cache_size));
 
+    let mut recovered_manifest = None;
     let mut state = if filename::current_path(&dir).exists() {
         if options.error_if_exists {
             return Err(Error::InvalidArgument(format!(
@@ -117,7 +118,9 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
                 dir.display()
             )));
         }
-        manifest::recover(&dir)?.1
+        let (number, state) = manifest::recover(&dir)?;
+        recovered_manifest = Some(number);
+        state
     } else {
         if !options.create_if_missing {
             return Err(Error::InvalidArgument(format!(
@@ -133,34 +136,42 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         s
     };
 
-    // Find WALs to replay, and make sure no file number is reused.
+    // Find the WALs to replay. Only they and the files the manifest names
+    // steer file numbering: every other file of Weft's kinds is an orphan
+    // of a job that never committed, or not Weft's at all, and goes before
+    // a number is handed out, so a stray name (`18446744073709551614.tmp`)
+    // can neither wrap the numbering nor make a new file take the number of
+    // a live one.
     let mut wals = Vec::new();
-    let mut max_number = 0;
     for entry in std::fs::read_dir(&dir).context(|| format!("listing {}", dir.display()))? {
         let entry = entry.context(|| format!("listing {}", dir.display()))?;
-        let Some(kind) = entry
+        let Some(FileKind::Wal(n)) = entry
             .file_name()
             .to_str()
             .and_then(filename::parse_file_name)
         else {
             continue;
         };
-        match kind {
-            FileKind::Wal(n) => {
-                max_number = max_number.max(n);
-                if n >= state.log_number {
-                    wals.push(n);
-                }
-            }
-            FileKind::Table(n)
-            | FileKind::Manifest(n)
-            | FileKind::Temp(n)
-            | FileKind::ValueLog(n)
-            | FileKind::IndexCheckpoint(n) => max_number = max_number.max(n),
-            FileKind::Lock | FileKind::Current => {}
+        if n < state.log_number {
+            continue;
         }
+        if n >= filename::MAX_FILE_NUMBER {
+            return Err(Error::corruption(
+                entry.path(),
+                0,
+                format!(
+                    "log number {n} is past any number Weft hands out ({}): not a log this \
+                     database wrote; move it out of the directory",
+                    filename::MAX_FILE_NUMBER
+                ),
+            ));
+        }
+        wals.push(n);
     }
-    state.next_file_number = state.next_file_number.max(max_number + 1);
+    if let Some(&last) = wals.iter().max() {
+        state.next_file_number = state.next_file_number.max(last + 1);
+    }
+    remove_obsolete_files(&dir, &state, recovered_manifest, state.log_number);
     wals.sort_unstable();
 
     let counters = Counters::default();
@@ -179,7 +190,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     Counters::add(&counters.manifest_bytes, manifest_bytes);
 
     crate::fault::crash_point("open.manifest_written");
-    remove_obsolete_files(&dir, &state, manifest_number, wal_number);
+    remove_obsolete_files(&dir, &state, Some(manifest_number), wal_number);
 
     // Open every live table.
     let mut partitions = Vec::new();
@@ -424,10 +435,18 @@ fn flush_recovered(
         .map_err(|r| Error::corruption(dir.to_path_buf(), 0, r))
 }
 
-/// Deletes files no longer referenced: old manifests, replayed WALs, tables
-/// not in the manifest (a job that crashed before its edit), temp files.
-/// Failures are ignored: a leftover file is harmless and retried next open.
-fn remove_obsolete_files(dir: &Path, state: &ManifestState, manifest_number: u64, wal_number: u64) {
+/// Deletes files no longer referenced: manifests other than `manifest`,
+/// WALs numbered below `wals_below` (flushed), tables, value logs and
+/// index checkpoints not in `state` (a job that crashed before its edit, or
+/// not Weft's), temp files. Run before recovery hands out a number (with
+/// the recovered manifest and its log number) and again once the new
+/// manifest is durable (with it and the new WAL's number).
+fn remove_obsolete_files(
+    dir: &Path,
+    state: &ManifestState,
+    manifest: Option<u64>,
+    wals_below: u64,
+) {
     let live: std::collections::HashSet<u64> = state.live_tables().collect();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -436,8 +455,8 @@ fn remove_obsolete_files(dir: &Path, state: &ManifestState, manifest_number: u64
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         let remove = match filename::parse_file_name(name) {
-            Some(FileKind::Manifest(n)) => n != manifest_number,
-            Some(FileKind::Wal(n)) => n != wal_number,
+            Some(FileKind::Manifest(n)) => Some(n) != manifest,
+            Some(FileKind::Wal(n)) => n < wals_below,
             Some(FileKind::Table(n)) => !live.contains(&n),
             Some(FileKind::ValueLog(n)) => !state.value_logs.contains_key(&n),
             Some(FileKind::IndexCheckpoint(n)) => {
