@@ -466,7 +466,27 @@ impl ManifestState {
 }
 
 /// Reads CURRENT and replays the manifest it names.
+#[cfg(test)]
 pub fn recover(dir: &Path) -> Result<(u64, ManifestState)> {
+    recover_noting_tail(dir).map(|(number, state, _)| (number, state))
+}
+
+/// A bad last record of a manifest that recovery dropped: its offset and
+/// what failed. A crash can leave one (the edit being written when the
+/// process died, never acted on); so can damage to a record that *was*
+/// acted on, which only the files can tell apart (`db::open`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedTail {
+    /// The manifest.
+    pub path: PathBuf,
+    /// Offset of the dropped record.
+    pub offset: u64,
+    /// Why it failed verification.
+    pub reason: String,
+}
+
+/// [`recover`], also returning the bad last record it dropped, if any.
+pub fn recover_noting_tail(dir: &Path) -> Result<(u64, ManifestState, Option<DroppedTail>)> {
     let current = filename::current_path(dir);
     let text = std::fs::read(&current).context(|| format!("reading {}", current.display()))?;
     let name = std::str::from_utf8(&text)
@@ -488,6 +508,7 @@ pub fn recover(dir: &Path) -> Result<(u64, ManifestState)> {
     let mut reader = LogReader::open(&path)?;
     let mut state = ManifestState::default();
     let mut edits = 0;
+    let mut dropped = None;
     loop {
         match reader.read()? {
             LogRead::Record { offset, payload } => {
@@ -509,8 +530,20 @@ pub fn recover(dir: &Path) -> Result<(u64, ManifestState)> {
             }
             LogRead::End => break,
             // The last edit was being written when the process died: it was
-            // never acted on (edits are fsynced before use), so drop it.
-            LogRead::Bad { at_tail: true, .. } if edits > 0 => break,
+            // never acted on (edits are fsynced before use), so drop it —
+            // unless the files show it was (the caller checks).
+            LogRead::Bad {
+                at_tail: true,
+                offset,
+                reason,
+            } if edits > 0 => {
+                dropped = Some(DroppedTail {
+                    path: path.clone(),
+                    offset,
+                    reason,
+                });
+                break;
+            }
             LogRead::Bad { offset, reason, .. } => {
                 return Err(Error::corruption(&path, offset, reason))
             }
@@ -519,7 +552,7 @@ pub fn recover(dir: &Path) -> Result<(u64, ManifestState)> {
     if edits == 0 {
         return Err(Error::corruption(&path, 0, "manifest holds no edit"));
     }
-    Ok((number, state))
+    Ok((number, state, dropped))
 }
 
 /// The live manifest, appended to by the engine.

@@ -28,7 +28,9 @@ use crate::background::write_memtable;
 use crate::batch::WriteBatch;
 use crate::error::{Error, IoContext, Result};
 use crate::filename::{self, FileKind};
-use crate::manifest::{self, ManifestState, ManifestWriter, PartitionMeta, VersionEdit};
+use crate::manifest::{
+    self, DroppedTail, ManifestState, ManifestWriter, PartitionMeta, VersionEdit,
+};
 use crate::memtable::{new_memtable, Memtable};
 use crate::options::Options;
 use crate::store::compaction::JobStats;
@@ -118,7 +120,10 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
                 dir.display()
             )));
         }
-        let (number, state) = manifest::recover(&dir)?;
+        let (number, state, dropped) = manifest::recover_noting_tail(&dir)?;
+        if let Some(tail) = dropped {
+            check_dropped_tail_was_torn(&dir, &state, &tail)?;
+        }
         recovered_manifest = Some(number);
         state
     } else {
@@ -433,6 +438,50 @@ fn flush_recovered(
     state
         .apply(&edit)
         .map_err(|r| Error::corruption(dir.to_path_buf(), 0, r))
+}
+
+/// Tells a torn last manifest record from a damaged one, before anything
+/// is deleted or written. A record torn by a crash was never acted on, so
+/// the state before it still matches the files: its oldest needed WAL
+/// exists (a later edit that moved the log number past it is what lets it
+/// be deleted), and so does every table and value log it names (an edit
+/// that dropped one is what lets it be deleted). A record that fails
+/// verification although it had taken effect is damage, and recovering
+/// without it would serve old values or lose files: that is
+/// `Error::Corruption` at the record, and nothing in the directory changes.
+fn check_dropped_tail_was_torn(
+    dir: &Path,
+    state: &ManifestState,
+    tail: &DroppedTail,
+) -> Result<()> {
+    let damaged = |gone: String| {
+        Err(Error::corruption(
+            &tail.path,
+            tail.offset,
+            format!(
+                "{}; the edit there had taken effect ({gone}), so the record is damaged, not \
+                 torn by a crash",
+                tail.reason
+            ),
+        ))
+    };
+    let wal = filename::wal_path(dir, state.log_number);
+    if !wal.exists() {
+        return damaged(format!("{} is gone", wal.display()));
+    }
+    for n in state.live_tables() {
+        let t = filename::table_path(dir, n);
+        if !t.exists() {
+            return damaged(format!("{} is gone", t.display()));
+        }
+    }
+    for n in state.value_logs.keys() {
+        let l = filename::value_log_path(dir, *n);
+        if !l.exists() {
+            return damaged(format!("{} is gone", l.display()));
+        }
+    }
+    Ok(())
 }
 
 /// Deletes files no longer referenced: manifests other than `manifest`,
