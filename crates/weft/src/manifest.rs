@@ -327,15 +327,11 @@ impl ManifestState {
         // a record naming one is damaged, and taking it would wrap the
         // numbering.
         let max = filename::MAX_FILE_NUMBER;
-        let past = e.next_file_number.into_iter().filter(|n| *n > max).chain(
-            e.added_files
-                .iter()
-                .map(|(_, _, m)| m.number)
-                .chain(e.added_value_logs.iter().map(|(_, n, _)| *n))
-                .chain(e.index_checkpoints.iter().map(|(_, n)| *n))
-                .filter(|n| *n >= max),
-        );
-        if let Some(n) = past.into_iter().next() {
+        let mut named = (e.added_files.iter().map(|(_, _, m)| m.number))
+            .chain(e.added_value_logs.iter().map(|(_, n, _)| *n))
+            .chain(e.index_checkpoints.iter().map(|(_, n)| *n));
+        let next = e.next_file_number.filter(|n| *n > max);
+        if let Some(n) = next.or_else(|| named.find(|n| *n >= max)) {
             return Err(format!(
                 "file number {n} is past the largest Weft hands out ({max})"
             ));

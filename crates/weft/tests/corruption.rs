@@ -766,20 +766,13 @@ fn stray_files_with_huge_numbers_do_not_steer_file_numbering() {
             model.insert(key(k), value(1, k));
         }
         db.flush().unwrap();
+        assert_db_eq(&db, &model, "after the strays");
         // Numbers only grow: every file this session made is numbered past
         // every file the first one left (a wrapped counter starts over).
         for (name, n) in numbered_files(d.path()) {
             if !before.contains(&name) {
                 assert!(n > first_max, "{name} made after {first_max}: {before:?}");
             }
-        }
-        for (k, v) in &model {
-            assert_eq!(
-                db.get(k).unwrap().as_ref(),
-                Some(v),
-                "{}",
-                String::from_utf8_lossy(k)
-            );
         }
         db.close().unwrap();
     }
@@ -792,29 +785,18 @@ fn stray_files_with_huge_numbers_do_not_steer_file_numbering() {
         "a file number came from a stray name: {numbers:?}"
     );
     let db = Db::open(d.path(), opts()).unwrap();
-    let all: Vec<(Vec<u8>, Vec<u8>)> = db
-        .range::<&[u8], _>(..)
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
-    assert_eq!(all, model.clone().into_iter().collect::<Vec<_>>());
+    assert_db_eq(&db, &model, "reopened");
     db.close().unwrap();
 
     let stray_log = d.path().join("18446744073709551614.log");
     fs::write(&stray_log, b"").unwrap();
     match Db::open(d.path(), opts()) {
-        Err(Error::Corruption { file, .. }) => assert_eq!(file, stray_log),
-        Err(e) => panic!("expected Corruption naming the stray log, got {e}"),
+        Err(e) => assert_corruption_in(&e, &stray_log, "a stray log"),
         Ok(_) => panic!("a log numbered past any Weft writes was taken"),
     }
     fs::remove_file(&stray_log).unwrap();
     let db = Db::open(d.path(), opts()).unwrap();
-    let all: Vec<(Vec<u8>, Vec<u8>)> = db
-        .range::<&[u8], _>(..)
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
-    assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+    assert_db_eq(&db, &model, "the stray log moved away");
 }
 
 /// A damaged last manifest record (issue 35, defects 2 and 3): cut short or
@@ -865,15 +847,13 @@ fn a_damaged_last_manifest_record_is_corruption_not_an_older_state() {
         copy_dir(src.path(), img.path());
         fs::write(img.path().join(manifest.file_name().unwrap()), &bytes).unwrap();
         match Db::open(img.path(), opts()) {
-            Err(Error::Corruption { file, .. }) => {
-                assert_eq!(file.file_name(), manifest.file_name(), "{what}");
+            Err(e) => {
+                let damaged = img.path().join(manifest.file_name().unwrap());
+                assert_corruption_in(&e, &damaged, &what);
                 refused += 1;
             }
-            Err(e) => panic!("{what}: expected Corruption, got {e}"),
             Ok(db) => {
-                for (k, v) in &model {
-                    assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "{what}");
-                }
+                assert_db_eq(&db, &model, &what);
                 intact += 1;
             }
         }
