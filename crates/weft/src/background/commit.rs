@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::filename;
 use crate::manifest::{ManifestWriter, VersionEdit};
 use crate::store::{FileMeta, TableFile};
-use crate::util::fs::sync_dir;
+use crate::util::fs::Fs;
 
 /// Files a job wrote that no manifest edit names yet. Unless [`keep`] is
 /// called (by [`commit_edit`], once the edit is durable), dropping it deletes
@@ -33,14 +33,16 @@ use crate::util::fs::sync_dir;
 ///
 /// [`keep`]: NewFiles::keep
 pub(super) struct NewFiles<'a> {
+    fs: &'a Fs,
     dir: &'a Path,
     paths: Vec<PathBuf>,
 }
 
 impl<'a> NewFiles<'a> {
-    /// No files yet, in database directory `dir`.
-    pub fn new(dir: &'a Path) -> NewFiles<'a> {
+    /// No files yet, in database directory `dir` on `fs`.
+    pub fn new(fs: &'a Fs, dir: &'a Path) -> NewFiles<'a> {
         NewFiles {
+            fs,
             dir,
             paths: Vec::new(),
         }
@@ -77,7 +79,7 @@ impl Drop for NewFiles<'_> {
     fn drop(&mut self) {
         for path in &self.paths {
             // A failure leaves an orphan that the next open removes.
-            let _ = std::fs::remove_file(path);
+            let _ = self.fs.remove_file(path);
         }
     }
 }
@@ -89,6 +91,7 @@ pub(super) fn open_new_tables(core: &Core, files: &[FileMeta]) -> Result<Vec<Arc
         .iter()
         .map(|f| {
             TableFile::open(
+                &core.fs,
                 &core.dir,
                 f.clone(),
                 &core.cache,
@@ -127,7 +130,8 @@ pub(super) fn commit_edit<P, T>(
     install: impl FnOnce(&mut EngineState, P) -> T,
 ) -> Result<Option<T>> {
     if !files.paths.is_empty() {
-        sync_dir(&core.dir)
+        core.fs
+            .sync_dir(&core.dir)
             .map_err(|e| Error::io(format!("syncing directory {}", core.dir.display()), e))?;
     }
     let mut manifest = core.manifest.lock();
@@ -242,6 +246,7 @@ mod tests {
     #[test]
     fn new_files_are_deleted_unless_kept() {
         let dir = tempfile::tempdir().unwrap();
+        let fs = crate::util::fs::real();
         let meta = |number| FileMeta {
             number,
             size: 1,
@@ -262,18 +267,18 @@ mod tests {
             [paths, vec![hix]].concat()
         };
 
-        let mut files = NewFiles::new(dir.path());
+        let mut files = NewFiles::new(&fs, dir.path());
         let paths = made(&mut files);
         files.keep();
         assert!(paths.iter().all(|p| p.exists()), "kept files stay");
 
-        let mut files = NewFiles::new(dir.path());
+        let mut files = NewFiles::new(&fs, dir.path());
         let paths = made(&mut files);
         drop(files);
         let left: Vec<_> = paths.iter().filter(|p| p.exists()).collect();
         assert!(left.is_empty(), "dropped armed, yet {left:?} remain");
         // An unwritten file (a job that failed before writing it) is fine.
-        let mut files = NewFiles::new(dir.path());
+        let mut files = NewFiles::new(&fs, dir.path());
         files.add_value_log(11);
         drop(files);
     }

@@ -67,6 +67,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::db::core::Core;
+use crate::util::fs::activity;
 
 pub(crate) use flush::write_memtable;
 
@@ -93,7 +94,7 @@ pub(crate) fn run_flushes(core: Arc<Core>) {
             }
             st.flushing = true;
         }
-        let result = flush::flush_oldest(&core);
+        let result = activity("flush", || flush::flush_oldest(&core));
         if let Err(e) = &result {
             core.poison(e);
         }
@@ -130,10 +131,12 @@ pub(crate) fn run(core: Arc<Core>) {
             }
         };
         let result = match job {
-            Job::Merge(p) => merge::merge_partition(&core, p),
-            Job::Consolidate(p) => consolidate::consolidate_unsorted(&core, p),
-            Job::Collect(p, victims) => gc::collect_garbage(&core, p, victims),
-            Job::Split(p) => split::split_partition(&core, p),
+            Job::Merge(p) => activity("merge", || merge::merge_partition(&core, p)),
+            Job::Consolidate(p) => activity("consolidate", || {
+                consolidate::consolidate_unsorted(&core, p)
+            }),
+            Job::Collect(p, victims) => activity("gc", || gc::collect_garbage(&core, p, victims)),
+            Job::Split(p) => activity("split", || split::split_partition(&core, p)),
         };
         if let Err(e) = result {
             core.poison(&e);

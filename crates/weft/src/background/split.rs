@@ -101,6 +101,7 @@ fn cut_table(core: &Core, t: &TableFile, new_files: &mut NewFiles<'_>) -> Result
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();
     let spec = |upper| OutputSpec {
+        fs: &core.fs,
         dir: &core.dir,
         table: core.table_options,
         target_size: core.options.table_size,
@@ -160,7 +161,7 @@ pub(super) fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
     if !part.unsorted.is_empty() || part.sorted.is_empty() {
         return Ok(());
     }
-    let mut new_files = NewFiles::new(&core.dir);
+    let mut new_files = NewFiles::new(&core.fs, &core.dir);
     let ((split_key, left_tables, right_tables), rewritten) = if part.sorted.len() >= 2 {
         (cut_between_tables(&part), None)
     } else {
@@ -238,7 +239,9 @@ pub(super) fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
         return Ok(());
     };
     if let Some(old) = old_checkpoint {
-        let _ = std::fs::remove_file(crate::filename::index_checkpoint_path(&core.dir, old));
+        let _ = core
+            .fs
+            .remove_file(&crate::filename::index_checkpoint_path(&core.dir, old));
     }
     if let Some(t) = rewritten {
         t.mark_obsolete();

@@ -558,7 +558,7 @@ impl Db {
         // Every record inside a limit is whole: no torn tail is expected
         // (a recovered WAL's is cut off, and writing resumes in a new one).
         for (path, limit) in logs {
-            let mut r = match LogReader::open_prefix(&path, limit) {
+            let mut r = match LogReader::open_prefix(&*core.fs, &path, limit) {
                 Ok(r) => r,
                 // A WAL listed above whose memtable has been flushed since:
                 // deleted, its writes now in a table newer than this check.

@@ -407,7 +407,7 @@ fn open_refuses_a_newer_store_format_and_upgrades_an_unversioned_one() {
     db.put(b"k", b"v").unwrap();
     db.flush().unwrap();
     db.close().unwrap();
-    let (number, state) = manifest::recover(dir.path()).unwrap();
+    let (number, state) = manifest::recover(&*crate::util::fs::real(), dir.path()).unwrap();
     assert_eq!(state.format_version, FORMAT_VERSION);
 
     // Rewrite the manifest in place as a build of another version would.
@@ -415,7 +415,7 @@ fn open_refuses_a_newer_store_format_and_upgrades_an_unversioned_one() {
         let mut edit: VersionEdit = state.snapshot_edit();
         edit.format_version = version;
         let path = crate::filename::manifest_path(dir.path(), number);
-        let mut log = LogWriter::create(&path).unwrap();
+        let mut log = LogWriter::create(&*crate::util::fs::real(), &path).unwrap();
         log.add_record(&edit.encode()).unwrap();
         log.sync().unwrap();
     };
@@ -446,10 +446,18 @@ fn open_refuses_a_newer_store_format_and_upgrades_an_unversioned_one() {
     assert_eq!(listing(), before, "a refused open changed the directory");
 
     rewrite(None);
-    assert_eq!(manifest::recover(dir.path()).unwrap().1.format_version, 0);
+    assert_eq!(
+        manifest::recover(&*crate::util::fs::real(), dir.path())
+            .unwrap()
+            .1
+            .format_version,
+        0
+    );
     let db = Db::open(dir.path(), Options::default()).unwrap();
     assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
     db.close().unwrap();
-    let upgraded: ManifestState = manifest::recover(dir.path()).unwrap().1;
+    let upgraded: ManifestState = manifest::recover(&*crate::util::fs::real(), dir.path())
+        .unwrap()
+        .1;
     assert_eq!(upgraded.format_version, FORMAT_VERSION);
 }

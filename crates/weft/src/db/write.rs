@@ -356,7 +356,7 @@ impl Core {
     fn rotate(&self, st: &mut EngineState) -> Result<()> {
         let number = st.new_file_number();
         let path = crate::filename::wal_path(&self.dir, number);
-        let writer = match LogWriter::create_mapped(&path) {
+        let writer = match LogWriter::create_mapped(&*self.fs, &path) {
             Ok(w) => w,
             Err(e) => {
                 self.poison_holding_state(&e, st);
