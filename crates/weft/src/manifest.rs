@@ -41,8 +41,9 @@ use crate::util::coding::{get_varint64, put_varint64};
 use crate::util::fs::{write_new_synced, FileSystem};
 use crate::wal::{LogRead, LogReader, LogWriter};
 
-/// The store format version this build reads and writes.
-pub const FORMAT_VERSION: u64 = 1;
+/// The store format version this build reads and writes. 2: a WAL started
+/// by a rotation begins with a link record (`wal::LogLink`).
+pub const FORMAT_VERSION: u64 = 2;
 
 /// Tag of the format-version field.
 const FORMAT_VERSION_TAG: u8 = 12;

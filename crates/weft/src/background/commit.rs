@@ -113,7 +113,10 @@ pub(super) fn open_new_tables(core: &Core, files: &[FileMeta]) -> Result<Vec<Arc
 ///    result is `Ok(None)`);
 /// 2. appends the edit and fdatasyncs it with the state lock released
 ///    ([`append_edit`]); on failure returns the error, `install` (and the
-///    handles it owns) dropped first, then `files`, which deletes them;
+///    handles it owns) dropped first, then `files`, which deletes them —
+///    unless the edit reached the manifest whole and only its fdatasync
+///    failed: it may be durable then, and the files stay for the next open
+///    to keep or sweep;
 /// 3. keeps `files`, passes `crash_point`, and runs `install` on the state;
 /// 4. if `install` replaced the version, publishes a new super version and
 ///    wakes waiters (an index checkpoint changes no version, so readers'
@@ -142,12 +145,21 @@ pub(super) fn commit_edit<P, T>(
         drop(files);
         return Ok(None);
     };
+    let manifest_size = manifest.size();
     match append_edit(core, &mut manifest, &mut st, &edit) {
         Ok(n) => Counters::add(&core.counters.manifest_bytes, n),
         Err(e) => {
             drop(st);
             drop((found, install));
-            drop(files);
+            if manifest.size() > manifest_size {
+                // The edit reached the file whole and only its fdatasync
+                // failed: it may be durable, and then it names these files.
+                // They stay; the next open keeps them or sweeps them as
+                // orphans, as the manifest it reads says.
+                files.keep();
+            } else {
+                drop(files);
+            }
             return Err(e);
         }
     }

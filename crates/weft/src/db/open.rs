@@ -42,7 +42,7 @@ use crate::store::{
 };
 use crate::table::BlockCache;
 use crate::util::fs::FileSystem;
-use crate::wal::{LogRead, LogReader, LogWriter};
+use crate::wal::{LogLink, LogRead, LogReader, LogWriter};
 
 /// The LOCK file, held with `flock` for as long as the database is open.
 pub(crate) struct DirLock {
@@ -346,12 +346,27 @@ fn replay_wals(
     let mut last_seq = state.last_sequence;
     let fs = &*options.file_system;
     let mut mem = new_memtable(options.memtable, options.write_buffer_size);
+    // The previous WAL replayed and the bytes of records it held.
+    let mut previous: Option<(u64, u64)> = None;
     'logs: for (i, &n) in wals.iter().enumerate() {
         let path = filename::wal_path(dir, n);
         let mut reader = LogReader::open(fs, &path)?.with_lost_pages();
         loop {
             match reader.read()? {
                 LogRead::Record { offset, payload } => {
+                    if let Some(link) = LogLink::decode(&payload) {
+                        let link = link.map_err(|r| Error::corruption(&path, offset, r))?;
+                        if offset == 0 && !previous_is_whole(&path, link, previous)? {
+                            // The previous WAL lost records a crash took
+                            // before this one's: the history ends there.
+                            for &newer in &wals[i..] {
+                                let dropped = record_bytes(fs, &filename::wal_path(dir, newer))?;
+                                Counters::add(&counters.wal_truncated, dropped);
+                            }
+                            break 'logs;
+                        }
+                        continue;
+                    }
                     let batch = WriteBatch::decode(payload).map_err(|r| {
                         Error::corruption(&path, offset, format!("bad write batch: {r}"))
                     })?;
@@ -368,7 +383,10 @@ fn replay_wals(
                         mem = new_memtable(options.memtable, options.write_buffer_size);
                     }
                 }
-                LogRead::End => break,
+                LogRead::End => {
+                    previous = Some((n, reader.offset()));
+                    break;
+                }
                 LogRead::Bad {
                     offset,
                     at_tail: true,
@@ -393,6 +411,44 @@ fn replay_wals(
         flush_recovered(dir, options, state, &mem)?;
     }
     Ok(last_seq)
+}
+
+/// Whether `previous` (the WAL replayed before the one at `path`, and the
+/// bytes of records it held) is the whole WAL `link` says came before: the
+/// same WAL, as long as it was when the rotation started this one. Shorter
+/// is a crash artefact (`LogLink`); another WAL or a longer one is damage.
+fn previous_is_whole(path: &Path, link: LogLink, previous: Option<(u64, u64)>) -> Result<bool> {
+    let Some((number, size)) = previous else {
+        // The first WAL replayed: its predecessor was flushed and deleted.
+        return Ok(true);
+    };
+    let name = |n| crate::util::fs::file_name(&filename::wal_path(Path::new(""), n));
+    if number != link.previous {
+        // A rotation fsyncs the directory before the new WAL takes a
+        // record, so no crash loses a WAL between two others.
+        return Err(Error::corruption(
+            path,
+            0,
+            format!(
+                "this log's link record names {} as the log before it, but {} came before it",
+                name(link.previous),
+                name(number)
+            ),
+        ));
+    }
+    if size > link.previous_size {
+        return Err(Error::corruption(
+            path,
+            0,
+            format!(
+                "the log before this one ({}) holds {size} bytes of records, more than the \
+                 {} this one's link record says",
+                name(number),
+                link.previous_size
+            ),
+        ));
+    }
+    Ok(size == link.previous_size)
 }
 
 /// Bytes of the whole records at the start of the log at `path`: what

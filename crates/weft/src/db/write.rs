@@ -373,6 +373,18 @@ impl Core {
                 self.poison_holding_state(&e, st);
                 return Err(e);
             }
+            // The new WAL starts by saying where the old one ends, so that
+            // recovery can tell when the old one lost its last records
+            // (`LogLink`).
+            let mut writer = writer;
+            let link = crate::wal::LogLink {
+                previous: st.mem_wal,
+                previous_size: wal.writer.size(),
+            };
+            if let Err(e) = writer.add_record(&link.encode()) {
+                self.poison_holding_state(&e, st);
+                return Err(e);
+            }
             let old = std::mem::replace(&mut *wal, ActiveWal { writer });
             self.closed_wals.push(st.mem_wal, old.writer);
         }

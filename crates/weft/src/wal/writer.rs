@@ -200,7 +200,6 @@ impl LogWriter {
     }
 
     /// Bytes of records appended (in the file or deferred).
-    #[cfg(test)]
     pub fn size(&self) -> u64 {
         self.size
     }

@@ -145,6 +145,9 @@ struct State {
     /// Namespace operations not yet made durable, oldest first.
     pending: Vec<NameOp>,
     rng: u64,
+    /// Print every operation and power loss (`WEFT_FAULT_FS_TRACE`), for
+    /// reading what led to a failure.
+    trace: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -203,6 +206,7 @@ impl FaultFs {
                 real: RealFs,
                 state: Mutex::new(State {
                     rng: seed ^ 0x9e37_79b9_7f4a_7c15,
+                    trace: std::env::var_os("WEFT_FAULT_FS_TRACE").is_some(),
                     ..State::default()
                 }),
             }),
@@ -276,6 +280,9 @@ impl FaultFs {
             self.shared.commit(op);
         }
         let undone: Vec<NameOp> = pending.collect();
+        if st.trace {
+            eprintln!("fault-fs: power loss at {:?}; undoing {undone:?}", loss.cut);
+        }
         loss.names_undone = undone.len();
         for op in undone.into_iter().rev() {
             self.shared.undo(&mut st, op)?;
@@ -305,6 +312,12 @@ impl FaultFs {
                 file.set_len(keep_to)?;
             }
             file.sync_all()?;
+            if st.trace {
+                eprintln!(
+                    "fault-fs: {} keeps {keep_to} of {written} bytes ({durable} synced)",
+                    path.display()
+                );
+            }
             loss.files_cut += 1;
             loss.files_torn += usize::from(keep_to > durable);
             loss.bytes_lost += written - keep_to;
@@ -362,6 +375,9 @@ impl Shared {
             return Err(power_gone());
         }
         st.ops += 1;
+        if st.trace {
+            eprintln!("fault-fs: op {} {kind:?} {}", st.ops, path.display());
+        }
         if st.cut_at.is_some_and(|n| st.ops >= n) {
             st.cut = Some(PowerCut {
                 op: st.ops,
@@ -624,5 +640,193 @@ impl WritableFile for FaultFile {
 
     fn file(&self) -> &File {
         &self.real.file
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contents(p: &Path) -> Option<Vec<u8>> {
+        std::fs::read(p).ok()
+    }
+
+    /// What a power loss may leave of a file with `synced` bytes synced and
+    /// `all` written: its synced bytes, then a sector-aligned part of the
+    /// rest (or all of it).
+    fn is_allowed_remnant(got: &[u8], synced: usize, all: &[u8]) -> bool {
+        got.len() >= synced
+            && got.len() <= all.len()
+            && all.starts_with(got)
+            && (got.len() == synced || got.len().is_multiple_of(512) || got.len() == all.len())
+    }
+
+    #[test]
+    fn a_power_loss_keeps_synced_bytes_and_may_tear_the_rest_at_a_sector() {
+        let mut kept_all_unsynced = false;
+        let mut tore = false;
+        for seed in 0..40 {
+            let dir = tempfile::tempdir().unwrap();
+            let fs = FaultFs::new(seed);
+            let p = dir.path().join("f");
+            let f = fs.create(&p, false).unwrap();
+            fs.sync_dir(dir.path()).unwrap();
+            let all: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8 + 1).collect();
+            f.append(&[&all[..700]]).unwrap();
+            f.sync_data().unwrap();
+            f.append(&[&all[700..]]).unwrap();
+            drop(f);
+            let loss = fs.apply_power_loss().unwrap();
+            let got = contents(&p).expect("a synced name survives");
+            assert!(
+                is_allowed_remnant(&got, 700, &all),
+                "seed {seed}: {} bytes",
+                got.len()
+            );
+            tore |= got.len() > 700;
+            kept_all_unsynced |= got.len() == 700;
+            assert_eq!(loss.files_cut, 1);
+        }
+        assert!(
+            tore && kept_all_unsynced,
+            "both outcomes occur across seeds"
+        );
+    }
+
+    #[test]
+    fn names_not_made_durable_by_a_directory_fsync_can_be_undone() {
+        let (mut created_lost, mut removed_back, mut renamed_back) = (false, false, false);
+        for seed in 0..40 {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            let fs = FaultFs::new(seed);
+            // Durable: `old` with content, `victim`.
+            for name in ["old", "victim"] {
+                let f = fs.create(&d.join(name), false).unwrap();
+                f.append(&[name.as_bytes()]).unwrap();
+                f.sync_all().unwrap();
+            }
+            fs.sync_dir(d).unwrap();
+            // Not durable: a new file, a removal, a rename over `old`.
+            let f = fs.create(&d.join("new"), false).unwrap();
+            f.append(&[b"new"]).unwrap();
+            f.sync_all().unwrap();
+            fs.remove_file(&d.join("victim")).unwrap();
+            fs.rename(&d.join("new"), &d.join("old")).unwrap();
+            let listed: Vec<_> = fs.read_dir(d).unwrap();
+            assert_eq!(
+                listed,
+                vec![d.join("old")],
+                "set-aside files are not listed"
+            );
+            let loss = fs.apply_power_loss().unwrap();
+            let old = contents(&d.join("old"));
+            let new = contents(&d.join("new"));
+            let victim = contents(&d.join("victim"));
+            // Undone newest first: the rename, then the removal, then the
+            // creation.
+            match loss.names_undone {
+                0 => assert_eq!(
+                    (&old, &new, &victim),
+                    (&Some(b"new".to_vec()), &None, &None)
+                ),
+                1 => assert_eq!(
+                    (&old, &new, &victim),
+                    (&Some(b"old".to_vec()), &Some(b"new".to_vec()), &None)
+                ),
+                2 => assert_eq!(
+                    (&old, &new, &victim),
+                    (
+                        &Some(b"old".to_vec()),
+                        &Some(b"new".to_vec()),
+                        &Some(b"victim".to_vec())
+                    )
+                ),
+                3 => assert_eq!(
+                    (&old, &new, &victim),
+                    (&Some(b"old".to_vec()), &None, &Some(b"victim".to_vec()))
+                ),
+                n => panic!("only three operations were pending, {n} undone"),
+            }
+            renamed_back |= loss.names_undone >= 1;
+            removed_back |= loss.names_undone >= 2;
+            created_lost |= loss.names_undone == 3;
+            let stray: Vec<_> = std::fs::read_dir(d).unwrap().flatten().collect();
+            assert!(stray.len() <= 3, "nothing set aside is left behind");
+        }
+        assert!(created_lost && removed_back && renamed_back);
+    }
+
+    #[test]
+    fn mapped_stores_count_as_written_and_a_sync_covers_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultFs::new(1);
+        let p = dir.path().join("m");
+        let f = fs.create(&p, true).unwrap();
+        fs.sync_dir(dir.path()).unwrap();
+        if f.allocate(0, 8192).is_err() {
+            return; // no fallocate here: the WAL writes with `write`
+        }
+        std::os::unix::fs::FileExt::write_all_at(f.file(), &[7u8; 1000], 0).unwrap();
+        f.note_mapped_stores(1000);
+        f.sync_data().unwrap();
+        std::os::unix::fs::FileExt::write_all_at(f.file(), &[9u8; 3000], 1000).unwrap();
+        f.note_mapped_stores(4000);
+        drop(f);
+        fs.apply_power_loss().unwrap();
+        let got = contents(&p).unwrap();
+        assert_eq!(got.len(), 8192, "reserved blocks stay, reading as zeros");
+        assert!(got[..1000].iter().all(|&b| b == 7), "synced stores stay");
+        let kept = got[1000..].iter().take_while(|&&b| b == 9).count();
+        assert!(got[1000 + kept..].iter().all(|&b| b == 0));
+        assert!(kept == 0 || kept == 3000 || (1000 + kept).is_multiple_of(512));
+    }
+
+    #[test]
+    fn injected_faults_and_the_cut_fail_the_operations_they_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let fs = FaultFs::new(3);
+        fs.inject(OpKind::Write, 2, FaultKind::ShortWrite, false);
+        let f = fs.create(&d.join("a"), false).unwrap();
+        f.append(&[b"0123"]).unwrap();
+        let e = f.append(&[b"4567", b"89"]).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(
+            contents(&d.join("a")).unwrap(),
+            b"0123456",
+            "half the write landed"
+        );
+        f.append(&[b"x"]).unwrap();
+
+        fs.inject(OpKind::Sync, 1, FaultKind::Eio, true);
+        assert_eq!(f.sync_data().unwrap_err().raw_os_error(), Some(libc::EIO));
+        assert_eq!(
+            f.sync_all().unwrap_err().raw_os_error(),
+            Some(libc::EIO),
+            "sticky"
+        );
+        fs.clear_faults();
+        f.sync_data().unwrap();
+
+        fs.inject(OpKind::Rename, 1, FaultKind::NoSpace, false);
+        let e = fs.rename(&d.join("a"), &d.join("b")).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+        assert!(d.join("a").exists(), "a failed rename does nothing");
+
+        let at = fs.ops() + 2;
+        fs.cut_power_at(at);
+        fs.remove_file(&d.join("a")).unwrap();
+        assert!(fs.create(&d.join("c"), false).is_err(), "the power is out");
+        assert!(f.append(&[b"y"]).is_err() && f.sync_data().is_err());
+        let cut = fs.power_cut().expect("the cut happened");
+        assert_eq!(
+            (cut.op, cut.kind, cut.path),
+            (at, OpKind::Create, d.join("c"))
+        );
+        let loss = fs.apply_power_loss().unwrap();
+        assert_eq!(loss.cut.map(|c| c.op), Some(at));
+        assert_eq!(fs.ops(), 0, "the machine is back on");
+        fs.create(&d.join("c"), false).unwrap();
     }
 }
