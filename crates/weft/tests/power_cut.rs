@@ -39,6 +39,9 @@ use common::*;
 use weft::internals::fs::{FaultFs, FileSystem, PowerLoss};
 use weft::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 
+/// The background jobs a cut is aimed at (their `PowerCut::activity`).
+const JOBS: &[&str] = &["flush", "merge", "gc", "split", "consolidate", "checkpoint"];
+
 /// Holds the index of the last batch applied; sorts after every user key.
 const MARKER: &[u8] = b"\xff\xffmarker";
 
@@ -158,7 +161,7 @@ fn file_kind(p: &Path) -> String {
 fn reopen(dir: &Path, fs: &Arc<FaultFs>, rng: &mut StdRng, t: &mut Tally, ctx: &str) -> Db {
     let (opts, desc) = random_options(rng, fs);
     if rng.gen_ratio(1, 5) {
-        fs.cut_power_at(rng.gen_range(1..=12));
+        fs.cut_power_in("open", rng.gen_range(1..=16));
         let attempt = Db::open(dir, opts.clone());
         drop(attempt);
         let loss = fs.apply_power_loss().unwrap();
@@ -229,8 +232,6 @@ fn run_seed(seed: u64, cycles: usize, deadline: Option<Instant>, t: &mut Tally) 
     let dir = tempfile::tempdir().unwrap();
     let fs = FaultFs::new(seed);
     let mut history: Vec<Vec<Op>> = Vec::new();
-    // How many file operations a cycle's writes take, to aim the cut.
-    let mut ops_per_cycle = 200u64;
     // Batches acknowledged durable before the last cut.
     let mut durable = 0;
     for cycle in 0..cycles {
@@ -263,13 +264,21 @@ fn run_seed(seed: u64, cycles: usize, deadline: Option<Instant>, t: &mut Tally) 
         t.batches_lost += history.len() - n;
         history.truncate(n);
 
-        // Write on, with the power cut armed somewhere in this cycle.
-        fs.cut_power_at(fs.ops() + rng.gen_range(1..=ops_per_cycle.max(2)));
-        let start_ops = fs.ops();
-        let batches = rng.gen_range(20..200);
+        // Write on. The power goes out a few file operations into the next
+        // run of a job picked at random, or a few operations (any thread's)
+        // after a random batch, or after the last batch.
+        let batches = rng.gen_range(20..300);
+        let cut_after = rng.gen_range(0..batches);
+        let target = JOBS.get(rng.gen_range(0..=JOBS.len())).copied();
+        if let Some(job) = target {
+            fs.cut_power_in(job, rng.gen_range(1..=12));
+        }
         durable = n;
         let mut snapshots: Vec<(weft::Snapshot, Model)> = Vec::new();
-        for _ in 0..batches {
+        for b in 0..batches {
+            if b == cut_after && target.is_none() {
+                fs.cut_power_at(fs.ops() + rng.gen_range(1..=60));
+            }
             let i = history.len();
             let ops = random_batch(&mut rng, i);
             let mut batch = WriteBatch::new();
@@ -324,11 +333,7 @@ fn run_seed(seed: u64, cycles: usize, deadline: Option<Instant>, t: &mut Tally) 
         if rng.gen_ratio(1, 3) {
             std::thread::sleep(Duration::from_millis(rng.gen_range(0..5)));
         }
-        if fs.power_cut().is_none() {
-            // The writes ran out before the cut: aim later next time.
-            ops_per_cycle = (fs.ops() - start_ops).clamp(50, 20_000);
-            fs.cut_power_now();
-        }
+        fs.cut_power_now();
         let _ = db.close();
         let loss = fs.apply_power_loss().unwrap();
         if std::env::var_os("WEFT_POWER_CUT_VERBOSE").is_some() {
@@ -374,17 +379,16 @@ fn power_cuts_lose_nothing_acknowledged_and_recover_a_prefix() {
     eprintln!("  cut during: {:?}", t.by_activity);
     eprintln!("  cut on file: {:?}", t.by_file);
     if t.cycles >= 100 {
-        // The cuts land all over, not only in the foreground writes.
-        let background: BTreeSet<_> = t
-            .by_activity
-            .keys()
-            .filter(|a| **a != "foreground")
-            .collect();
-        assert!(
-            background.len() >= 2,
-            "cuts never struck background jobs: {:?}",
-            t.by_activity
-        );
+        // The cuts land in every job and in recovery, not only in the
+        // foreground writes.
+        let struck: BTreeSet<&str> = t.by_activity.keys().copied().collect();
+        for job in JOBS.iter().chain(&["open", "foreground"]) {
+            assert!(
+                struck.contains(job),
+                "no cut struck {job}: {:?}",
+                t.by_activity
+            );
+        }
         assert!(t.files_torn > 0, "no torn tail was ever simulated");
         assert!(t.names_undone > 0, "no directory entry was ever undone");
     }

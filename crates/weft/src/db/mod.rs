@@ -126,7 +126,7 @@ impl Db {
     ///
     /// Fails with [`Error::Locked`] if another process has it open.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
-        let opened = open::open(path.as_ref(), options)?;
+        let opened = crate::util::fs::activity("open", || open::open(path.as_ref(), options))?;
         let core = opened.core;
         let mut threads = Vec::new();
         type Loop = fn(Arc<Core>);

@@ -27,6 +27,10 @@
 //!   flight may be torn at any sector — and loses the rest: cut off, or
 //!   read as zeros where blocks were reserved past it.
 //!
+//! Its syncs call no `fsync`: what they make durable is what it records,
+//! and the machine under it does not crash, so a real sync would only make
+//! the crash test slow.
+//!
 //! Injected errors ([`FaultFs::inject`]) fail the Nth operation of a kind
 //! with `EIO` or `ENOSPC`, once or from then on; a short write stores the
 //! first half of its bytes, then fails with `ENOSPC`.
@@ -137,6 +141,8 @@ struct Shared {
 struct State {
     ops: u64,
     cut_at: Option<u64>,
+    /// Cut at the Nth operation made during this activity from now on.
+    cut_in: Option<(&'static str, u64)>,
     cut: Option<PowerCut>,
     injection: Option<Injection>,
     /// Operations of the injection's kind seen so far.
@@ -224,6 +230,16 @@ impl FaultFs {
         self.shared.state.lock().cut_at = Some(n);
     }
 
+    /// Cuts the power at the `n`-th mutating operation (from now on) made
+    /// during `activity` ([`PowerCut::activity`]: a background job's name,
+    /// `"open"` for recovery, `"foreground"`), wherever the other threads
+    /// are. Replaces [`FaultFs::cut_power_at`]'s aim.
+    pub fn cut_power_in(&self, activity: &'static str, n: u64) {
+        let mut st = self.shared.state.lock();
+        st.cut_at = None;
+        st.cut_in = Some((activity, n.max(1)));
+    }
+
     /// Cuts the power now: every later mutating operation fails.
     pub fn cut_power_now(&self) {
         let mut st = self.shared.state.lock();
@@ -233,7 +249,7 @@ impl FaultFs {
                 op,
                 kind: OpKind::Write,
                 path: PathBuf::new(),
-                activity: "foreground",
+                activity: "between operations",
             });
         }
     }
@@ -311,7 +327,6 @@ impl FaultFs {
             } else {
                 file.set_len(keep_to)?;
             }
-            file.sync_all()?;
             if st.trace {
                 eprintln!(
                     "fault-fs: {} keeps {keep_to} of {written} bytes ({durable} synced)",
@@ -324,6 +339,7 @@ impl FaultFs {
         }
         st.ops = 0;
         st.cut_at = None;
+        st.cut_in = None;
         st.injection = None;
         Ok(loss)
     }
@@ -375,15 +391,27 @@ impl Shared {
             return Err(power_gone());
         }
         st.ops += 1;
+        let activity = ACTIVITY.with(Cell::get);
         if st.trace {
-            eprintln!("fault-fs: op {} {kind:?} {}", st.ops, path.display());
+            eprintln!(
+                "fault-fs: op {} {kind:?} {} ({activity})",
+                st.ops,
+                path.display()
+            );
         }
-        if st.cut_at.is_some_and(|n| st.ops >= n) {
+        let mut cut = st.cut_at.is_some_and(|n| st.ops >= n);
+        if let Some((target, left)) = &mut st.cut_in {
+            if *target == activity {
+                *left -= 1;
+                cut |= *left == 0;
+            }
+        }
+        if cut {
             st.cut = Some(PowerCut {
                 op: st.ops,
                 kind,
                 path: path.to_path_buf(),
-                activity: ACTIVITY.with(Cell::get),
+                activity,
             });
             return Err(power_gone());
         }
@@ -550,7 +578,9 @@ impl FileSystem for FaultFs {
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.shared.begin(OpKind::SyncDir, dir)?;
-        self.shared.real.sync_dir(dir)?;
+        if !dir.is_dir() {
+            return Err(io::Error::from_raw_os_error(libc::ENOENT));
+        }
         let mut st = self.shared.state.lock();
         let (durable, pending): (Vec<NameOp>, Vec<NameOp>) = std::mem::take(&mut st.pending)
             .into_iter()
@@ -603,7 +633,6 @@ impl WritableFile for FaultFile {
 
     fn sync_data(&self) -> io::Result<()> {
         self.shared.begin(OpKind::Sync, &self.path)?;
-        self.real.sync_data()?;
         let mut ext = self.extent.lock();
         ext.durable = ext.written;
         Ok(())
@@ -611,7 +640,6 @@ impl WritableFile for FaultFile {
 
     fn sync_all(&self) -> io::Result<()> {
         self.shared.begin(OpKind::Sync, &self.path)?;
-        self.real.sync_all()?;
         let mut ext = self.extent.lock();
         ext.durable = ext.written;
         Ok(())
