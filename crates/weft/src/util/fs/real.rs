@@ -124,10 +124,19 @@ pub(super) fn write_all_vectored(mut file: &File, parts: &[&[u8]]) -> io::Result
         let res = if parts.len() - part == 1 {
             file.write(&parts[part][offset..])
         } else {
-            let mut slices = Vec::with_capacity(parts.len() - part);
-            slices.push(IoSlice::new(&parts[part][offset..]));
-            slices.extend(parts[part + 1..].iter().map(|p| IoSlice::new(p)));
-            file.write_vectored(&slices)
+            // Up to 8 slices per call, on the stack: a WAL record is two
+            // parts, and this runs once per record.
+            let mut slices = [IoSlice::new(&[]); 8];
+            slices[0] = IoSlice::new(&parts[part][offset..]);
+            let mut n = 1;
+            for p in &parts[part + 1..] {
+                if n == slices.len() {
+                    break;
+                }
+                slices[n] = IoSlice::new(p);
+                n += 1;
+            }
+            file.write_vectored(&slices[..n])
         };
         match res {
             Ok(0) => {
@@ -169,6 +178,10 @@ mod tests {
         f.append(&[b"f"]).unwrap();
         f.sync_data().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"abcdef");
+        let many: Vec<&[u8]> = vec![b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9"];
+        f.append(&many).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"abcdef0123456789");
+        f.set_len(6).unwrap();
         match f.allocate(6, 4) {
             Ok(()) => assert_eq!(std::fs::read(&path).unwrap(), b"abcdef\0\0\0\0"),
             Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EOPNOTSUPP)),
