@@ -977,6 +977,14 @@ fn configs() -> Vec<Config> {
             .block_cache_size(4 << 10),
     ));
     v.push(config(
+        "tiny-pread-no-cache",
+        tiny()
+            .memtable(MemtableKind::JellyFish)
+            .mmap_reads(false)
+            .block_cache_size(0)
+            .block_size(1 << 10),
+    ));
+    v.push(config(
         "tiny-pread-big-cache",
         tiny()
             .memtable(MemtableKind::Cuckoo)
