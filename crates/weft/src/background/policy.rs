@@ -114,12 +114,7 @@ impl Policy {
         let aged = Kind::ALL
             .into_iter()
             .filter(|k| due.has(*k) && self.waited[k.index()] >= AGE_LIMIT)
-            .max_by_key(|k| {
-                (
-                    self.waited[k.index()],
-                    std::cmp::Reverse(urgency(*k)),
-                )
-            });
+            .max_by_key(|k| (self.waited[k.index()], std::cmp::Reverse(urgency(*k))));
         let chosen = aged.or_else(|| due.by_urgency().next());
         for k in Kind::ALL {
             let w = &mut self.waited[k.index()];
