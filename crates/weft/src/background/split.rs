@@ -13,18 +13,7 @@ use crate::key::MAX_SEQUENCE;
 use crate::manifest::VersionEdit;
 use crate::stats::ReadPurpose;
 use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
-use crate::store::{Partition, Placement, TableFile, Version};
-
-/// Bytes a partition holds: its SortedStore plus its share of the live
-/// values in the logs it points into (a log shared after a split counts
-/// half in each side).
-fn partition_bytes(v: &Version, p: &Partition) -> u64 {
-    let logs: u64 = v
-        .logs_of(p.id)
-        .map(|(_, l)| l.file.size().saturating_sub(l.garbage) / l.refs.len().max(1) as u64)
-        .sum();
-    p.sorted_bytes() + logs
-}
+use crate::store::{Partition, Placement, TableFile};
 
 /// A partition past `partition_size` whose SortedStore holds at least two
 /// distinct keys (so there is a key to cut at).
@@ -35,11 +24,11 @@ pub(super) fn pick_split(core: &Core, st: &EngineState) -> Option<u64> {
         .filter(|p| match (p.sorted.first(), p.sorted.last()) {
             (Some(first), Some(last)) => {
                 first.meta.smallest_user_key() < last.meta.largest_user_key()
-                    && partition_bytes(v, p) > core.options.partition_size
+                    && v.partition_bytes(p) > core.options.partition_size
             }
             _ => false,
         })
-        .max_by_key(|p| partition_bytes(v, p))
+        .max_by_key(|p| v.partition_bytes(p))
         .map(|p| p.id)
 }
 

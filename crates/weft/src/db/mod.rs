@@ -642,6 +642,7 @@ impl Db {
                         value_logs: n,
                         value_log_bytes: bytes,
                         value_log_garbage_bytes: garbage,
+                        size_bytes: sv.version.partition_bytes(p),
                         index_entries,
                         index_bytes,
                     }
