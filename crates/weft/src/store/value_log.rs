@@ -201,7 +201,6 @@ impl ValueLogFile {
 
     /// [`ValueLogFile::open`] without the mapping: every read takes the
     /// `pread` path, as when the kernel refuses to map.
-    #[cfg(test)]
     pub(crate) fn open_unmapped(dir: &Path, number: u64, size: u64) -> Result<Arc<ValueLogFile>> {
         let mut log = Arc::into_inner(Self::open(dir, number, size)?)
             .expect("a log just opened has no other holder");

@@ -1,0 +1,1 @@
+//! Manifest edits (`manifest.rs`).
