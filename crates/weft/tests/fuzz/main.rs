@@ -32,6 +32,7 @@
 mod harness;
 
 mod hash_index;
+mod regressions;
 
 mod manifest;
 mod table;
