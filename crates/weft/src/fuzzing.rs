@@ -125,7 +125,9 @@ pub fn read_log(path: &Path, lost_pages: bool) -> Result<(Vec<(u64, Vec<u8>)>, L
             end => {
                 // Sticky: a second read gives the same answer.
                 if reader.read()? != end {
-                    return Err(Error::InvalidArgument("log reader end is not sticky".into()));
+                    return Err(Error::InvalidArgument(
+                        "log reader end is not sticky".into(),
+                    ));
                 }
                 return Ok((records, end));
             }

@@ -158,7 +158,10 @@ impl Mutation {
 /// from disk must report).
 #[track_caller]
 pub fn must_be_corruption(e: &Error) {
-    assert!(e.is_corruption(), "a decoder returned a non-corruption error: {e}");
+    assert!(
+        e.is_corruption(),
+        "a decoder returned a non-corruption error: {e}"
+    );
 }
 
 /// `Ok` or corruption; the value if `Ok`.

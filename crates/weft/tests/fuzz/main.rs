@@ -31,6 +31,7 @@
 
 mod harness;
 
+mod corpus;
 mod hash_index;
 mod regressions;
 

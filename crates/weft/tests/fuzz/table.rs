@@ -64,7 +64,11 @@ fn probes(entries: &[TableEntry]) -> Vec<Vec<u8>> {
 
 /// Reads a table both ways (mapped, through the cache): each is a full
 /// read or corruption, and they agree.
-fn check_table(path: &Path, size: u64, probes: &[Vec<u8>]) -> Option<weft::internals::fuzz::TableRead> {
+fn check_table(
+    path: &Path,
+    size: u64,
+    probes: &[Vec<u8>],
+) -> Option<weft::internals::fuzz::TableRead> {
     let mapped = ok_or_corruption(read_table(path, size, true, probes, 4096));
     let cached = ok_or_corruption(read_table(path, size, false, probes, 4096));
     assert_eq!(mapped, cached, "mapped and cached reads disagree");
@@ -180,7 +184,10 @@ fn table_resealed() {
                 // The footer.
                 let at = bytes.len() - FOOTER_SIZE;
                 let mut raw = bytes[at..].to_vec();
-                for m in mutations.iter().filter(|m| !matches!(m, Mutation::Truncate { .. } | Mutation::Append(_))) {
+                for m in mutations
+                    .iter()
+                    .filter(|m| !matches!(m, Mutation::Truncate { .. } | Mutation::Append(_)))
+                {
                     m.apply(&mut raw);
                 }
                 let mut raw: [u8; FOOTER_SIZE] = raw.try_into().unwrap();
@@ -307,7 +314,14 @@ fn table_footer_round_trip() {
     fuzz_typed!(
         "table_footer_round_trip",
         (u32, u32, Option<(u32, u32)>, u64, u32, Mutation),
-        |&(io, is, filter, entries, gap, ref mutation): &(u32, u32, Option<(u32, u32)>, u64, u32, Mutation)| {
+        |&(io, is, filter, entries, gap, ref mutation): &(
+            u32,
+            u32,
+            Option<(u32, u32)>,
+            u64,
+            u32,
+            Mutation
+        )| {
             let path = Path::new(SST);
             let filter = filter.map(|(o, s)| BlockHandle {
                 offset: u64::from(o),

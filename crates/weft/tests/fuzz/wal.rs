@@ -72,25 +72,27 @@ fn write_batch() {
 
 #[test]
 fn write_batch_round_trip() {
-    fuzz_typed!(
-        "write_batch_round_trip",
-        (Batch, Mutation),
-        |(batch, mutation): &(Batch, Mutation)| {
-            let path = Path::new(WAL);
-            let want = (batch.seq, batch.ops());
-            let enc = batch.encode();
-            assert_eq!(decode_write_batch(path, 0, enc.clone()).unwrap(), want);
-            let mut bad = enc.clone();
-            if !mutation.apply(&mut bad) {
-                return;
-            }
-            // The encoding is injective: a changed encoding never decodes
-            // to the original batch (bytes the decoder skips would).
-            if let Some(got) = ok_or_corruption(decode_write_batch(path, 0, bad)) {
-                assert_ne!(got, want, "{mutation:?} went unnoticed");
-            }
+    fuzz_typed!("write_batch_round_trip", (Batch, Mutation), |(
+        batch,
+        mutation,
+    ): &(
+        Batch,
+        Mutation
+    )| {
+        let path = Path::new(WAL);
+        let want = (batch.seq, batch.ops());
+        let enc = batch.encode();
+        assert_eq!(decode_write_batch(path, 0, enc.clone()).unwrap(), want);
+        let mut bad = enc.clone();
+        if !mutation.apply(&mut bad) {
+            return;
         }
-    );
+        // The encoding is injective: a changed encoding never decodes
+        // to the original batch (bytes the decoder skips would).
+        if let Some(got) = ok_or_corruption(decode_write_batch(path, 0, bad)) {
+            assert_ne!(got, want, "{mutation:?} went unnoticed");
+        }
+    });
 }
 
 /// Reads a WAL file both ways: as recovery does (every record a batch, a
@@ -145,38 +147,40 @@ fn wal_records() {
 fn wal_round_trip() {
     let dir = scratch();
     let path = dir.path().join(WAL);
-    fuzz_typed!(
-        "wal_round_trip",
-        (Vec<Batch>, Mutation),
-        |(batches, mutation): &(Vec<Batch>, Mutation)| {
-            let payloads: Vec<Vec<u8>> = batches.iter().map(Batch::encode).collect();
-            let _ = std::fs::remove_file(&path);
-            write_log(&path, &payloads).unwrap();
-            let want: Vec<_> = batches.iter().map(|b| (b.seq, b.ops())).collect();
-            assert_eq!(recover_wal(&path).unwrap(), want);
-            let mut bytes = std::fs::read(&path).unwrap();
-            if !mutation.apply(&mut bytes) {
-                return;
-            }
-            check_log_file(&path, &bytes);
-            // Whatever recovery keeps is a prefix of what was written.
-            if let Some(got) = ok_or_corruption(recover_wal(&path)) {
-                assert!(got.len() <= want.len() && got[..] == want[..got.len()]);
-                if mutation.is_single_byte() && got.len() + 1 < want.len() {
-                    // A flipped byte in a record with records behind it is
-                    // corruption, except where the reader cannot tell it
-                    // from a torn tail: a length flipped to run past the
-                    // end of the file, or a header flipped to all zeros
-                    // with only zeros behind it (see the fuzzing journal).
-                    let (_, end) = read_log(&path, true).unwrap();
-                    assert!(
-                        matches!(&end, LogRead::Bad { reason, at_tail: true, .. }
+    fuzz_typed!("wal_round_trip", (Vec<Batch>, Mutation), |(
+        batches,
+        mutation,
+    ): &(
+        Vec<Batch>,
+        Mutation
+    )| {
+        let payloads: Vec<Vec<u8>> = batches.iter().map(Batch::encode).collect();
+        let _ = std::fs::remove_file(&path);
+        write_log(&path, &payloads).unwrap();
+        let want: Vec<_> = batches.iter().map(|b| (b.seq, b.ops())).collect();
+        assert_eq!(recover_wal(&path).unwrap(), want);
+        let mut bytes = std::fs::read(&path).unwrap();
+        if !mutation.apply(&mut bytes) {
+            return;
+        }
+        check_log_file(&path, &bytes);
+        // Whatever recovery keeps is a prefix of what was written.
+        if let Some(got) = ok_or_corruption(recover_wal(&path)) {
+            assert!(got.len() <= want.len() && got[..] == want[..got.len()]);
+            if mutation.is_single_byte() && got.len() + 1 < want.len() {
+                // A flipped byte in a record with records behind it is
+                // corruption, except where the reader cannot tell it
+                // from a torn tail: a length flipped to run past the
+                // end of the file, or a header flipped to all zeros
+                // with only zeros behind it (see the fuzzing journal).
+                let (_, end) = read_log(&path, true).unwrap();
+                assert!(
+                    matches!(&end, LogRead::Bad { reason, at_tail: true, .. }
                             if reason.contains("runs past the end"))
-                            || matches!(end, LogRead::End),
-                        "{mutation:?} dropped synced records as a torn tail: {end:?}"
-                    );
-                }
+                        || matches!(end, LogRead::End),
+                    "{mutation:?} dropped synced records as a torn tail: {end:?}"
+                );
             }
         }
-    );
+    });
 }
