@@ -1,5 +1,5 @@
 //! Entry points into every decoder of bytes that come from disk, for the
-//! fuzz targets (`crates/weft/tests/fuzz`, README there).
+//! fuzz targets (`crates/weft-fuzz/tests/fuzz`, README there).
 //!
 //! The decoders are private to the crate; a fuzz target is an integration
 //! test and sees only the public surface. Each function here wraps one

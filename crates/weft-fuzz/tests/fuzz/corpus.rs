@@ -1,7 +1,7 @@
 //! Writes the seed corpora of the byte targets from the engine's own
 //! encoders, so every target starts from valid encodings and reaches the
 //! code past the first checksum. Run by hand after a format change:
-//! `cargo test -p weft --release --test fuzz -- --ignored write_seed_corpus`.
+//! `cargo test -p weft-fuzz --release -- --ignored seed_corpus`.
 
 use std::path::Path;
 

@@ -1,42 +1,15 @@
-//! Fuzz targets for the bytes the server takes from the network (the RESP
-//! request parser) and from the engine (its metadata records), in the
-//! engine's harness: bolero targets that run under plain `cargo test` for
-//! a bounded time (`WEFT_FUZZ_SECS`, default 2 s each) and under libFuzzer
-//! with `cargo bolero test` (see `crates/weft/tests/fuzz/README.md`).
-//! Supersedes `fuzz/fuzz_targets/resp_parser.rs`'s property, which needs
-//! nightly to build; that crate is kept for `cargo fuzz` users.
+//! The bytes the server takes from the network (the RESP request parser,
+//! `weft-server/src/resp.rs`) and from the engine (its metadata records,
+//! `weft-server/src/encoding.rs`). `resp_request` holds the property of
+//! `weft-server/fuzz/fuzz_targets/resp_parser.rs` (a `cargo fuzz` crate,
+//! nightly only, kept for its users), here run by CI as well.
 
-// A test fails by panicking: its unwraps are its assertions.
-#![allow(clippy::unwrap_used)]
-
-use std::time::Duration;
-
-use bolero::check;
-use weft::internals::fuzz::{guarded, GuardedAlloc};
+use bolero::generator::TypeGenerator;
+use weft::internals::fuzz::guarded;
 use weft_server::encoding;
 use weft_server::resp::{Limits, Parser};
 
-#[global_allocator]
-static ALLOC: GuardedAlloc = GuardedAlloc;
-
-fn test_time() -> Duration {
-    let secs = std::env::var("WEFT_FUZZ_SECS")
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .unwrap_or(2.0);
-    Duration::from_secs_f64(secs)
-}
-
-/// Counts a target's inputs; prints them at the end (`--nocapture`).
-struct Count(&'static str, std::sync::atomic::AtomicU64);
-
-impl Drop for Count {
-    fn drop(&mut self) {
-        let n = self.1.load(std::sync::atomic::Ordering::Relaxed);
-        eprintln!("fuzz target {}: {n} inputs", self.0);
-    }
-}
+use crate::fuzz_bytes;
 
 const LIMITS: Limits = Limits {
     max_bulk: 256,
@@ -93,13 +66,7 @@ fn check_stream(data: &[u8]) {
 
 #[test]
 fn resp_request() {
-    let n = Count("resp_request", Default::default());
-    check!(name = "resp_request")
-        .with_test_time(test_time())
-        .for_each(|input: &[u8]| {
-            n.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            guarded(input, || check_stream(input));
-        });
+    fuzz_bytes!("resp_request", check_stream);
 }
 
 fn encode(requests: &Requests) -> Vec<u8> {
@@ -115,36 +82,55 @@ fn encode(requests: &Requests) -> Vec<u8> {
     out
 }
 
+/// A request of a few short arguments (byte-by-byte parsing of large
+/// ones would spend the time budget on memcpy).
+#[derive(Debug, Clone, TypeGenerator)]
+struct GenRequest(
+    #[generator(bolero::produce::<Vec<Vec<u8>>>().with().len(0usize..=6).values(bolero::produce::<Vec<u8>>().with().len(0usize..=24)))]
+     Vec<Vec<u8>>,
+);
+
+/// A pipeline of requests.
+#[derive(Debug, Clone, TypeGenerator)]
+struct GenRequests(
+    #[generator(bolero::produce::<Vec<GenRequest>>().with().len(0usize..=5))] Vec<GenRequest>,
+);
+
 /// Requests a client sends parse back exactly; any change to their bytes
 /// still parses the same whole or split.
 #[test]
 fn resp_round_trip() {
-    let n = Count("resp_round_trip", Default::default());
-    check!(name = "resp_round_trip")
-        .with_test_time(test_time())
-        .with_type::<(Requests, u16, u8, u8)>()
-        .for_each(|(requests, at, xor, cut): &(Requests, u16, u8, u8)| {
-            n.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let requests: Requests = requests
-                .iter()
-                .filter(|r| !r.is_empty() && r.len() <= LIMITS.max_args)
-                .map(|r| {
-                    r.iter()
-                        .map(|a| a[..a.len().min(LIMITS.max_bulk)].to_vec())
-                        .collect()
-                })
-                .collect();
-            let bytes = encode(&requests);
-            assert_eq!(run(&[&bytes], LIMITS), (requests, None));
-            let mut bad = bytes;
-            if !bad.is_empty() {
-                let i = usize::from(*at) % bad.len();
-                bad[i] ^= (*xor).max(1);
-            }
-            let mut input = vec![*cut];
-            input.extend_from_slice(&bad);
-            guarded(&input, || check_stream(&input));
-        });
+    crate::fuzz_typed!("resp_round_trip", (GenRequests, u16, u8, u8), |(
+        requests,
+        at,
+        xor,
+        cut,
+    ): &(
+        GenRequests,
+        u16,
+        u8,
+        u8
+    )| {
+        let requests: Requests = (requests.0.iter())
+            .map(|r| r.0.clone())
+            .filter(|r| !r.is_empty() && r.len() <= LIMITS.max_args)
+            .map(|r| {
+                r.iter()
+                    .map(|a| a[..a.len().min(LIMITS.max_bulk)].to_vec())
+                    .collect()
+            })
+            .collect();
+        let bytes = encode(&requests);
+        assert_eq!(run(&[&bytes], LIMITS), (requests, None));
+        let mut bad = bytes;
+        if !bad.is_empty() {
+            let i = usize::from(*at) % bad.len();
+            bad[i] ^= (*xor).max(1);
+        }
+        let mut input = vec![*cut];
+        input.extend_from_slice(&bad);
+        guarded(&input, || check_stream(&input));
+    });
 }
 
 /// The server's metadata records, as read back from the engine: a record
@@ -152,28 +138,24 @@ fn resp_round_trip() {
 /// payload aside: see the fuzzing journal).
 #[test]
 fn server_metadata() {
-    let n = Count("server_metadata", Default::default());
-    check!(name = "server_metadata")
-        .with_test_time(test_time())
-        .for_each(|input: &[u8]| {
-            n.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if let Some((meta, payload)) = encoding::decode(input) {
-                let again = match meta.kind {
-                    encoding::Kind::String => encoding::encode_string(payload, meta.expire_at),
-                    encoding::Kind::Hash => encoding::encode_hash(meta.count, meta.expire_at),
-                };
-                assert!(input.starts_with(&again));
-                let _ = encoding::with_expiry(input, Some(1));
-            }
-        });
+    fuzz_bytes!("server_metadata", |input: &[u8]| {
+        if let Some((meta, payload)) = encoding::decode(input) {
+            let again = match meta.kind {
+                encoding::Kind::String => encoding::encode_string(payload, meta.expire_at),
+                encoding::Kind::Hash => encoding::encode_hash(meta.count, meta.expire_at),
+            };
+            assert!(input.starts_with(&again));
+            let _ = encoding::with_expiry(input, Some(1));
+        }
+    });
 }
 
 /// Writes the seed corpora of this file's byte targets (run by hand:
-/// `cargo test -p weft-server --release --test fuzz -- --ignored`).
+/// `cargo test -p weft-fuzz --release -- --ignored seed_corpus`).
 #[test]
 #[ignore]
-fn write_seed_corpus() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/__fuzz__");
+fn write_server_seed_corpus() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/__fuzz__");
     let write = |target: &str, name: &str, bytes: &[u8]| {
         let d = dir.join(target).join("corpus");
         std::fs::create_dir_all(&d).unwrap();

@@ -1,8 +1,8 @@
 //! Fuzz targets for every decoder of bytes that come from disk: WAL
 //! records and write batches, manifest edits, table blocks, index,
 //! filter and footer, value-log records and hash-index checkpoints
-//! (the RESP parser's are in `weft-server/tests/fuzz.rs`). README.md here
-//! says how to run them for longer.
+//! — and of the bytes the server reads: RESP requests and its metadata
+//! records. README.md here says how to run them for longer.
 //!
 //! The harness is [bolero]: one `check!()` target runs under plain
 //! `cargo test` on stable Rust (its checked-in corpus, then random inputs
@@ -36,6 +36,7 @@ mod hash_index;
 mod regressions;
 
 mod manifest;
+mod resp;
 mod table;
 mod value_log;
 mod wal;
