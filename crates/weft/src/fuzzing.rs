@@ -51,6 +51,9 @@ pub use crate::wal::LogRead;
 /// (empty for a delete).
 pub type BatchOp = (ValueKind, Vec<u8>, Vec<u8>);
 
+/// A log's records that verified (offset, payload), and how it ended.
+pub type LogContents = (Vec<(u64, Vec<u8>)>, LogRead);
+
 /// One table entry: user key, sequence, kind, value.
 pub type TableEntry = (Vec<u8>, SequenceNumber, ValueKind, Vec<u8>);
 
@@ -113,7 +116,7 @@ pub fn write_log(path: &Path, payloads: &[Vec<u8>]) -> Result<()> {
 /// payload) and how it ended (`End` or `Bad`). `lost_pages`: read as WAL
 /// recovery does ([`LogReader::with_lost_pages`]) rather than as the
 /// manifest does.
-pub fn read_log(path: &Path, lost_pages: bool) -> Result<(Vec<(u64, Vec<u8>)>, LogRead)> {
+pub fn read_log(path: &Path, lost_pages: bool) -> Result<LogContents> {
     let mut reader = LogReader::open(path)?;
     if lost_pages {
         reader = reader.with_lost_pages();

@@ -14,8 +14,9 @@
 //!
 //! Every target holds a decoder to one property: for *any* input it
 //! returns a value or `Error::Corruption` — never a panic, never a
-//! hang, never an allocation a length field talked it into
-//! ([`GuardedAlloc`] aborts on one and prints the input). Where an
+//! hang (libFuzzer's per-input timeout catches one in long runs; under
+//! `cargo test` it stalls the test), never an allocation a length field
+//! talked it into ([`GuardedAlloc`] aborts on one and prints the input). Where an
 //! encoder exists, a `*_round_trip` target also generates valid values,
 //! checks `decode(encode(x)) == x`, and then mutates the encoding
 //! (flipped bytes, truncation, appended bytes): the decoder must report
