@@ -31,6 +31,7 @@ pub fn to_json(s: &Stats) -> Value {
                 "value_logs": p.value_logs,
                 "value_log_bytes": p.value_log_bytes,
                 "value_log_garbage_bytes": p.value_log_garbage_bytes,
+                "size_bytes": p.size_bytes,
                 "index_entries": p.index_entries,
                 "index_bytes": p.index_bytes,
             })

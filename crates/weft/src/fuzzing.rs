@@ -37,6 +37,7 @@ use crate::table::filter::{build_filter, hash64, BloomFilter};
 use crate::table::format::{block_trailer, check_block, BLOCK_TYPE_UNCOMPRESSED};
 use crate::table::{BlockCache, BlockReads, Table, TableBuilder, TableOptions};
 use crate::util::crc;
+use crate::util::fs::{real, Fs};
 use crate::wal::{LogReader, LogWriter};
 
 pub use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE};
@@ -45,7 +46,7 @@ pub use crate::store::hash_index::HashIndex;
 pub use crate::store::value_log::ValuePointer;
 pub use crate::store::{FileMeta, Placement};
 pub use crate::table::format::{BlockHandle, Footer, FOOTER_SIZE};
-pub use crate::wal::LogRead;
+pub use crate::wal::{LogLink, LogRead};
 
 /// One operation of a write batch: kind (put or delete), key, value
 /// (empty for a delete).
@@ -105,7 +106,7 @@ pub fn frame_record(payload: &[u8]) -> Option<Vec<u8>> {
 /// Writes `payloads` to a new log at `path` through the engine's own
 /// [`LogWriter`].
 pub fn write_log(path: &Path, payloads: &[Vec<u8>]) -> Result<()> {
-    let mut w = LogWriter::create(path)?;
+    let mut w = LogWriter::create(&*real(), path)?;
     for p in payloads {
         w.add_record(p)?;
     }
@@ -117,7 +118,7 @@ pub fn write_log(path: &Path, payloads: &[Vec<u8>]) -> Result<()> {
 /// recovery does ([`LogReader::with_lost_pages`]) rather than as the
 /// manifest does.
 pub fn read_log(path: &Path, lost_pages: bool) -> Result<LogContents> {
-    let mut reader = LogReader::open(path)?;
+    let mut reader = LogReader::open(&*real(), path)?;
     if lost_pages {
         reader = reader.with_lost_pages();
     }
@@ -139,12 +140,18 @@ pub fn read_log(path: &Path, lost_pages: bool) -> Result<LogContents> {
 }
 
 /// WAL recovery's reading of one log (`db::open::replay_wals` without the
-/// memtable): every record decoded as a write batch; a torn tail ends the
-/// log, a bad record with data behind it is [`Error::Corruption`].
+/// memtable and the check of a link against the previous WAL): every
+/// record decoded as a link ([`LogLink`], skipped) or a write batch; a torn
+/// tail ends the log, a bad record with data behind it is
+/// [`Error::Corruption`].
 pub fn recover_wal(path: &Path) -> Result<Vec<(SequenceNumber, Vec<BatchOp>)>> {
     let (records, end) = read_log(path, true)?;
     let mut batches = Vec::with_capacity(records.len());
     for (offset, payload) in records {
+        if let Some(link) = LogLink::decode(&payload) {
+            link.map_err(|r| Error::corruption(path, offset, r))?;
+            continue;
+        }
         batches.push(decode_write_batch(path, offset, payload)?);
     }
     match end {
@@ -197,7 +204,8 @@ pub fn write_raw_manifest(dir: &Path, number: u64, contents: &[u8]) -> std::io::
 /// Manifest recovery (`CURRENT`, then every record of the manifest it
 /// names): the state, and whether a bad last record was dropped.
 pub fn recover_manifest(dir: &Path) -> Result<(ManifestState, bool)> {
-    crate::manifest::recover_noting_tail(dir).map(|(_, state, tail)| (state, tail.is_some()))
+    crate::manifest::recover_noting_tail(&*real(), dir)
+        .map(|(_, state, tail)| (state, tail.is_some()))
 }
 
 // ---- tables ----
@@ -217,7 +225,7 @@ pub fn build_table(
         restart_interval,
         bloom_bits_per_key,
     };
-    let mut b = TableBuilder::create(path, options)?;
+    let mut b = TableBuilder::create(&*real(), path, options)?;
     for (key, seq, kind, value) in entries {
         b.add(key, *seq, *kind, value)?;
     }
@@ -265,7 +273,7 @@ pub fn read_table(
         BlockReads::Cached
     };
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let table = Table::open(path, 1, size, cache, reads)?;
+    let table = Table::open(&*real(), path, 1, size, cache, reads)?;
     let purpose = ReadPurpose::Scan { fill_cache: true };
     let mut out = TableRead {
         forward: Vec::new(),
@@ -409,7 +417,8 @@ pub fn write_value_log(
     number: u64,
     values: &[Vec<u8>],
 ) -> Result<(Vec<ValuePointer>, u64)> {
-    let mut w = ValueLogWriter::create(dir, number)?;
+    let fs: Fs = real();
+    let mut w = ValueLogWriter::create(&fs, dir, number)?;
     let mut ptrs = Vec::with_capacity(values.len());
     for v in values {
         ptrs.push(w.append(v)?);
@@ -446,10 +455,11 @@ pub fn read_value_log(
     mapped: bool,
     raw: &[Vec<u8>],
 ) -> Result<ValueLogRead> {
+    let fs: Fs = real();
     let file = if mapped {
-        ValueLogFile::open(dir, number, size)?
+        ValueLogFile::open(&fs, dir, number, size)?
     } else {
-        ValueLogFile::open_unmapped(dir, number, size)?
+        ValueLogFile::open_unmapped(&fs, dir, number, size)?
     };
     let mut value_logs = BTreeMap::new();
     value_logs.insert(

@@ -71,6 +71,13 @@ pub mod internals {
         pub use crate::memtable::teks::TeksMemtable;
         pub use crate::memtable::{new_memtable, Memtable, MemtableKind};
     }
+    /// The file-system layer and its fault-injecting implementation, for
+    /// the crash tests.
+    pub mod fs {
+        pub use crate::util::fs::{
+            real, FaultFs, FaultKind, FileSystem, OpKind, PowerCut, PowerLoss, RealFs, WritableFile,
+        };
+    }
     pub use crate::fault::CRASH_POINTS;
     pub use crate::filename::{current_path, lock_path, parse_file_name, wal_path, FileKind};
     /// Entry points into the decoders, for the fuzz targets.

@@ -38,11 +38,12 @@ use crate::error::{Error, IoContext, Result};
 use crate::filename;
 use crate::store::{FileMeta, Placement};
 use crate::util::coding::{get_varint64, put_varint64};
-use crate::util::fs;
+use crate::util::fs::{write_new_synced, FileSystem};
 use crate::wal::{LogRead, LogReader, LogWriter};
 
-/// The store format version this build reads and writes.
-pub const FORMAT_VERSION: u64 = 1;
+/// The store format version this build reads and writes. 2: a WAL started
+/// by a rotation begins with a link record (`wal::LogLink`).
+pub const FORMAT_VERSION: u64 = 2;
 
 /// Tag of the format-version field.
 const FORMAT_VERSION_TAG: u8 = 12;
@@ -463,8 +464,8 @@ impl ManifestState {
 
 /// Reads CURRENT and replays the manifest it names.
 #[cfg(test)]
-pub fn recover(dir: &Path) -> Result<(u64, ManifestState)> {
-    recover_noting_tail(dir).map(|(number, state, _)| (number, state))
+pub fn recover(fs: &dyn FileSystem, dir: &Path) -> Result<(u64, ManifestState)> {
+    recover_noting_tail(fs, dir).map(|(number, state, _)| (number, state))
 }
 
 /// A bad last record of a manifest that recovery dropped: its offset and
@@ -482,9 +483,14 @@ pub struct DroppedTail {
 }
 
 /// [`recover`], also returning the bad last record it dropped, if any.
-pub fn recover_noting_tail(dir: &Path) -> Result<(u64, ManifestState, Option<DroppedTail>)> {
+pub fn recover_noting_tail(
+    fs: &dyn FileSystem,
+    dir: &Path,
+) -> Result<(u64, ManifestState, Option<DroppedTail>)> {
     let current = filename::current_path(dir);
-    let text = std::fs::read(&current).context(|| format!("reading {}", current.display()))?;
+    let text = fs
+        .read(&current)
+        .context(|| format!("reading {}", current.display()))?;
     let name = std::str::from_utf8(&text)
         .ok()
         .and_then(|s| s.strip_suffix('\n'))
@@ -501,7 +507,7 @@ pub fn recover_noting_tail(dir: &Path) -> Result<(u64, ManifestState, Option<Dro
         }
     };
     let path = filename::manifest_path(dir, number);
-    let mut reader = LogReader::open(&path)?;
+    let mut reader = LogReader::open(fs, &path)?;
     let mut state = ManifestState::default();
     let mut edits = 0;
     let mut dropped = None;
@@ -560,12 +566,17 @@ pub struct ManifestWriter {
 impl ManifestWriter {
     /// Creates manifest `number` holding `state` as one snapshot edit, and
     /// points CURRENT at it.
-    pub fn create(dir: &Path, number: u64, state: &ManifestState) -> Result<(ManifestWriter, u64)> {
+    pub fn create(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        number: u64,
+        state: &ManifestState,
+    ) -> Result<(ManifestWriter, u64)> {
         let path = filename::manifest_path(dir, number);
-        let mut log = LogWriter::create(&path)?;
+        let mut log = LogWriter::create(fs, &path)?;
         let n = log.add_record(&state.snapshot_edit().encode())?;
         log.sync()?;
-        set_current(dir, number)?;
+        set_current(fs, dir, number)?;
         Ok((ManifestWriter { log, number }, n))
     }
 
@@ -587,19 +598,22 @@ impl ManifestWriter {
     }
 }
 
-fn set_current(dir: &Path, number: u64) -> Result<()> {
+fn set_current(fs: &dyn FileSystem, dir: &Path, number: u64) -> Result<()> {
     let tmp: PathBuf = dir.join("CURRENT.tmp");
     let cur = filename::current_path(dir);
     let name = format!("{}\n", filename::manifest_name(number));
-    fs::write_new_synced(&tmp, name.as_bytes()).context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &cur).context(|| format!("renaming {} to CURRENT", tmp.display()))?;
-    fs::sync_dir(dir).context(|| format!("syncing directory {}", dir.display()))
+    write_new_synced(fs, &tmp, name.as_bytes()).context(|| format!("writing {}", tmp.display()))?;
+    fs.rename(&tmp, &cur)
+        .context(|| format!("renaming {} to CURRENT", tmp.display()))?;
+    fs.sync_dir(dir)
+        .context(|| format!("syncing directory {}", dir.display()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::key::{internal_key, ValueKind};
+    use crate::util::fs::real;
 
     fn meta(n: u64) -> FileMeta {
         FileMeta {
@@ -691,12 +705,12 @@ mod tests {
     /// Writes a manifest holding `edits` as its records and points CURRENT
     /// at it, as a build of any format version would.
     fn write_manifest(dir: &Path, number: u64, edits: &[VersionEdit]) {
-        let mut log = LogWriter::create(&filename::manifest_path(dir, number)).unwrap();
+        let mut log = LogWriter::create(&*real(), &filename::manifest_path(dir, number)).unwrap();
         for e in edits {
             log.add_record(&e.encode()).unwrap();
         }
         log.sync().unwrap();
-        set_current(dir, number).unwrap();
+        set_current(&*real(), dir, number).unwrap();
     }
 
     #[test]
@@ -706,8 +720,8 @@ mod tests {
             next_file_number: 7,
             ..Default::default()
         };
-        let (_w, _) = ManifestWriter::create(dir.path(), 3, &state).unwrap();
-        let (number, back) = recover(dir.path()).unwrap();
+        let (_w, _) = ManifestWriter::create(&*real(), dir.path(), 3, &state).unwrap();
+        let (number, back) = recover(&*real(), dir.path()).unwrap();
         assert_eq!((number, back.format_version), (3, FORMAT_VERSION));
         let first = std::fs::read(filename::manifest_path(dir.path(), 3)).unwrap();
         let payload = &first[crate::util::crc::RECORD_HEADER_SIZE..];
@@ -730,7 +744,7 @@ mod tests {
             ..Default::default()
         };
         write_manifest(dir.path(), 2, &[old]);
-        let (_, state) = recover(dir.path()).unwrap();
+        let (_, state) = recover(&*real(), dir.path()).unwrap();
         assert_eq!(state.format_version, 0);
         assert_eq!(state.next_file_number, 5);
         assert_eq!(state.snapshot_edit().format_version, Some(FORMAT_VERSION));
@@ -748,11 +762,11 @@ mod tests {
         .encode();
         newer.push(0xee); // a tag this build has never heard of
         let path = filename::manifest_path(dir.path(), 4);
-        let mut log = LogWriter::create(&path).unwrap();
+        let mut log = LogWriter::create(&*real(), &path).unwrap();
         log.add_record(&newer).unwrap();
         log.sync().unwrap();
-        set_current(dir.path(), 4).unwrap();
-        match recover(dir.path()) {
+        set_current(&*real(), dir.path(), 4).unwrap();
+        match recover(&*real(), dir.path()) {
             Err(Error::Unsupported {
                 path: p,
                 found,

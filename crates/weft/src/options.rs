@@ -1,7 +1,10 @@
 //! Options: plain structs with documented defaults and chainable setters.
 
+use std::sync::Arc;
+
 use crate::memtable::MemtableKind;
 use crate::snapshot::Snapshot;
+use crate::util::fs::FileSystem;
 
 /// How a database is opened and tuned. `Options::default()` is a sensible
 /// configuration for a store of a few GiB on one machine.
@@ -93,6 +96,12 @@ pub struct Options {
     /// buffer before replies go out). Recovery still yields a prefix of the
     /// write history. Default `false`.
     pub manual_wal_flush: bool,
+    /// The file system every file operation goes through (LevelDB's `Env`,
+    /// RocksDB's `FileSystem`). Default: the operating system's. The crash
+    /// tests put a fault-injecting one here. Hidden: the trait may still
+    /// change.
+    #[doc(hidden)]
+    pub file_system: Arc<dyn FileSystem>,
 }
 
 impl Default for Options {
@@ -118,6 +127,7 @@ impl Default for Options {
             gc_min_garbage_bytes: 64 << 20,
             manual_wal_flush: false,
             max_value_logs: usize::MAX,
+            file_system: crate::util::fs::real(),
         }
     }
 }
@@ -175,6 +185,9 @@ impl Options {
         manual_wal_flush: bool,
         /// Sets [`Options::max_value_logs`].
         max_value_logs: usize,
+        /// Sets [`Options::file_system`].
+        #[doc(hidden)]
+        file_system: Arc<dyn FileSystem>,
     }
 
     /// How tables read their data blocks.

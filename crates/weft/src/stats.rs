@@ -129,6 +129,11 @@ pub struct PartitionStats {
     pub value_log_bytes: u64,
     /// Bytes of dead values in those logs, reclaimable by GC.
     pub value_log_garbage_bytes: u64,
+    /// Bytes the partition holds as a split judges them against
+    /// `Options::partition_size`: its SortedStore plus its share of the
+    /// live values in its logs (a log shared by `n` partitions counts
+    /// `1/n` in each).
+    pub size_bytes: u64,
     /// Entries in the UnsortedStore's hash index.
     pub index_entries: u64,
     /// Bytes of memory held by the hash index.

@@ -258,6 +258,65 @@ fn util_imports_nothing_else_from_the_crate() {
     assert!(offending.is_empty(), "util reaches up: {offending:?}");
 }
 
+/// Calls that create, change or remove files or directories, or open them
+/// behind the file-system layer's back.
+fn file_operations_in(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for call in [
+        "File::create",
+        "File::open",
+        "OpenOptions",
+        "libc::fallocate",
+        "libc::unlink",
+    ] {
+        // Whole names only: `TableFile::open` is not `File::open`.
+        let whole = code
+            .match_indices(call)
+            .any(|(at, _)| !code[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'));
+        if whole {
+            found.push(call.to_string());
+        }
+    }
+    let mut rest = code;
+    while let Some(at) = rest.find("std::fs::") {
+        let after = &rest[at + "std::fs::".len()..];
+        let ident: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        // A function (`remove_file(`), not a type (`File`).
+        if ident.starts_with(|c: char| c.is_ascii_lowercase()) {
+            found.push(format!("std::fs::{ident}"));
+        }
+        rest = after;
+    }
+    found
+}
+
+#[test]
+fn file_operations_go_through_the_file_system_layer() {
+    let layer = vec!["util".to_string(), "fs".to_string()];
+    let mut offending = Vec::new();
+    for (m, path) in modules(&src()) {
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        if m.starts_with(&layer) || file == "tests.rs" || file == "test_support.rs" {
+            continue;
+        }
+        for call in file_operations_in(&code_of(&path)) {
+            offending.push(format!("{}: {call}", name(&m)));
+        }
+    }
+    assert!(
+        offending.is_empty(),
+        "file operations outside util::fs (use the FileSystem the Core holds): {offending:?}"
+    );
+    // The check sees what it looks for.
+    let seen = file_operations_in("let f = std::fs::File::create(p); std::fs::rename(a, b);");
+    assert_eq!(seen, ["File::create", "std::fs::rename"]);
+    assert!(file_operations_in("fn f(file: &std::fs::File) {}").is_empty());
+    assert!(file_operations_in("TableFile::open(fs, dir)").is_empty());
+}
+
 /// The checker itself finds a cycle and a floor violation when there is
 /// one (a test of the test: a parser that saw nothing would pass above).
 #[test]

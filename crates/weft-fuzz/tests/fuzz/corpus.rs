@@ -7,7 +7,7 @@ use std::path::Path;
 
 use weft::internals::fuzz::{
     build_table, encode_block, encode_filter, encode_version_edit, encode_write_batch,
-    internal_key, write_log, write_value_log, FileMeta, HashIndex, Placement, ValueKind,
+    internal_key, write_log, write_value_log, FileMeta, HashIndex, LogLink, Placement, ValueKind,
     VersionEdit, STORE_FORMAT_VERSION,
 };
 
@@ -100,13 +100,20 @@ fn write_seed_corpus() {
     for (i, b) in batches.iter().enumerate() {
         write("write_batch", &format!("batch{i}"), b);
     }
-    write_log(&dir.join("w.log"), &batches).unwrap();
+    // A WAL started by a rotation begins with a link to the previous one.
+    let mut records = vec![LogLink {
+        previous: 6,
+        previous_size: 4096,
+    }
+    .encode()];
+    records.extend(batches.iter().cloned());
+    write_log(&dir.join("w.log"), &records).unwrap();
     write(
         "wal_file",
         "log",
         &std::fs::read(dir.join("w.log")).unwrap(),
     );
-    write("wal_records", "batches", &chunked(&batches));
+    write("wal_records", "batches", &chunked(&records));
 
     // Manifest.
     let edits: Vec<Vec<u8>> = edits().iter().map(encode_version_edit).collect();

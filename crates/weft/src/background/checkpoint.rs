@@ -26,9 +26,9 @@ pub(super) fn checkpoint_index(core: &Arc<Core>, pid: u64) -> Result<()> {
     // drops entries of tables no longer live and adds the tables missing.
     let image = index.read().encode();
     let number = core.state.lock().new_file_number();
-    let mut new_files = NewFiles::new(&core.dir);
+    let mut new_files = NewFiles::new(&core.fs, &core.dir);
     let path = new_files.add_index_checkpoint(number);
-    let written = crate::util::fs::write_new_synced(&path, &image);
+    let written = crate::util::fs::write_new_synced(&*core.fs, &path, &image);
     if written.is_err() {
         // `new_files` deletes what was written of it.
         return Ok(());
@@ -53,7 +53,9 @@ pub(super) fn checkpoint_index(core: &Arc<Core>, pid: u64) -> Result<()> {
         },
     )?;
     if let Some(old) = replaced.flatten() {
-        let _ = std::fs::remove_file(crate::filename::index_checkpoint_path(&core.dir, old));
+        let _ = core
+            .fs
+            .remove_file(&crate::filename::index_checkpoint_path(&core.dir, old));
     }
     Ok(())
 }

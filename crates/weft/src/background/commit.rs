@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::filename;
 use crate::manifest::{ManifestWriter, VersionEdit};
 use crate::store::{FileMeta, TableFile};
-use crate::util::fs::sync_dir;
+use crate::util::fs::Fs;
 
 /// Files a job wrote that no manifest edit names yet. Unless [`keep`] is
 /// called (by [`commit_edit`], once the edit is durable), dropping it deletes
@@ -33,14 +33,16 @@ use crate::util::fs::sync_dir;
 ///
 /// [`keep`]: NewFiles::keep
 pub(super) struct NewFiles<'a> {
+    fs: &'a Fs,
     dir: &'a Path,
     paths: Vec<PathBuf>,
 }
 
 impl<'a> NewFiles<'a> {
-    /// No files yet, in database directory `dir`.
-    pub fn new(dir: &'a Path) -> NewFiles<'a> {
+    /// No files yet, in database directory `dir` on `fs`.
+    pub fn new(fs: &'a Fs, dir: &'a Path) -> NewFiles<'a> {
         NewFiles {
+            fs,
             dir,
             paths: Vec::new(),
         }
@@ -77,7 +79,7 @@ impl Drop for NewFiles<'_> {
     fn drop(&mut self) {
         for path in &self.paths {
             // A failure leaves an orphan that the next open removes.
-            let _ = std::fs::remove_file(path);
+            let _ = self.fs.remove_file(path);
         }
     }
 }
@@ -89,6 +91,7 @@ pub(super) fn open_new_tables(core: &Core, files: &[FileMeta]) -> Result<Vec<Arc
         .iter()
         .map(|f| {
             TableFile::open(
+                &core.fs,
                 &core.dir,
                 f.clone(),
                 &core.cache,
@@ -110,7 +113,10 @@ pub(super) fn open_new_tables(core: &Core, files: &[FileMeta]) -> Result<Vec<Arc
 ///    result is `Ok(None)`);
 /// 2. appends the edit and fdatasyncs it with the state lock released
 ///    ([`append_edit`]); on failure returns the error, `install` (and the
-///    handles it owns) dropped first, then `files`, which deletes them;
+///    handles it owns) dropped first, then `files`, which deletes them —
+///    unless the edit reached the manifest whole and only its fdatasync
+///    failed: it may be durable then, and the files stay for the next open
+///    to keep or sweep;
 /// 3. keeps `files`, passes `crash_point`, and runs `install` on the state;
 /// 4. if `install` replaced the version, publishes a new super version and
 ///    wakes waiters (an index checkpoint changes no version, so readers'
@@ -127,7 +133,8 @@ pub(super) fn commit_edit<P, T>(
     install: impl FnOnce(&mut EngineState, P) -> T,
 ) -> Result<Option<T>> {
     if !files.paths.is_empty() {
-        sync_dir(&core.dir)
+        core.fs
+            .sync_dir(&core.dir)
             .map_err(|e| Error::io(format!("syncing directory {}", core.dir.display()), e))?;
     }
     let mut manifest = core.manifest.lock();
@@ -138,12 +145,21 @@ pub(super) fn commit_edit<P, T>(
         drop(files);
         return Ok(None);
     };
+    let manifest_size = manifest.size();
     match append_edit(core, &mut manifest, &mut st, &edit) {
         Ok(n) => Counters::add(&core.counters.manifest_bytes, n),
         Err(e) => {
             drop(st);
             drop((found, install));
-            drop(files);
+            if manifest.size() > manifest_size {
+                // The edit reached the file whole and only its fdatasync
+                // failed: it may be durable, and then it names these files.
+                // They stay; the next open keeps them or sweeps them as
+                // orphans, as the manifest it reads says.
+                files.keep();
+            } else {
+                drop(files);
+            }
             return Err(e);
         }
     }
@@ -242,6 +258,7 @@ mod tests {
     #[test]
     fn new_files_are_deleted_unless_kept() {
         let dir = tempfile::tempdir().unwrap();
+        let fs = crate::util::fs::real();
         let meta = |number| FileMeta {
             number,
             size: 1,
@@ -262,18 +279,18 @@ mod tests {
             [paths, vec![hix]].concat()
         };
 
-        let mut files = NewFiles::new(dir.path());
+        let mut files = NewFiles::new(&fs, dir.path());
         let paths = made(&mut files);
         files.keep();
         assert!(paths.iter().all(|p| p.exists()), "kept files stay");
 
-        let mut files = NewFiles::new(dir.path());
+        let mut files = NewFiles::new(&fs, dir.path());
         let paths = made(&mut files);
         drop(files);
         let left: Vec<_> = paths.iter().filter(|p| p.exists()).collect();
         assert!(left.is_empty(), "dropped armed, yet {left:?} remain");
         // An unwritten file (a job that failed before writing it) is fine.
-        let mut files = NewFiles::new(dir.path());
+        let mut files = NewFiles::new(&fs, dir.path());
         files.add_value_log(11);
         drop(files);
     }

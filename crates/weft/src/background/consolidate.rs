@@ -70,6 +70,7 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
         bottommost: false,
     };
     let spec = OutputSpec {
+        fs: &core.fs,
         dir: &core.dir,
         table: core.table_options.for_unsorted_store(),
         target_size: u64::MAX,
@@ -80,7 +81,7 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();
     let outputs = write_tables(&mut input, &policy, &spec, &mut new_file, &mut stats)?;
-    let mut new_files = NewFiles::new(&core.dir);
+    let mut new_files = NewFiles::new(&core.fs, &core.dir);
     new_files.add_tables(&outputs);
     let opened = open_new_tables(core, &outputs)?;
     crate::fault::crash_point("consolidate.tables_written");

@@ -25,7 +25,9 @@ pub(crate) type PartitionBounds = (u64, Vec<u8>, Option<Vec<u8>>);
 /// Returns the tables written, by partition id; on failure none is left
 /// behind. Recovery (`db::open`) flushes the memtables it replays with it
 /// too, before any version or manifest exists.
+#[allow(clippy::too_many_arguments)] // open calls it before a Core exists
 pub(crate) fn write_memtable(
+    fs: &crate::util::fs::Fs,
     core_dir: &std::path::Path,
     table_options: crate::table::TableOptions,
     mem: &Arc<dyn Memtable>,
@@ -40,12 +42,13 @@ pub(crate) fn write_memtable(
     };
     // Tables of the partitions already written go if a later one fails
     // (`write_tables` removes its own partial output).
-    let mut written = NewFiles::new(core_dir);
+    let mut written = NewFiles::new(fs, core_dir);
     let mut out = Vec::new();
     for (id, lower, upper) in partitions {
         let mut input = MergedEntries::new(vec![Arc::clone(mem).iter()]);
         input.seek(lower, MAX_SEQUENCE)?;
         let spec = OutputSpec {
+            fs,
             dir: core_dir,
             table: table_options.for_unsorted_store(),
             target_size: u64::MAX,
@@ -90,6 +93,7 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();
     let files = write_memtable(
+        &core.fs,
         &core.dir,
         core.table_options,
         &mem,
@@ -99,7 +103,7 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
         &mut stats,
     )?;
     let metas: Vec<FileMeta> = files.iter().map(|(_, f)| f.clone()).collect();
-    let mut new_files = NewFiles::new(&core.dir);
+    let mut new_files = NewFiles::new(&core.fs, &core.dir);
     new_files.add_tables(&metas);
     crate::fault::crash_point("flush.tables_written");
     // Index the new tables before any version lists them, so a reader that
@@ -147,7 +151,9 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     )?;
 
     // The flushed memtable's WAL is no longer needed.
-    let _ = std::fs::remove_file(crate::filename::wal_path(&core.dir, wal_number));
+    let _ = core
+        .fs
+        .remove_file(&crate::filename::wal_path(&core.dir, wal_number));
     Counters::add(&core.counters.flush_bytes, stats.bytes_written);
     Counters::add(&core.counters.flushes, 1);
 
@@ -166,7 +172,7 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
             .collect()
     };
     for pid in due {
-        checkpoint_index(core, pid)?;
+        crate::util::fs::activity("checkpoint", || checkpoint_index(core, pid))?;
     }
     Ok(())
 }

@@ -7,17 +7,22 @@ use std::sync::Arc;
 use super::rewrite::{rewrite_partition, Rewrite};
 use crate::db::core::{Core, EngineState};
 use crate::error::Result;
+use crate::store::Partition;
 
 /// A partition whose UnsortedStore passed the limit, or one a manual
-/// compaction asked for.
-pub(super) fn pick_merge(core: &Core, st: &mut EngineState) -> Option<u64> {
+/// compaction asked for, and whether it is urgent: it has reached
+/// `unsorted_slowdown_tables`, so writers are being slowed for it (see
+/// [`super::policy`]). An urgent partition goes before a manual request.
+pub(super) fn pick_merge(core: &Core, st: &mut EngineState) -> Option<(u64, bool)> {
+    let opts = &core.options;
+    let urgent = |p: &Partition| p.unsorted.len() >= opts.unsorted_slowdown_tables;
+    let mut manual = None;
     while let Some((&p, &requested_at)) = st.manual_merges.iter().next() {
-        let pending = st
-            .version
-            .partition(p)
-            .is_some_and(|x| x.unsorted.iter().any(|t| t.meta.number < requested_at));
-        if pending {
-            return Some(p);
+        if let Some(x) = st.version.partition(p) {
+            if x.unsorted.iter().any(|t| t.meta.number < requested_at) {
+                manual = Some((p, urgent(x)));
+                break;
+            }
         }
         // Nothing the request covers is left unmerged (or the partition
         // is gone): it is done; `compact()` waits on it.
@@ -28,21 +33,17 @@ pub(super) fn pick_merge(core: &Core, st: &mut EngineState) -> Option<u64> {
     // (short sessions each recover their WAL into one) slow reads and would
     // otherwise reach `unsorted_stop_tables` and stall writers with nothing
     // scheduled to free them.
-    let opts = &core.options;
-    st.version
+    let by_size = st
+        .version
         .partitions
         .iter()
-        .filter(|p| {
-            p.unsorted_bytes() > opts.unsorted_limit
-                || p.unsorted.len() >= opts.unsorted_slowdown_tables
-        })
-        .max_by_key(|p| {
-            (
-                p.unsorted.len() >= opts.unsorted_slowdown_tables,
-                p.unsorted_bytes(),
-            )
-        })
-        .map(|p| p.id)
+        .filter(|p| p.unsorted_bytes() > opts.unsorted_limit || urgent(p))
+        .max_by_key(|p| (urgent(p), p.unsorted_bytes()))
+        .map(|p| (p.id, urgent(p)));
+    match by_size {
+        Some((_, true)) => by_size,
+        _ => manual.or(by_size),
+    }
 }
 
 /// Merges partition `pid`. A manual request for it is not settled here:

@@ -3,7 +3,8 @@
 //!
 //! Two threads share it. The flush thread ([`run_flushes`]) only flushes;
 //! the compaction thread ([`run`]) merges, consolidates, collects value
-//! logs and splits partitions. With one thread doing both, every merge held
+//! logs and splits partitions, in the order [`policy`] chooses: urgency
+//! first, and no due job waits for ever. With one thread doing both, every merge held
 //! up the flushes queued behind it, the queue of immutable memtables
 //! filled, and writers stalled for most of each merge while a core sat
 //! idle. A flush now runs beside a merge and writers keep going.
@@ -58,6 +59,7 @@ mod consolidate;
 mod flush;
 mod gc;
 mod merge;
+mod policy;
 mod rewrite;
 mod split;
 #[cfg(test)]
@@ -66,9 +68,11 @@ mod test_support;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::db::core::Core;
+use crate::db::core::{Core, EngineState};
+use crate::util::fs::activity;
 
 pub(crate) use flush::write_memtable;
+use policy::{Due, Kind, Policy};
 
 enum Job {
     Consolidate(u64),
@@ -93,7 +97,7 @@ pub(crate) fn run_flushes(core: Arc<Core>) {
             }
             st.flushing = true;
         }
-        let result = flush::flush_oldest(&core);
+        let result = activity("flush", || flush::flush_oldest(&core));
         if let Err(e) = &result {
             core.poison(e);
         }
@@ -105,6 +109,7 @@ pub(crate) fn run_flushes(core: Arc<Core>) {
 
 /// The compaction thread's loop; returns at shutdown.
 pub(crate) fn run(core: Arc<Core>) {
+    let mut policy = Policy::default();
     loop {
         let job = {
             let mut st = core.state.lock();
@@ -113,27 +118,20 @@ pub(crate) fn run(core: Arc<Core>) {
                     return;
                 }
                 if !core.is_poisoned() {
-                    if let Some(p) = merge::pick_merge(&core, &mut st) {
-                        break Job::Merge(p);
-                    }
-                    if let Some(p) = consolidate::pick_consolidation(&core, &st) {
-                        break Job::Consolidate(p);
-                    }
-                    if let Some((p, victims)) = gc::pick_gc(&core, &st) {
-                        break Job::Collect(p, victims);
-                    }
-                    if let Some(p) = split::pick_split(&core, &st) {
-                        break Job::Split(p);
+                    if let Some(job) = next_job(&core, &mut st, &mut policy) {
+                        break job;
                     }
                 }
                 core.state_cv.wait(&mut st);
             }
         };
         let result = match job {
-            Job::Merge(p) => merge::merge_partition(&core, p),
-            Job::Consolidate(p) => consolidate::consolidate_unsorted(&core, p),
-            Job::Collect(p, victims) => gc::collect_garbage(&core, p, victims),
-            Job::Split(p) => split::split_partition(&core, p),
+            Job::Merge(p) => activity("merge", || merge::merge_partition(&core, p)),
+            Job::Consolidate(p) => activity("consolidate", || {
+                consolidate::consolidate_unsorted(&core, p)
+            }),
+            Job::Collect(p, victims) => activity("gc", || gc::collect_garbage(&core, p, victims)),
+            Job::Split(p) => activity("split", || split::split_partition(&core, p)),
         };
         if let Err(e) = result {
             core.poison(&e);
@@ -141,6 +139,28 @@ pub(crate) fn run(core: Arc<Core>) {
         let _st = core.state.lock();
         core.state_cv.notify_all();
     }
+}
+
+/// The job to run next: what each job's picker finds due, chosen by
+/// `policy` ([`policy`]: urgency first, and no due job waits for ever).
+fn next_job(core: &Core, st: &mut EngineState, policy: &mut Policy) -> Option<Job> {
+    let merge = merge::pick_merge(core, st);
+    let split = split::pick_split(core, st);
+    let gc = gc::pick_gc(core, st);
+    let consolidate = consolidate::pick_consolidation(core, st);
+    let due = Due {
+        merge: merge.map(|(_, urgent)| urgent),
+        split: split.is_some(),
+        gc: gc.is_some(),
+        consolidate: consolidate.is_some(),
+    };
+    // The policy picks only a kind that is due, so its job is `Some`.
+    Some(match policy.pick(&due)? {
+        Kind::Merge => Job::Merge(merge?.0),
+        Kind::Split => Job::Split(split?),
+        Kind::Gc => gc.map(|(p, victims)| Job::Collect(p, victims))?,
+        Kind::Consolidate => Job::Consolidate(consolidate?),
+    })
 }
 
 /// Keeps flushes from running while the compaction thread restructures a

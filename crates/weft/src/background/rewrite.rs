@@ -117,6 +117,7 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
     };
     let blob = core.options.min_blob_size;
     let spec = OutputSpec {
+        fs: &core.fs,
         dir: &core.dir,
         table: core.table_options,
         target_size: core.options.table_size,
@@ -127,14 +128,14 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();
     let outputs = write_tables(&mut input, &policy, &spec, &mut new_file, &mut stats)?;
-    let mut new_files = NewFiles::new(&core.dir);
+    let mut new_files = NewFiles::new(&core.fs, &core.dir);
     new_files.add_tables(&outputs);
     if let Some((n, _)) = stats.value_log {
         new_files.add_value_log(n);
     }
     let opened = open_new_tables(core, &outputs)?;
     let new_log = match stats.value_log {
-        Some((n, size)) => Some(ValueLogFile::open(&core.dir, n, size)?),
+        Some((n, size)) => Some(ValueLogFile::open(&core.fs, &core.dir, n, size)?),
         None => None,
     };
     // Every input has been read: what GC copied out of each log is final.

@@ -13,18 +13,7 @@ use crate::key::MAX_SEQUENCE;
 use crate::manifest::VersionEdit;
 use crate::stats::ReadPurpose;
 use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
-use crate::store::{Partition, Placement, TableFile, Version};
-
-/// Bytes a partition holds: its SortedStore plus its share of the live
-/// values in the logs it points into (a log shared after a split counts
-/// half in each side).
-fn partition_bytes(v: &Version, p: &Partition) -> u64 {
-    let logs: u64 = v
-        .logs_of(p.id)
-        .map(|(_, l)| l.file.size().saturating_sub(l.garbage) / l.refs.len().max(1) as u64)
-        .sum();
-    p.sorted_bytes() + logs
-}
+use crate::store::{Partition, Placement, TableFile};
 
 /// A partition past `partition_size` whose SortedStore holds at least two
 /// distinct keys (so there is a key to cut at).
@@ -35,11 +24,11 @@ pub(super) fn pick_split(core: &Core, st: &EngineState) -> Option<u64> {
         .filter(|p| match (p.sorted.first(), p.sorted.last()) {
             (Some(first), Some(last)) => {
                 first.meta.smallest_user_key() < last.meta.largest_user_key()
-                    && partition_bytes(v, p) > core.options.partition_size
+                    && v.partition_bytes(p) > core.options.partition_size
             }
             _ => false,
         })
-        .max_by_key(|p| partition_bytes(v, p))
+        .max_by_key(|p| v.partition_bytes(p))
         .map(|p| p.id)
 }
 
@@ -101,6 +90,7 @@ fn cut_table(core: &Core, t: &TableFile, new_files: &mut NewFiles<'_>) -> Result
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();
     let spec = |upper| OutputSpec {
+        fs: &core.fs,
         dir: &core.dir,
         table: core.table_options,
         target_size: core.options.table_size,
@@ -160,7 +150,7 @@ pub(super) fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
     if !part.unsorted.is_empty() || part.sorted.is_empty() {
         return Ok(());
     }
-    let mut new_files = NewFiles::new(&core.dir);
+    let mut new_files = NewFiles::new(&core.fs, &core.dir);
     let ((split_key, left_tables, right_tables), rewritten) = if part.sorted.len() >= 2 {
         (cut_between_tables(&part), None)
     } else {
@@ -238,7 +228,9 @@ pub(super) fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
         return Ok(());
     };
     if let Some(old) = old_checkpoint {
-        let _ = std::fs::remove_file(crate::filename::index_checkpoint_path(&core.dir, old));
+        let _ = core
+            .fs
+            .remove_file(&crate::filename::index_checkpoint_path(&core.dir, old));
     }
     if let Some(t) = rewritten {
         t.mark_obsolete();

@@ -206,6 +206,8 @@ impl Counters {
 /// The engine, shared by `Db` handles and the background threads.
 pub(crate) struct Core {
     pub dir: PathBuf,
+    /// Every file operation goes through it (`Options::file_system`).
+    pub fs: crate::util::fs::Fs,
     pub options: Options,
     pub table_options: TableOptions,
     pub cache: Arc<BlockCache>,
@@ -263,6 +265,7 @@ impl Core {
         });
         Core {
             dir,
+            fs: Arc::clone(&options.file_system),
             options,
             table_options,
             cache,

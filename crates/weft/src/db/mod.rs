@@ -126,7 +126,7 @@ impl Db {
     ///
     /// Fails with [`Error::Locked`] if another process has it open.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
-        let opened = open::open(path.as_ref(), options)?;
+        let opened = crate::util::fs::activity("open", || open::open(path.as_ref(), options))?;
         let core = opened.core;
         let mut threads = Vec::new();
         type Loop = fn(Arc<Core>);
@@ -558,7 +558,7 @@ impl Db {
         // Every record inside a limit is whole: no torn tail is expected
         // (a recovered WAL's is cut off, and writing resumes in a new one).
         for (path, limit) in logs {
-            let mut r = match LogReader::open_prefix(&path, limit) {
+            let mut r = match LogReader::open_prefix(&*core.fs, &path, limit) {
                 Ok(r) => r,
                 // A WAL listed above whose memtable has been flushed since:
                 // deleted, its writes now in a table newer than this check.
@@ -642,6 +642,7 @@ impl Db {
                         value_logs: n,
                         value_log_bytes: bytes,
                         value_log_garbage_bytes: garbage,
+                        size_bytes: sv.version.partition_bytes(p),
                         index_entries,
                         index_bytes,
                     }

@@ -18,9 +18,9 @@
 //! The replayed writes are flushed into tables before the new manifest is
 //! written, so the old WALs can be deleted and the new WAL starts clean.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use super::core::{ActiveWal, Core, Counters, EngineState};
@@ -41,7 +41,8 @@ use crate::store::{
     Version,
 };
 use crate::table::BlockCache;
-use crate::wal::{LogRead, LogReader, LogWriter};
+use crate::util::fs::FileSystem;
+use crate::wal::{LogLink, LogRead, LogReader, LogWriter};
 
 /// The LOCK file, held with `flock` for as long as the database is open.
 pub(crate) struct DirLock {
@@ -65,13 +66,10 @@ impl Drop for DirLock {
 }
 
 impl DirLock {
-    fn acquire(dir: &Path) -> Result<DirLock> {
+    fn acquire(fs: &dyn FileSystem, dir: &Path) -> Result<DirLock> {
         let path = filename::lock_path(dir);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
+        let file = fs
+            .open_lock_file(&path)
             .context(|| format!("opening {}", path.display()))?;
         // SAFETY: `file` is an open descriptor owned by this function; flock
         // only reads the descriptor number and has no memory effects.
@@ -97,32 +95,34 @@ pub(crate) struct Opened {
 
 pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     options.validate()?;
-    if !dir.exists() {
+    let fs = Arc::clone(&options.file_system);
+    if !fs.exists(dir) {
         if !options.create_if_missing {
             return Err(Error::InvalidArgument(format!(
                 "database directory {} does not exist (create_if_missing is false)",
                 dir.display()
             )));
         }
-        std::fs::create_dir_all(dir).context(|| format!("creating {}", dir.display()))?;
+        fs.create_dir_all(dir)
+            .context(|| format!("creating {}", dir.display()))?;
     }
     let dir = dir
         .canonicalize()
         .context(|| format!("resolving {}", dir.display()))?;
-    let lock = DirLock::acquire(&dir)?;
+    let lock = DirLock::acquire(&*fs, &dir)?;
     let cache = Arc::new(BlockCache::new(options.block_cache_size));
 
     let mut recovered_manifest = None;
-    let mut state = if filename::current_path(&dir).exists() {
+    let mut state = if fs.exists(&filename::current_path(&dir)) {
         if options.error_if_exists {
             return Err(Error::InvalidArgument(format!(
                 "database {} already exists",
                 dir.display()
             )));
         }
-        let (number, state, dropped) = manifest::recover_noting_tail(&dir)?;
+        let (number, state, dropped) = manifest::recover_noting_tail(&*fs, &dir)?;
         if let Some(tail) = dropped {
-            check_dropped_tail_was_torn(&dir, &state, &tail)?;
+            check_dropped_tail_was_torn(&*fs, &dir, &state, &tail)?;
         }
         recovered_manifest = Some(number);
         state
@@ -148,11 +148,13 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     // can neither wrap the numbering nor make a new file take the number of
     // a live one.
     let mut wals = Vec::new();
-    for entry in std::fs::read_dir(&dir).context(|| format!("listing {}", dir.display()))? {
-        let entry = entry.context(|| format!("listing {}", dir.display()))?;
-        let Some(FileKind::Wal(n)) = entry
+    for path in fs
+        .read_dir(&dir)
+        .context(|| format!("listing {}", dir.display()))?
+    {
+        let Some(FileKind::Wal(n)) = path
             .file_name()
-            .to_str()
+            .and_then(|n| n.to_str())
             .and_then(filename::parse_file_name)
         else {
             continue;
@@ -162,7 +164,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         }
         if n >= filename::MAX_FILE_NUMBER {
             return Err(Error::corruption(
-                entry.path(),
+                path,
                 0,
                 format!(
                     "log number {n} is past any number Weft hands out ({}): not a log this \
@@ -176,7 +178,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     if let Some(&last) = wals.iter().max() {
         state.next_file_number = state.next_file_number.max(last + 1);
     }
-    remove_obsolete_files(&dir, &state, recovered_manifest, state.log_number);
+    remove_obsolete_files(&*fs, &dir, &state, recovered_manifest, state.log_number);
     wals.sort_unstable();
 
     let counters = Counters::default();
@@ -187,15 +189,15 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     // A fresh WAL and a fresh manifest naming it.
     let wal_number = state.next_file_number;
     state.next_file_number += 1;
-    let wal_writer = LogWriter::create_mapped(&filename::wal_path(&dir, wal_number))?;
+    let wal_writer = LogWriter::create_mapped(&*fs, &filename::wal_path(&dir, wal_number))?;
     state.log_number = wal_number;
     let manifest_number = state.next_file_number;
     state.next_file_number += 1;
-    let (manifest, manifest_bytes) = ManifestWriter::create(&dir, manifest_number, &state)?;
+    let (manifest, manifest_bytes) = ManifestWriter::create(&*fs, &dir, manifest_number, &state)?;
     Counters::add(&counters.manifest_bytes, manifest_bytes);
 
     crate::fault::crash_point("open.manifest_written");
-    remove_obsolete_files(&dir, &state, Some(manifest_number), wal_number);
+    remove_obsolete_files(&*fs, &dir, &state, Some(manifest_number), wal_number);
 
     // Open every live table.
     let mut partitions = Vec::new();
@@ -203,6 +205,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         let mut p = Partition::new(*id, pm.lower.clone(), pm.upper.clone());
         for m in pm.unsorted.values() {
             p.unsorted.push(TableFile::open(
+                &fs,
                 &dir,
                 m.clone(),
                 &cache,
@@ -211,6 +214,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         }
         for m in pm.sorted.values() {
             p.sorted.push(TableFile::open(
+                &fs,
                 &dir,
                 m.clone(),
                 &cache,
@@ -222,7 +226,8 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         // The hash index: its checkpoint plus the tables flushed after it,
         // or, without a usable checkpoint, rebuilt from all the tables.
         let checkpoint = state.index_checkpoints.get(id).copied();
-        *p.index.write() = restore_index(&dir, checkpoint, &p.unsorted, options.unsorted_limit)?;
+        *p.index.write() =
+            restore_index(&*fs, &dir, checkpoint, &p.unsorted, options.unsorted_limit)?;
         partitions.push(Arc::new(p));
     }
     partitions.sort_by(|a, b| a.lower.cmp(&b.lower));
@@ -232,7 +237,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         value_logs.insert(
             *n,
             LiveValueLog {
-                file: ValueLogFile::open(&dir, *n, meta.size)?,
+                file: ValueLogFile::open(&fs, &dir, *n, meta.size)?,
                 garbage: meta.garbage,
                 refs: meta.refs.clone(),
             },
@@ -271,13 +276,14 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
 /// added in flush order. A checkpoint that is missing or fails its checksum
 /// is only an optimisation lost: the index is rebuilt from the tables.
 fn restore_index(
+    fs: &dyn FileSystem,
     dir: &Path,
     checkpoint: Option<u64>,
     unsorted: &[Arc<TableFile>],
     unsorted_limit: u64,
 ) -> Result<HashIndex> {
     let restored = checkpoint.and_then(|n| {
-        let bytes = std::fs::read(filename::index_checkpoint_path(dir, n)).ok()?;
+        let bytes = fs.read(&filename::index_checkpoint_path(dir, n)).ok()?;
         HashIndex::decode(&bytes).ok()
     });
     let Some(mut index) = restored else {
@@ -338,13 +344,29 @@ fn replay_wals(
     counters: &Counters,
 ) -> Result<u64> {
     let mut last_seq = state.last_sequence;
+    let fs = &*options.file_system;
     let mut mem = new_memtable(options.memtable, options.write_buffer_size);
+    // The previous WAL replayed and the bytes of records it held.
+    let mut previous: Option<(u64, u64)> = None;
     'logs: for (i, &n) in wals.iter().enumerate() {
         let path = filename::wal_path(dir, n);
-        let mut reader = LogReader::open(&path)?.with_lost_pages();
+        let mut reader = LogReader::open(fs, &path)?.with_lost_pages();
         loop {
             match reader.read()? {
                 LogRead::Record { offset, payload } => {
+                    if let Some(link) = LogLink::decode(&payload) {
+                        let link = link.map_err(|r| Error::corruption(&path, offset, r))?;
+                        if offset == 0 && !previous_is_whole(&path, link, previous)? {
+                            // The previous WAL lost records a crash took
+                            // before this one's: the history ends there.
+                            for &newer in &wals[i..] {
+                                let dropped = record_bytes(fs, &filename::wal_path(dir, newer))?;
+                                Counters::add(&counters.wal_truncated, dropped);
+                            }
+                            break 'logs;
+                        }
+                        continue;
+                    }
                     let batch = WriteBatch::decode(payload).map_err(|r| {
                         Error::corruption(&path, offset, format!("bad write batch: {r}"))
                     })?;
@@ -361,17 +383,20 @@ fn replay_wals(
                         mem = new_memtable(options.memtable, options.write_buffer_size);
                     }
                 }
-                LogRead::End => break,
+                LogRead::End => {
+                    previous = Some((n, reader.offset()));
+                    break;
+                }
                 LogRead::Bad {
                     offset,
                     at_tail: true,
                     ..
                 } => {
                     // The first torn record: the end of the history kept.
-                    let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(offset);
+                    let len = fs.file_size(&path).unwrap_or(offset);
                     Counters::add(&counters.wal_truncated, len.saturating_sub(offset));
                     for &newer in &wals[i + 1..] {
-                        let dropped = record_bytes(&filename::wal_path(dir, newer))?;
+                        let dropped = record_bytes(fs, &filename::wal_path(dir, newer))?;
                         Counters::add(&counters.wal_truncated, dropped);
                     }
                     break 'logs;
@@ -388,10 +413,48 @@ fn replay_wals(
     Ok(last_seq)
 }
 
+/// Whether `previous` (the WAL replayed before the one at `path`, and the
+/// bytes of records it held) is the whole WAL `link` says came before: the
+/// same WAL, as long as it was when the rotation started this one. Shorter
+/// is a crash artefact (`LogLink`); another WAL or a longer one is damage.
+fn previous_is_whole(path: &Path, link: LogLink, previous: Option<(u64, u64)>) -> Result<bool> {
+    let Some((number, size)) = previous else {
+        // The first WAL replayed: its predecessor was flushed and deleted.
+        return Ok(true);
+    };
+    let name = |n| crate::util::fs::file_name(&filename::wal_path(Path::new(""), n));
+    if number != link.previous {
+        // A rotation fsyncs the directory before the new WAL takes a
+        // record, so no crash loses a WAL between two others.
+        return Err(Error::corruption(
+            path,
+            0,
+            format!(
+                "this log's link record names {} as the log before it, but {} came before it",
+                name(link.previous),
+                name(number)
+            ),
+        ));
+    }
+    if size > link.previous_size {
+        return Err(Error::corruption(
+            path,
+            0,
+            format!(
+                "the log before this one ({}) holds {size} bytes of records, more than the \
+                 {} this one's link record says",
+                name(number),
+                link.previous_size
+            ),
+        ));
+    }
+    Ok(size == link.previous_size)
+}
+
 /// Bytes of the whole records at the start of the log at `path`: what
 /// recovery drops when an older log was torn.
-fn record_bytes(path: &Path) -> Result<u64> {
-    let mut reader = LogReader::open(path)?;
+fn record_bytes(fs: &dyn FileSystem, path: &Path) -> Result<u64> {
+    let mut reader = LogReader::open(fs, path)?;
     while let LogRead::Record { .. } = reader.read()? {}
     Ok(reader.offset())
 }
@@ -419,6 +482,7 @@ fn flush_recovered(
         n
     };
     let files = write_memtable(
+        &options.file_system,
         dir,
         table_options,
         mem,
@@ -450,6 +514,7 @@ fn flush_recovered(
 /// without it would serve old values or lose files: that is
 /// `Error::Corruption` at the record, and nothing in the directory changes.
 fn check_dropped_tail_was_torn(
+    fs: &dyn FileSystem,
     dir: &Path,
     state: &ManifestState,
     tail: &DroppedTail,
@@ -466,18 +531,18 @@ fn check_dropped_tail_was_torn(
         ))
     };
     let wal = filename::wal_path(dir, state.log_number);
-    if !wal.exists() {
+    if !fs.exists(&wal) {
         return damaged(format!("{} is gone", wal.display()));
     }
     for n in state.live_tables() {
         let t = filename::table_path(dir, n);
-        if !t.exists() {
+        if !fs.exists(&t) {
             return damaged(format!("{} is gone", t.display()));
         }
     }
     for n in state.value_logs.keys() {
         let l = filename::value_log_path(dir, *n);
-        if !l.exists() {
+        if !fs.exists(&l) {
             return damaged(format!("{} is gone", l.display()));
         }
     }
@@ -491,18 +556,20 @@ fn check_dropped_tail_was_torn(
 /// the recovered manifest and its log number) and again once the new
 /// manifest is durable (with it and the new WAL's number).
 fn remove_obsolete_files(
+    fs: &dyn FileSystem,
     dir: &Path,
     state: &ManifestState,
     manifest: Option<u64>,
     wals_below: u64,
 ) {
     let live: std::collections::HashSet<u64> = state.live_tables().collect();
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(paths) = fs.read_dir(dir) else {
         return;
     };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
+    for path in paths {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
         let remove = match filename::parse_file_name(name) {
             Some(FileKind::Manifest(n)) => Some(n) != manifest,
             Some(FileKind::Wal(n)) => n < wals_below,
@@ -515,8 +582,7 @@ fn remove_obsolete_files(
             _ => name == "CURRENT.tmp",
         };
         if remove {
-            let p: PathBuf = entry.path();
-            let _ = std::fs::remove_file(p);
+            let _ = fs.remove_file(&path);
         }
     }
 }

@@ -407,7 +407,7 @@ fn open_refuses_a_newer_store_format_and_upgrades_an_unversioned_one() {
     db.put(b"k", b"v").unwrap();
     db.flush().unwrap();
     db.close().unwrap();
-    let (number, state) = manifest::recover(dir.path()).unwrap();
+    let (number, state) = manifest::recover(&*crate::util::fs::real(), dir.path()).unwrap();
     assert_eq!(state.format_version, FORMAT_VERSION);
 
     // Rewrite the manifest in place as a build of another version would.
@@ -415,7 +415,7 @@ fn open_refuses_a_newer_store_format_and_upgrades_an_unversioned_one() {
         let mut edit: VersionEdit = state.snapshot_edit();
         edit.format_version = version;
         let path = crate::filename::manifest_path(dir.path(), number);
-        let mut log = LogWriter::create(&path).unwrap();
+        let mut log = LogWriter::create(&*crate::util::fs::real(), &path).unwrap();
         log.add_record(&edit.encode()).unwrap();
         log.sync().unwrap();
     };
@@ -446,10 +446,94 @@ fn open_refuses_a_newer_store_format_and_upgrades_an_unversioned_one() {
     assert_eq!(listing(), before, "a refused open changed the directory");
 
     rewrite(None);
-    assert_eq!(manifest::recover(dir.path()).unwrap().1.format_version, 0);
+    assert_eq!(
+        manifest::recover(&*crate::util::fs::real(), dir.path())
+            .unwrap()
+            .1
+            .format_version,
+        0
+    );
     let db = Db::open(dir.path(), Options::default()).unwrap();
     assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
     db.close().unwrap();
-    let upgraded: ManifestState = manifest::recover(dir.path()).unwrap().1;
+    let upgraded: ManifestState = manifest::recover(&*crate::util::fs::real(), dir.path())
+        .unwrap()
+        .1;
     assert_eq!(upgraded.format_version, FORMAT_VERSION);
+}
+
+/// A WAL started by a rotation names the WAL before it and that WAL's
+/// length (`wal::LogLink`): when the older WAL lost its last records at a
+/// record boundary — a machine crash that wrote back the newer WAL's pages
+/// but not the older one's — recovery stops at the hole instead of
+/// replaying the newer WAL over it; with the older WAL whole, everything
+/// is replayed; a link naming another WAL is corruption.
+#[test]
+fn recovery_stops_at_a_hole_a_wal_link_reveals() {
+    use crate::batch::WriteBatch;
+    use crate::wal::{LogLink, LogWriter};
+
+    let fs = crate::util::fs::real();
+    let batch = |seq: u64, k: &[u8]| {
+        let mut b = WriteBatch::new();
+        b.put(k, b"v");
+        b.set_sequence(seq);
+        b
+    };
+    // (older WAL cut after its first record?, a link naming a WAL this
+    // many numbers past the older one instead of it)
+    for (cut, named) in [(false, None), (true, None), (false, Some(500))] {
+        let dir = tempfile::tempdir().unwrap();
+        Db::open(dir.path(), Options::default())
+            .unwrap()
+            .close()
+            .unwrap();
+        let (_, state) = crate::manifest::recover(&*fs, dir.path()).unwrap();
+        // Two WALs at and after the manifest's log number, as a rotation
+        // leaves them: the older with k1, k2; the newer with its link, k3.
+        let older = state.log_number;
+        let newer = older + 1000;
+        let path = crate::filename::wal_path(dir.path(), older);
+        let mut log = LogWriter::create(&*fs, &path).unwrap();
+        let first = log.add_record(batch(100, b"k1").encoded()).unwrap();
+        log.add_record(batch(101, b"k2").encoded()).unwrap();
+        let older_size = log.size();
+        drop(log);
+        let mut log =
+            LogWriter::create(&*fs, &crate::filename::wal_path(dir.path(), newer)).unwrap();
+        let link = LogLink {
+            previous: older + named.unwrap_or(0),
+            previous_size: older_size,
+        };
+        log.add_record(&link.encode()).unwrap();
+        log.add_record(batch(102, b"k3").encoded()).unwrap();
+        drop(log);
+        if cut {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(first)
+                .unwrap();
+        }
+        let opened = Db::open(dir.path(), Options::default());
+        if named.is_some() {
+            match opened {
+                Err(Error::Corruption { .. }) => continue,
+                Err(e) => panic!("a link naming another WAL: expected Corruption, got {e}"),
+                Ok(_) => panic!("a link naming another WAL opened"),
+            }
+        }
+        let db = opened.unwrap();
+        let got: Vec<_> = [&b"k1"[..], b"k2", b"k3"]
+            .iter()
+            .map(|k| db.get(k).unwrap().is_some())
+            .collect();
+        let want = if cut {
+            [true, false, false] // k3 would follow a hole: dropped with it
+        } else {
+            [true, true, true]
+        };
+        assert_eq!(got, want, "older WAL cut: {cut}");
+    }
 }

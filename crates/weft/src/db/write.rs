@@ -356,7 +356,7 @@ impl Core {
     fn rotate(&self, st: &mut EngineState) -> Result<()> {
         let number = st.new_file_number();
         let path = crate::filename::wal_path(&self.dir, number);
-        let writer = match LogWriter::create_mapped(&path) {
+        let writer = match LogWriter::create_mapped(&*self.fs, &path) {
             Ok(w) => w,
             Err(e) => {
                 self.poison_holding_state(&e, st);
@@ -370,6 +370,18 @@ impl Core {
             // the new one, so a process crash keeps a prefix; its fdatasync
             // is left to the flush thread (see `ClosedWals`).
             if let Err(e) = wal.writer.flush_buffer() {
+                self.poison_holding_state(&e, st);
+                return Err(e);
+            }
+            // The new WAL starts by saying where the old one ends, so that
+            // recovery can tell when the old one lost its last records
+            // (`LogLink`).
+            let mut writer = writer;
+            let link = crate::wal::LogLink {
+                previous: st.mem_wal,
+                previous_size: wal.writer.size(),
+            };
+            if let Err(e) = writer.add_record(&link.encode()) {
                 self.poison_holding_state(&e, st);
                 return Err(e);
             }

@@ -46,6 +46,8 @@ impl RetentionPolicy {
 
 /// Where a job's output goes.
 pub struct OutputSpec<'a> {
+    /// The file system the output is written on.
+    pub fs: &'a crate::util::fs::Fs,
     /// Database directory.
     pub dir: &'a Path,
     /// Table format options.
@@ -118,7 +120,9 @@ pub fn write_tables(
         Err(e) => {
             out.abandon();
             if let Some((number, _)) = stats.value_log.take() {
-                let _ = std::fs::remove_file(crate::filename::value_log_path(spec.dir, number));
+                let _ = spec
+                    .fs
+                    .remove_file(&crate::filename::value_log_path(spec.dir, number));
             }
             Err(e)
         }
@@ -266,7 +270,7 @@ impl Outputs<'_> {
         if self.builder.is_none() {
             let number = new_file();
             let path = crate::filename::table_path(self.spec.dir, number);
-            let builder = TableBuilder::create(&path, self.spec.table)?;
+            let builder = TableBuilder::create(&**self.spec.fs, &path, self.spec.table)?;
             self.builder = Some(Building { number, builder });
             if self.spec.collect_keys {
                 self.keys.push((number, super::KeyList::default()));
@@ -279,7 +283,11 @@ impl Outputs<'_> {
             kind == ValueKind::Put && self.spec.min_blob_size.is_some_and(|m| value.len() >= m);
         if separate {
             if self.value_log.is_none() {
-                self.value_log = Some(ValueLogWriter::create(self.spec.dir, new_file())?);
+                self.value_log = Some(ValueLogWriter::create(
+                    self.spec.fs,
+                    self.spec.dir,
+                    new_file(),
+                )?);
             }
             let log = self.value_log.as_mut().expect("value log was just created");
             let ptr = log.append(value)?;
@@ -302,8 +310,8 @@ impl Outputs<'_> {
                     largest: s.largest,
                 }),
                 Err(e) => {
-                    let _ =
-                        std::fs::remove_file(crate::filename::table_path(self.spec.dir, number));
+                    let path = crate::filename::table_path(self.spec.dir, number);
+                    let _ = self.spec.fs.remove_file(&path);
                     return Err(e);
                 }
             }
@@ -318,10 +326,12 @@ impl Outputs<'_> {
         }
         if let Some(b) = self.builder.take() {
             drop(b.builder);
-            let _ = std::fs::remove_file(crate::filename::table_path(self.spec.dir, b.number));
+            let path = crate::filename::table_path(self.spec.dir, b.number);
+            let _ = self.spec.fs.remove_file(&path);
         }
         for m in self.done.drain(..) {
-            let _ = std::fs::remove_file(crate::filename::table_path(self.spec.dir, m.number));
+            let path = crate::filename::table_path(self.spec.dir, m.number);
+            let _ = self.spec.fs.remove_file(&path);
         }
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::table::BlockCache;
 use crate::table::{BlockReads, Table};
+use crate::util::fs::Fs;
 
 /// Where a table lives within its partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +55,8 @@ pub struct TableFile {
     pub table: Arc<Table>,
     path: PathBuf,
     cache: Arc<BlockCache>,
+    /// Removes the file once obsolete.
+    fs: Fs,
     obsolete: AtomicBool,
 }
 
@@ -61,18 +64,27 @@ impl TableFile {
     /// Opens table `meta.number` in `dir`, reading its blocks as `reads`
     /// says.
     pub fn open(
+        fs: &Fs,
         dir: &Path,
         meta: FileMeta,
         cache: &Arc<BlockCache>,
         reads: BlockReads,
     ) -> Result<Arc<TableFile>> {
         let path = crate::filename::table_path(dir, meta.number);
-        let table = Table::open(&path, meta.number, meta.size, Arc::clone(cache), reads)?;
+        let table = Table::open(
+            &**fs,
+            &path,
+            meta.number,
+            meta.size,
+            Arc::clone(cache),
+            reads,
+        )?;
         Ok(Arc::new(TableFile {
             meta,
             table,
             path,
             cache: Arc::clone(cache),
+            fs: Arc::clone(fs),
             obsolete: AtomicBool::new(false),
         }))
     }
@@ -89,7 +101,7 @@ impl Drop for TableFile {
         if self.obsolete.load(Ordering::Acquire) {
             self.cache.evict_file(self.meta.number);
             // A failure leaves an orphan that the next open removes.
-            let _ = std::fs::remove_file(&self.path);
+            let _ = self.fs.remove_file(&self.path);
         }
     }
 }

@@ -72,7 +72,8 @@ pub(super) fn write_entries(
     cache: &Arc<BlockCache>,
 ) -> Arc<TableFile> {
     let path = crate::filename::table_path(dir, number);
-    let mut b = TableBuilder::create(&path, TableOptions::default()).unwrap();
+    let mut b =
+        TableBuilder::create(&*crate::util::fs::real(), &path, TableOptions::default()).unwrap();
     for (k, seq, kind, v) in entries {
         b.add(k, *seq, *kind, v).unwrap();
     }
@@ -84,7 +85,14 @@ pub(super) fn write_entries(
         smallest: s.smallest,
         largest: s.largest,
     };
-    TableFile::open(dir, meta, cache, BlockReads::Mapped).unwrap()
+    TableFile::open(
+        &crate::util::fs::real(),
+        dir,
+        meta,
+        cache,
+        BlockReads::Mapped,
+    )
+    .unwrap()
 }
 
 /// A scan opens one UnsortedStore cursor per table of the fullest
@@ -211,7 +219,8 @@ fn index_rebuilt_from_tables_equals_the_incremental_one() {
     for t in 0..6u64 {
         let number = 10 + t;
         let path = crate::filename::table_path(dir.path(), number);
-        let mut b = TableBuilder::create(&path, TableOptions::default()).unwrap();
+        let mut b = TableBuilder::create(&*crate::util::fs::real(), &path, TableOptions::default())
+            .unwrap();
         let mut keys = KeyList::default();
         for i in 0..500u64 {
             let k = format!("key{:05}", (i * 31 + t * 7) % 900);
@@ -236,7 +245,16 @@ fn index_rebuilt_from_tables_equals_the_incremental_one() {
             smallest: s.smallest,
             largest: s.largest,
         };
-        tables.push(TableFile::open(dir.path(), meta, &cache, BlockReads::Mapped).unwrap());
+        tables.push(
+            TableFile::open(
+                &crate::util::fs::real(),
+                dir.path(),
+                meta,
+                &cache,
+                BlockReads::Mapped,
+            )
+            .unwrap(),
+        );
     }
     let rebuilt = build_index(&tables).unwrap();
     // Same tables and, for every key, the same candidates.

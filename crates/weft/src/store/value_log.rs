@@ -44,6 +44,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::filename;
 use crate::util::coding::{get_varint32, get_varint64, put_varint32, put_varint64};
 use crate::util::crc;
+use crate::util::fs::{FileWriter, Fs};
 use crate::util::mapping::ReadMapping;
 
 /// Bytes of a record before its value (checksum, length).
@@ -92,7 +93,8 @@ impl ValuePointer {
 
 /// Appends values to a new value log.
 pub struct ValueLogWriter {
-    out: BufWriter<File>,
+    out: BufWriter<FileWriter>,
+    fs: Fs,
     path: PathBuf,
     number: u64,
     offset: u64,
@@ -100,11 +102,14 @@ pub struct ValueLogWriter {
 
 impl ValueLogWriter {
     /// Creates value log `number` in `dir`.
-    pub fn create(dir: &Path, number: u64) -> Result<ValueLogWriter> {
+    pub fn create(fs: &Fs, dir: &Path, number: u64) -> Result<ValueLogWriter> {
         let path = filename::value_log_path(dir, number);
-        let f = File::create(&path).context(|| format!("creating value log {}", path.display()))?;
+        let f = fs
+            .create(&path, false)
+            .context(|| format!("creating value log {}", path.display()))?;
         Ok(ValueLogWriter {
-            out: BufWriter::with_capacity(256 << 10, f),
+            out: BufWriter::with_capacity(256 << 10, FileWriter(f)),
+            fs: Arc::clone(fs),
             path,
             number,
             offset: 0,
@@ -148,7 +153,7 @@ impl ValueLogWriter {
                 e.into_error(),
             )
         })?;
-        f.sync_all()
+        f.0.sync_all()
             .context(|| format!("syncing value log {}", path.display()))?;
         Ok(self.offset)
     }
@@ -157,7 +162,7 @@ impl ValueLogWriter {
     pub fn abandon(self) {
         let path = self.path.clone();
         drop(self.out);
-        let _ = std::fs::remove_file(path);
+        let _ = self.fs.remove_file(&path);
     }
 }
 
@@ -167,6 +172,8 @@ pub struct ValueLogFile {
     size: u64,
     path: PathBuf,
     file: File,
+    /// Removes the file once obsolete.
+    fs: Fs,
     /// The log's `size` bytes, mapped read-only (see the module docs).
     map: Option<ReadMapping>,
     obsolete: AtomicBool,
@@ -174,9 +181,11 @@ pub struct ValueLogFile {
 
 impl ValueLogFile {
     /// Opens value log `number` of `size` bytes.
-    pub fn open(dir: &Path, number: u64, size: u64) -> Result<Arc<ValueLogFile>> {
+    pub fn open(fs: &Fs, dir: &Path, number: u64, size: u64) -> Result<Arc<ValueLogFile>> {
         let path = filename::value_log_path(dir, number);
-        let file = File::open(&path).context(|| format!("opening value log {}", path.display()))?;
+        let file = fs
+            .open(&path)
+            .context(|| format!("opening value log {}", path.display()))?;
         let actual = file
             .metadata()
             .context(|| format!("reading metadata of {}", path.display()))?
@@ -194,6 +203,7 @@ impl ValueLogFile {
             size,
             path,
             file,
+            fs: Arc::clone(fs),
             map,
             obsolete: AtomicBool::new(false),
         }))
@@ -201,8 +211,13 @@ impl ValueLogFile {
 
     /// [`ValueLogFile::open`] without the mapping: every read takes the
     /// `pread` path, as when the kernel refuses to map.
-    pub(crate) fn open_unmapped(dir: &Path, number: u64, size: u64) -> Result<Arc<ValueLogFile>> {
-        let mut log = Arc::into_inner(Self::open(dir, number, size)?)
+    pub(crate) fn open_unmapped(
+        fs: &Fs,
+        dir: &Path,
+        number: u64,
+        size: u64,
+    ) -> Result<Arc<ValueLogFile>> {
+        let mut log = Arc::into_inner(Self::open(fs, dir, number, size)?)
             .expect("a log just opened has no other holder");
         log.map = None;
         Ok(Arc::new(log))
@@ -349,7 +364,7 @@ impl ValueLogFile {
 impl Drop for ValueLogFile {
     fn drop(&mut self) {
         if self.obsolete.load(Ordering::Acquire) {
-            let _ = std::fs::remove_file(&self.path);
+            let _ = self.fs.remove_file(&self.path);
         }
     }
 }
@@ -378,11 +393,11 @@ mod tests {
     #[test]
     fn values_round_trip_and_every_flipped_byte_is_caught() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = ValueLogWriter::create(dir.path(), 3).unwrap();
+        let mut w = ValueLogWriter::create(&crate::util::fs::real(), dir.path(), 3).unwrap();
         let values: Vec<Vec<u8>> = (0..20).map(|i| vec![i as u8; i * 37]).collect();
         let ptrs: Vec<_> = values.iter().map(|v| w.append(v).unwrap()).collect();
         let size = w.finish().unwrap();
-        let log = ValueLogFile::open(dir.path(), 3, size).unwrap();
+        let log = ValueLogFile::open(&crate::util::fs::real(), dir.path(), 3, size).unwrap();
         for (p, v) in ptrs.iter().zip(&values) {
             assert_eq!(&log.read(p).unwrap(), v);
         }
@@ -394,7 +409,7 @@ mod tests {
             let mut b = clean.clone();
             b[i] ^= 0x40;
             std::fs::write(&path, &b).unwrap();
-            let log = ValueLogFile::open(dir.path(), 3, size).unwrap();
+            let log = ValueLogFile::open(&crate::util::fs::real(), dir.path(), 3, size).unwrap();
             let hit = ptrs
                 .iter()
                 .position(|p| (p.offset..p.offset + p.record_size()).contains(&(i as u64)))
@@ -413,10 +428,10 @@ mod tests {
     #[test]
     fn pointer_past_the_end_is_corruption() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = ValueLogWriter::create(dir.path(), 1).unwrap();
+        let mut w = ValueLogWriter::create(&crate::util::fs::real(), dir.path(), 1).unwrap();
         w.append(b"abc").unwrap();
         let size = w.finish().unwrap();
-        let log = ValueLogFile::open(dir.path(), 1, size).unwrap();
+        let log = ValueLogFile::open(&crate::util::fs::real(), dir.path(), 1, size).unwrap();
         let bad = ValuePointer {
             log: 1,
             offset: 5,

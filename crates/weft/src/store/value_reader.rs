@@ -242,13 +242,13 @@ mod tests {
         values: &[Vec<u8>],
         mapped: bool,
     ) -> (Version, Vec<ValuePointer>) {
-        let mut w = ValueLogWriter::create(dir, 5).unwrap();
+        let mut w = ValueLogWriter::create(&crate::util::fs::real(), dir, 5).unwrap();
         let ptrs: Vec<_> = values.iter().map(|v| w.append(v).unwrap()).collect();
         let size = w.finish().unwrap();
         let file = if mapped {
-            ValueLogFile::open(dir, 5, size).unwrap()
+            ValueLogFile::open(&crate::util::fs::real(), dir, 5, size).unwrap()
         } else {
-            ValueLogFile::open_unmapped(dir, 5, size).unwrap()
+            ValueLogFile::open_unmapped(&crate::util::fs::real(), dir, 5, size).unwrap()
         };
         assert_eq!(file.mapped_record(&ptrs[0]).is_some(), mapped);
         let mut v = Version::new_single();
@@ -363,9 +363,16 @@ mod tests {
             5,
             LiveValueLog {
                 file: if mapped {
-                    ValueLogFile::open(dir.path(), 5, bytes.len() as u64).unwrap()
+                    ValueLogFile::open(&crate::util::fs::real(), dir.path(), 5, bytes.len() as u64)
+                        .unwrap()
                 } else {
-                    ValueLogFile::open_unmapped(dir.path(), 5, bytes.len() as u64).unwrap()
+                    ValueLogFile::open_unmapped(
+                        &crate::util::fs::real(),
+                        dir.path(),
+                        5,
+                        bytes.len() as u64,
+                    )
+                    .unwrap()
                 },
                 garbage: 0,
                 refs: Default::default(),

@@ -50,6 +50,18 @@ impl Version {
             .map(|(n, l)| (*n, l))
     }
 
+    /// Bytes partition `p` holds, as a split judges it against
+    /// `partition_size`: its SortedStore plus its share of the live values
+    /// in the logs it points into (a log shared after a split counts half
+    /// in each side). The UnsortedStore is left out: a merge moves it in.
+    pub fn partition_bytes(&self, p: &Partition) -> u64 {
+        let logs: u64 = self
+            .logs_of(p.id)
+            .map(|(_, l)| l.file.size().saturating_sub(l.garbage) / l.refs.len().max(1) as u64)
+            .sum();
+        p.sorted_bytes() + logs
+    }
+
     /// The live value log `ptr` points into.
     pub fn value_log(&self, ptr: &value_log::ValuePointer) -> Result<&value_log::ValueLogFile> {
         match self.value_logs.get(&ptr.log) {

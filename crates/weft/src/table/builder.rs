@@ -7,7 +7,6 @@
 //! which keeps the in-memory index small for long keys.
 
 use std::cmp::Ordering;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -22,6 +21,7 @@ use crate::table::format::{
     block_trailer, BlockHandle, Footer, BLOCK_TRAILER_SIZE, BLOCK_TYPE_UNCOMPRESSED, FOOTER_SIZE,
 };
 use crate::table::{TableOptions, TableSummary};
+use crate::util::fs::{FileSystem, FileWriter};
 
 /// Largest accepted `block_size`: keeps every in-block offset well inside u32
 /// even with one maximal value appended past the target size.
@@ -54,7 +54,7 @@ pub struct TableBuilder {
 /// The file being written, and where the next block goes.
 struct BlockWriter {
     path: PathBuf,
-    file: BufWriter<File>,
+    file: BufWriter<FileWriter>,
     /// Bytes written so far (buffered or not).
     offset: u64,
     /// Set after a write error: the file is unusable from then on.
@@ -101,7 +101,7 @@ impl BlockWriter {
         let r = self
             .file
             .flush()
-            .and_then(|()| self.file.get_ref().sync_all());
+            .and_then(|()| self.file.get_ref().0.sync_all());
         r.map_err(|e| {
             self.failed = true;
             Error::io(format!("syncing table {}", self.path.display()), e)
@@ -111,7 +111,7 @@ impl BlockWriter {
 
 impl TableBuilder {
     /// Creates (or truncates) the file at `path`.
-    pub fn create(path: &Path, options: TableOptions) -> Result<TableBuilder> {
+    pub fn create(fs: &dyn FileSystem, path: &Path, options: TableOptions) -> Result<TableBuilder> {
         if options.block_size == 0 || options.block_size > MAX_BLOCK_SIZE {
             return Err(Error::InvalidArgument(format!(
                 "table block_size {} not in 1..={MAX_BLOCK_SIZE}",
@@ -129,7 +129,9 @@ impl TableBuilder {
                 options.bloom_bits_per_key
             )));
         }
-        let file = File::create(path)
+        let file = fs
+            .create(path, false)
+            .map(FileWriter)
             .map_err(|e| Error::io(format!("creating table {}", path.display()), e))?;
         Ok(TableBuilder {
             out: BlockWriter {

@@ -36,6 +36,7 @@ use crate::table::BlockCache;
 use crate::table::block::{Block, BlockIter};
 use crate::table::filter::BloomFilter;
 use crate::table::format::{check_block, BlockHandle, Footer, BLOCK_TRAILER_SIZE, FOOTER_SIZE};
+use crate::util::fs::FileSystem;
 use crate::util::mapping::ReadMapping;
 
 /// How a table fetches its data blocks for gets and scans (see the module
@@ -92,13 +93,15 @@ impl std::fmt::Debug for Table {
 impl Table {
     /// Opens table `file_number` at `path`, verifying footer, index and filter.
     pub fn open(
+        fs: &dyn FileSystem,
         path: &Path,
         file_number: u64,
         file_size: u64,
         cache: Arc<BlockCache>,
         reads: BlockReads,
     ) -> Result<Arc<Table>> {
-        let file = File::open(path)
+        let file = fs
+            .open(path)
             .map_err(|e| Error::io(format!("opening table {}", path.display()), e))?;
         let actual = file
             .metadata()

@@ -81,7 +81,7 @@ fn numbered_puts(n: u32, value: impl Fn(u32) -> Vec<u8>) -> Vec<Entry> {
 }
 
 fn build(path: &Path, entries: &[Entry], options: TableOptions) -> TableSummary {
-    let mut b = TableBuilder::create(path, options).unwrap();
+    let mut b = TableBuilder::create(&*crate::util::fs::real(), path, options).unwrap();
     for (k, s, kind, v) in entries {
         b.add(k, *s, *kind, v).unwrap();
     }
@@ -218,7 +218,15 @@ fn round_trip_matches_model() {
 
         let cache = Arc::new(BlockCache::new(64 << 10));
         let reads = [BlockReads::Mapped, BlockReads::Cached][round as usize % 2];
-        let table = Table::open(&path, round, summary.file_size, cache, reads).unwrap();
+        let table = Table::open(
+            &*crate::util::fs::real(),
+            &path,
+            round,
+            summary.file_size,
+            cache,
+            reads,
+        )
+        .unwrap();
         assert_eq!(table.is_mapped(), reads == BlockReads::Mapped);
         assert_eq!(table.entries(), entries.len() as u64);
         assert_eq!(table.file_number(), round);
@@ -240,7 +248,15 @@ fn mapped_scans_read_ahead_and_nothing_else_does() {
     let entries = numbered_puts(4000, |i| vec![i as u8; 300]);
     let summary = build(&path, &entries, TableOptions::default());
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let table = Table::open(&path, 1, summary.file_size, cache, BlockReads::Mapped).unwrap();
+    let table = Table::open(
+        &*crate::util::fs::real(),
+        &path,
+        1,
+        summary.file_size,
+        cache,
+        BlockReads::Mapped,
+    )
+    .unwrap();
     assert!(table.is_mapped());
     for e in entries.iter().step_by(7) {
         assert_eq!(table.get(&e.0, e.1).unwrap(), Some((e.1, e.2, e.3.clone())));
@@ -292,6 +308,7 @@ fn versions_spanning_many_blocks() {
     };
     let summary = build(&path, &entries, options);
     let table = Table::open(
+        &*crate::util::fs::real(),
         &path,
         1,
         summary.file_size,
@@ -318,6 +335,7 @@ fn empty_table() {
     assert_eq!(summary.entries, 0);
     assert!(summary.smallest.is_empty() && summary.largest.is_empty());
     let table = Table::open(
+        &*crate::util::fs::real(),
         &path,
         1,
         summary.file_size,
@@ -341,8 +359,12 @@ fn empty_table() {
 fn out_of_order_add_is_rejected() {
     let dir = tempfile::tempdir().unwrap();
     for (k2, s2) in [(&b"b"[..], 5u64), (b"b", 6), (b"a", 1)] {
-        let mut b =
-            TableBuilder::create(&dir.path().join("x.sst"), TableOptions::default()).unwrap();
+        let mut b = TableBuilder::create(
+            &*crate::util::fs::real(),
+            &dir.path().join("x.sst"),
+            TableOptions::default(),
+        )
+        .unwrap();
         b.add(b"b", 5, ValueKind::Put, b"v").unwrap();
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             b.add(k2, s2, ValueKind::Put, b"w")
@@ -358,7 +380,7 @@ fn out_of_order_add_is_rejected() {
         ..TableOptions::default()
     };
     assert!(matches!(
-        TableBuilder::create(&dir.path().join("y.sst"), bad),
+        TableBuilder::create(&*crate::util::fs::real(), &dir.path().join("y.sst"), bad),
         Err(Error::InvalidArgument(_))
     ));
 }
@@ -371,6 +393,7 @@ fn bloom_filter_in_table_has_no_false_negatives() {
     let summary = build(&path, &entries, TableOptions::default());
     let cache = Arc::new(BlockCache::new(1 << 20));
     let table = Table::open(
+        &*crate::util::fs::real(),
         &path,
         1,
         summary.file_size,
@@ -412,6 +435,7 @@ fn cache_is_filled_only_when_asked() {
     let summary = build(&path, &entries, options);
     let cache = Arc::new(BlockCache::new(8 << 20));
     let table = Table::open(
+        &*crate::util::fs::real(),
         &path,
         9,
         summary.file_size,
@@ -462,6 +486,7 @@ fn concurrent_readers_share_a_small_cache() {
     // Far smaller than the table: blocks are evicted while others use them.
     let cache = Arc::new(BlockCache::new(4 << 10));
     let table = Table::open(
+        &*crate::util::fs::real(),
         &path,
         3,
         summary.file_size,
@@ -536,7 +561,7 @@ fn read_everything_by(
     reads: BlockReads,
 ) -> Option<Error> {
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let table = match Table::open(path, 1, size, cache, reads) {
+    let table = match Table::open(&*crate::util::fs::real(), path, 1, size, cache, reads) {
         Ok(t) => t,
         Err(e) => return Some(e),
     };
@@ -649,6 +674,7 @@ fn every_flipped_byte_is_detected_at_its_block() {
         damaged[((start + end) / 2) as usize] ^= 0x40;
         std::fs::write(&bad, &damaged).unwrap();
         let t = Table::open(
+            &*crate::util::fs::real(),
             &bad,
             2,
             bytes.len() as u64,

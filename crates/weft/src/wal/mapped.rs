@@ -59,6 +59,8 @@ use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use crate::util::fs::WritableFile;
+
 /// Bytes of the file mapped at once (a multiple of any page size).
 pub const WINDOW: u64 = 4 << 20;
 
@@ -141,7 +143,7 @@ impl MappedAppender {
     /// `fallocate`): the caller then writes with plain `write` calls. Any
     /// other failure to reserve the first step (a full disk) is left to the
     /// first write, which also tries to reserve just what it needs.
-    pub fn new(file: &File) -> Option<MappedAppender> {
+    pub fn new(file: &dyn WritableFile) -> Option<MappedAppender> {
         let mut appender = MappedAppender {
             reserved: 0,
             window: None,
@@ -156,7 +158,12 @@ impl MappedAppender {
     /// Stores `parts`, one after the other, at file offset `at` (the log's
     /// current end). Room for all of them is reserved before any is stored,
     /// so a full disk stores nothing; otherwise nothing can fail halfway.
-    pub fn write_at(&mut self, file: &File, mut at: u64, parts: &[&[u8]]) -> io::Result<()> {
+    pub fn write_at(
+        &mut self,
+        file: &dyn WritableFile,
+        mut at: u64,
+        parts: &[&[u8]],
+    ) -> io::Result<()> {
         let total: u64 = parts.iter().map(|p| p.len() as u64).sum();
         let end = at + total;
         if end > self.reserved {
@@ -187,6 +194,7 @@ impl MappedAppender {
                 bytes = &bytes[n..];
             }
         }
+        file.note_mapped_stores(at);
         if let Some(w) = &self.window {
             if self.ahead.is_none() && at >= w.base + WINDOW / 2 {
                 let next = w.base + WINDOW;
@@ -198,7 +206,7 @@ impl MappedAppender {
 
     /// Unmaps the window and cuts the file back to `len` (the end of the
     /// last record). Called once the caller has synced what it needs.
-    pub fn finish(&mut self, file: &File, len: u64) -> io::Result<()> {
+    pub fn finish(&mut self, file: &dyn WritableFile, len: u64) -> io::Result<()> {
         self.unmap();
         if len < self.reserved {
             file.set_len(len)?;
@@ -208,28 +216,14 @@ impl MappedAppender {
     }
 
     /// Grows the file by `len` reserved bytes.
-    fn reserve(&mut self, file: &File, len: u64) -> io::Result<()> {
-        let from = self.reserved;
-        let (Ok(offset), Ok(n)) = (libc::off_t::try_from(from), libc::off_t::try_from(len)) else {
-            return Err(io::Error::from_raw_os_error(libc::EFBIG));
-        };
-        loop {
-            // SAFETY: plain syscall on an open descriptor; mode 0 allocates
-            // blocks and extends the file size, touching no user memory.
-            let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, n) };
-            if r == 0 {
-                self.reserved = from + len;
-                return Ok(());
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
+    fn reserve(&mut self, file: &dyn WritableFile, len: u64) -> io::Result<()> {
+        file.allocate(self.reserved, len)?;
+        self.reserved += len;
+        Ok(())
     }
 
     /// The mapping of the window starting at `base`, mapping it if needed.
-    fn map(&mut self, file: &File, base: u64) -> io::Result<NonNull<u8>> {
+    fn map(&mut self, file: &dyn WritableFile, base: u64) -> io::Result<NonNull<u8>> {
         if let Some(w) = &self.window {
             if w.base == base {
                 return Ok(w.map.ptr);
@@ -239,7 +233,7 @@ impl MappedAppender {
             Some(ahead) if ahead.base == base => ahead,
             _ => Window {
                 base,
-                map: Arc::new(WindowMap::new(file, base)?),
+                map: Arc::new(WindowMap::new(file.file(), base)?),
             },
         };
         let ptr = w.map.ptr;
@@ -253,7 +247,7 @@ impl MappedAppender {
     /// thread to fault it in. Best effort: where its blocks cannot be
     /// reserved now (a full disk) or the kernel cannot prefault, the
     /// stores fault the pages themselves, as without it.
-    fn map_ahead(&mut self, file: &File, base: u64) {
+    fn map_ahead(&mut self, file: &dyn WritableFile, base: u64) {
         if !prefault::available() {
             return;
         }
@@ -264,7 +258,7 @@ impl MappedAppender {
         if end > self.reserved && self.reserve(file, end - self.reserved).is_err() {
             return;
         }
-        let Ok(map) = WindowMap::new(file, base) else {
+        let Ok(map) = WindowMap::new(file.file(), base) else {
             return;
         };
         let map = Arc::new(map);
@@ -435,20 +429,15 @@ mod tests {
     fn the_window_ahead_is_faulted_in_and_holds_what_is_stored() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.log");
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .unwrap();
-        let mut m = MappedAppender::new(&file).expect("this file system cannot reserve blocks");
+        let file = crate::util::fs::real().create(&path, true).unwrap();
+        let file = &*file;
+        let mut m = MappedAppender::new(file).expect("this file system cannot reserve blocks");
         let mut expected = Vec::new();
         let store = |m: &mut MappedAppender, expected: &mut Vec<u8>, n: usize| {
             let part: Vec<u8> = (0..n)
                 .map(|i| ((expected.len() + i) % 251) as u8 + 1)
                 .collect();
-            m.write_at(&file, expected.len() as u64, &[&part[..7], &part[7..]])
+            m.write_at(file, expected.len() as u64, &[&part[..7], &part[7..]])
                 .unwrap();
             expected.extend_from_slice(&part);
         };
@@ -476,7 +465,7 @@ mod tests {
             store(&mut m, &mut expected, 65_000);
         }
         let len = expected.len() as u64;
-        m.finish(&file, len).unwrap();
+        m.finish(file, len).unwrap();
         drop(m);
         assert_eq!(std::fs::read(&path).unwrap(), expected);
     }

@@ -103,6 +103,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+pub use format::LogLink;
 pub use mapped::MappedAppender;
 pub use reader::{LogRead, LogReader};
 pub use writer::LogWriter;

@@ -8,7 +8,7 @@ use std::path::Path;
 use super::format::{ends_in_lost_page, page_end, HEADER_SIZE};
 use crate::error::{Error, Result};
 use crate::util::crc;
-use crate::util::fs::file_name;
+use crate::util::fs::{file_name, FileSystem};
 
 /// What [`LogReader::read`] found at the current position.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,8 +55,8 @@ pub struct LogReader {
 
 impl LogReader {
     /// Opens the log at `path` for reading.
-    pub fn open(path: &Path) -> Result<LogReader> {
-        Self::open_prefix(path, u64::MAX)
+    pub fn open(fs: &dyn FileSystem, path: &Path) -> Result<LogReader> {
+        Self::open_prefix(fs, path, u64::MAX)
     }
 
     /// Opens the first `limit` bytes of the log at `path`, as if the file
@@ -64,9 +64,11 @@ impl LogReader {
     /// length its writer reported (a reader scanning on past it could find
     /// bytes the writer is storing now — a header still zero with its
     /// payload already behind it — and take them for damage).
-    pub fn open_prefix(path: &Path, limit: u64) -> Result<LogReader> {
+    pub fn open_prefix(fs: &dyn FileSystem, path: &Path, limit: u64) -> Result<LogReader> {
         let name = file_name(path);
-        let file = File::open(path).map_err(|e| Error::io(format!("opening log {name}"), e))?;
+        let file = fs
+            .open(path)
+            .map_err(|e| Error::io(format!("opening log {name}"), e))?;
         let file_len = file
             .metadata()
             .map_err(|e| Error::io(format!("reading size of log {name}"), e))?

@@ -27,7 +27,7 @@ fn a_prefix_reads_as_the_whole_log_cut_there() {
     let payloads = vec![b"one".to_vec(), vec![7u8; 5000], b"three".to_vec()];
     let offsets = write_log(&path, &payloads);
     let read_all = |limit: u64| {
-        let mut r = LogReader::open_prefix(&path, limit).unwrap();
+        let mut r = LogReader::open_prefix(&*crate::util::fs::real(), &path, limit).unwrap();
         let mut got = Vec::new();
         loop {
             match r.read().unwrap() {
@@ -47,7 +47,7 @@ fn a_prefix_reads_as_the_whole_log_cut_there() {
 }
 
 fn write_log(path: &Path, payloads: &[Vec<u8>]) -> Vec<u64> {
-    let mut w = LogWriter::create(path).unwrap();
+    let mut w = LogWriter::create(&*crate::util::fs::real(), path).unwrap();
     let mut offsets = Vec::new();
     for p in payloads {
         offsets.push(w.size());
@@ -62,7 +62,7 @@ fn write_log(path: &Path, payloads: &[Vec<u8>]) -> Vec<u64> {
 
 /// Reads to the first non-record; returns the records and the terminal.
 fn read_all(path: &Path) -> (Vec<(u64, Vec<u8>)>, LogRead) {
-    let mut r = LogReader::open(path).unwrap();
+    let mut r = LogReader::open(&*crate::util::fs::real(), path).unwrap();
     let mut out = Vec::new();
     loop {
         match r.read().unwrap() {
@@ -101,7 +101,7 @@ fn deferred_records_reach_the_file_in_order_when_flushed() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("000001.log");
     let file_len = || std::fs::metadata(&path).unwrap().len();
-    let mut w = LogWriter::create(&path).unwrap();
+    let mut w = LogWriter::create(&*crate::util::fs::real(), &path).unwrap();
     w.add_record(b"first").unwrap();
     let after_first = file_len();
     w.add_record_deferred(b"second").unwrap();
@@ -184,7 +184,7 @@ fn round_trip() {
 fn empty_file_is_end() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("empty.log");
-    LogWriter::create(&path).unwrap();
+    LogWriter::create(&*crate::util::fs::real(), &path).unwrap();
     let (recs, end) = read_all(&path);
     assert!(recs.is_empty());
     assert_eq!(end, LogRead::End);
@@ -195,7 +195,7 @@ fn create_truncates() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.log");
     write_log(&path, &[b"old".to_vec()]);
-    let w = LogWriter::create(&path).unwrap();
+    let w = LogWriter::create(&*crate::util::fs::real(), &path).unwrap();
     assert_eq!(w.size(), 0);
     assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
 }
@@ -203,7 +203,9 @@ fn create_truncates() {
 #[test]
 fn open_missing_is_io_error_naming_file() {
     let dir = tempfile::tempdir().unwrap();
-    let err = LogReader::open(&dir.path().join("nope.log")).err().unwrap();
+    let err = LogReader::open(&*crate::util::fs::real(), &dir.path().join("nope.log"))
+        .err()
+        .unwrap();
     assert!(matches!(err, Error::Io { .. }));
     assert!(err.to_string().contains("nope.log"), "{err}");
 }
@@ -380,7 +382,7 @@ fn records_are_visible_before_sync() {
     // add_record hands bytes to the OS: another reader sees them at once.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v.log");
-    let mut w = LogWriter::create(&path).unwrap();
+    let mut w = LogWriter::create(&*crate::util::fs::real(), &path).unwrap();
     w.add_record(b"first").unwrap();
     w.add_record(b"second").unwrap();
     let (recs, term) = read_all(&path);
@@ -395,7 +397,7 @@ fn reader_offset_tracks_position() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("o.log");
     write_log(&path, &[b"abc".to_vec(), b"".to_vec()]);
-    let mut r = LogReader::open(&path).unwrap();
+    let mut r = LogReader::open(&*crate::util::fs::real(), &path).unwrap();
     assert_eq!(r.offset(), 0);
     r.read().unwrap();
     assert_eq!(r.offset(), 11);
@@ -430,7 +432,7 @@ fn mapped_log_reads_back_while_open_and_is_cut_to_its_records_when_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.log");
     let payloads = window_crossing_payloads();
-    let mut w = LogWriter::create_mapped(&path).unwrap();
+    let mut w = LogWriter::create_mapped(&*crate::util::fs::real(), &path).unwrap();
     assert!(w.is_mapped(), "this file system cannot reserve blocks");
     // Deferred records go through the buffer, then the mapping.
     for (i, p) in payloads.iter().enumerate() {
@@ -479,7 +481,7 @@ fn is_mapped(path: &Path) -> bool {
 fn a_sealed_mapped_log_is_unmapped_and_cut_to_its_records_and_takes_more() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.log");
-    let mut w = LogWriter::create_mapped(&path).unwrap();
+    let mut w = LogWriter::create_mapped(&*crate::util::fs::real(), &path).unwrap();
     assert!(w.is_mapped(), "this file system cannot reserve blocks");
     // Past the middle of the second window: two windows mapped (the
     // one ahead maybe held by the prefault thread a little longer).
@@ -517,7 +519,7 @@ fn mapped_log_abandoned_without_drop_recovers_every_record() {
     // A crash leaves the reserved zeros in the file.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.log");
-    let mut w = LogWriter::create_mapped(&path).unwrap();
+    let mut w = LogWriter::create_mapped(&*crate::util::fs::real(), &path).unwrap();
     for i in 0..100u32 {
         w.add_record(&i.to_le_bytes()).unwrap();
     }
@@ -593,7 +595,9 @@ fn record_at(offsets: &[u64], at: u64) -> usize {
 /// The records before the terminal are the plain reader's.
 fn rewrite_and_recover(path: &Path, bytes: &[u8]) -> (Vec<(u64, Vec<u8>)>, LogRead) {
     let (plain_recs, _) = rewrite_and_read(path, bytes);
-    let mut r = LogReader::open(path).unwrap().with_lost_pages();
+    let mut r = LogReader::open(&*crate::util::fs::real(), path)
+        .unwrap()
+        .with_lost_pages();
     let mut recs = Vec::new();
     let term = loop {
         match r.read().unwrap() {

@@ -1,14 +1,13 @@
 //! [`LogWriter`]: appends framed records to a log (see the module docs of
 //! [`super`] for when a record survives what).
 
-use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, IoSlice, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::format::{encode_header, HEADER_SIZE};
 use super::MappedAppender;
 use crate::error::{Error, Result};
-use crate::util::fs::{file_name, parent_dir, sync_dir};
+use crate::util::fs::{file_name, parent_dir, FileSystem, WritableFile};
 
 /// Bytes of deferred records after which they are written without waiting
 /// for [`LogWriter::flush_buffer`].
@@ -21,7 +20,7 @@ pub const MAX_DEFERRED: usize = 1 << 20;
 pub struct LogWriter {
     path: PathBuf,
     name: String,
-    file: File,
+    file: Arc<dyn WritableFile>,
     /// Bytes in the file plus bytes in `deferred`.
     size: u64,
     /// Whole records not yet handed to the kernel, oldest first.
@@ -36,8 +35,8 @@ pub struct LogWriter {
 impl LogWriter {
     /// Creates (truncating) the log at `path`; records are written with
     /// `write` calls.
-    pub fn create(path: &Path) -> Result<LogWriter> {
-        Self::open_new(path, false)
+    pub fn create(fs: &dyn FileSystem, path: &Path) -> Result<LogWriter> {
+        Self::open_new(fs, path, false)
     }
 
     /// Creates (truncating) the log at `path`; records are stored through a
@@ -45,25 +44,21 @@ impl LogWriter {
     /// written with `write` calls where the file system cannot reserve
     /// blocks. Same durability as [`LogWriter::create`]; the file carries
     /// zeros past its last record until the writer is dropped.
-    pub fn create_mapped(path: &Path) -> Result<LogWriter> {
-        Self::open_new(path, true)
+    pub fn create_mapped(fs: &dyn FileSystem, path: &Path) -> Result<LogWriter> {
+        Self::open_new(fs, path, true)
     }
 
-    fn open_new(path: &Path, mapped: bool) -> Result<LogWriter> {
+    fn open_new(fs: &dyn FileSystem, path: &Path, mapped: bool) -> Result<LogWriter> {
         let name = file_name(path);
-        let file = OpenOptions::new()
-            .read(mapped)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
+        let file = fs
+            .create(path, mapped)
             .map_err(|e| Error::io(format!("creating log {name}"), e))?;
         let mapped = match mapped {
-            true => MappedAppender::new(&file),
+            true => MappedAppender::new(&*file),
             false => None,
         };
         let parent = parent_dir(path);
-        sync_dir(parent)
+        fs.sync_dir(parent)
             .map_err(|e| Error::io(format!("syncing directory {}", parent.display()), e))?;
         Ok(LogWriter {
             path: path.to_path_buf(),
@@ -99,8 +94,8 @@ impl LogWriter {
         self.check_usable()?;
         let header = encode_header(payload)?;
         let stored = match &mut self.mapped {
-            Some(m) => m.write_at(&self.file, self.size, &[&header, payload]),
-            None => write_all_vectored(&mut self.file, &header, payload),
+            Some(m) => m.write_at(&*self.file, self.size, &[&header, payload]),
+            None => self.file.append(&[&header, payload]),
         };
         if let Err(e) = stored {
             // Part of the record may be in the file: a torn tail at worst,
@@ -142,8 +137,8 @@ impl LogWriter {
         }
         self.check_usable()?;
         let stored = match &mut self.mapped {
-            Some(m) => store_records(m, &self.file, self.size, &self.deferred),
-            None => self.file.write_all(&self.deferred),
+            Some(m) => store_records(m, &*self.file, self.size, &self.deferred),
+            None => self.file.append(&[&self.deferred]),
         };
         if let Err(e) = stored {
             // Part of the buffer may be in the file: a torn tail at worst,
@@ -184,7 +179,7 @@ impl LogWriter {
         self.flush_buffer()?;
         self.check_usable()?;
         if let Some(m) = &mut self.mapped {
-            if let Err(e) = m.finish(&self.file, self.size) {
+            if let Err(e) = m.finish(&*self.file, self.size) {
                 self.failed = true;
                 return Err(Error::io(
                     format!("cutting log {} to its records", self.name),
@@ -198,16 +193,13 @@ impl LogWriter {
     /// A second handle on the log file, to fdatasync it without holding the
     /// writer: a sync through any handle covers every byte written so far
     /// (deferred records are written first).
-    pub fn sync_handle(&mut self) -> Result<File> {
+    pub fn sync_handle(&mut self) -> Result<Arc<dyn WritableFile>> {
         self.flush_buffer()?;
         self.check_usable()?;
-        self.file
-            .try_clone()
-            .map_err(|e| Error::io(format!("duplicating the handle of log {}", self.name), e))
+        Ok(Arc::clone(&self.file))
     }
 
     /// Bytes of records appended (in the file or deferred).
-    #[cfg(test)]
     pub fn size(&self) -> u64 {
         self.size
     }
@@ -241,7 +233,7 @@ impl Drop for LogWriter {
         if let Some(m) = &mut self.mapped {
             // Cut the reserved zeros (a crash that keeps them is handled by
             // the reader: zeros after the last record read as its end).
-            let _ = m.finish(&self.file, self.size);
+            let _ = m.finish(&*self.file, self.size);
         }
     }
 }
@@ -251,7 +243,12 @@ impl Drop for LogWriter {
 /// A single copy of the whole buffer would not do: `memcpy` may store its
 /// first bytes last, and a kill in between would leave a zeroed header with
 /// records behind it, which the reader must treat as damage.
-fn store_records(m: &mut MappedAppender, file: &File, end: u64, buf: &[u8]) -> std::io::Result<()> {
+fn store_records(
+    m: &mut MappedAppender,
+    file: &dyn WritableFile,
+    end: u64,
+    buf: &[u8],
+) -> std::io::Result<()> {
     let mut at = end - buf.len() as u64;
     let mut rest = buf;
     while !rest.is_empty() {
@@ -261,33 +258,6 @@ fn store_records(m: &mut MappedAppender, file: &File, end: u64, buf: &[u8]) -> s
         m.write_at(file, at, &[header, payload])?;
         at += record.len() as u64;
         rest = tail;
-    }
-    Ok(())
-}
-
-/// Writes `header` then `payload` fully, with as few syscalls as the kernel
-/// allows (usually one `writev`), without copying the payload. Handles short
-/// writes and `EINTR` the way `write_all` does.
-fn write_all_vectored(file: &mut File, header: &[u8], payload: &[u8]) -> std::io::Result<()> {
-    let total = header.len() + payload.len();
-    let mut written = 0usize;
-    while written < total {
-        let res = if written < header.len() {
-            file.write_vectored(&[IoSlice::new(&header[written..]), IoSlice::new(payload)])
-        } else {
-            file.write(&payload[written - header.len()..])
-        };
-        match res {
-            Ok(0) => {
-                return Err(std::io::Error::new(
-                    ErrorKind::WriteZero,
-                    "failed to write whole log record",
-                ))
-            }
-            Ok(n) => written += n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
     }
     Ok(())
 }
