@@ -188,17 +188,17 @@ pub fn apply_edits(file: &Path, edits: &[VersionEdit]) -> Result<ManifestState> 
     Ok(state)
 }
 
-/// Writes `CURRENT` naming manifest `number`, and that manifest holding the
-/// raw bytes `contents`, into `dir`.
-pub fn write_raw_manifest(dir: &Path, number: u64, contents: &[u8]) -> std::io::Result<()> {
+/// The manifest `number` of `dir` and the `CURRENT` contents naming it
+/// (the target writes them: file operations stay outside the engine's
+/// sources but for its file-system layer).
+pub fn manifest_files(dir: &Path, number: u64) -> (PathBuf, String) {
     let path = crate::filename::manifest_path(dir, number);
-    std::fs::write(&path, contents)?;
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default()
         .to_owned();
-    std::fs::write(crate::filename::current_path(dir), format!("{name}\n"))
+    (path, format!("{name}\n"))
 }
 
 /// Manifest recovery (`CURRENT`, then every record of the manifest it

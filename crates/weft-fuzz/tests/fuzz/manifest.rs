@@ -6,7 +6,7 @@ use std::path::Path;
 use bolero::generator::TypeGenerator;
 use weft::internals::fuzz::{
     apply_edits, decode_version_edit, encode_version_edit, frame_record, internal_key,
-    recover_manifest, write_raw_manifest, FileMeta, Placement, ValueKind, VersionEdit,
+    manifest_files, recover_manifest, FileMeta, Placement, ValueKind, VersionEdit,
 };
 use weft::Error;
 
@@ -122,7 +122,9 @@ fn check_edit_payload(payload: &[u8]) -> Option<VersionEdit> {
 /// Recovery from a manifest of these bytes: a state, corruption, or (a
 /// format version past this build's) `Unsupported`.
 fn check_manifest_file(dir: &Path, bytes: &[u8]) {
-    write_raw_manifest(dir, 3, bytes).unwrap();
+    let (path, current) = manifest_files(dir, 3);
+    std::fs::write(path, bytes).unwrap();
+    std::fs::write(weft::internals::current_path(dir), current).unwrap();
     match recover_manifest(dir) {
         Ok(_) => {}
         Err(Error::Unsupported { .. }) => {}
