@@ -210,12 +210,21 @@ impl WriteBatch {
         }
         let b = WriteBatch { rep };
         let mut seen = 0;
-        for op in b.iter() {
+        let mut ops = b.iter();
+        for op in ops.by_ref() {
             op.map_err(|e| e.to_string())?;
             seen += 1;
         }
         if seen != b.len() {
             return Err(format!("batch header says {} ops, found {seen}", b.len()));
+        }
+        // Bytes past the last op are damage (a count too low, a record
+        // that grew): accepting them would drop operations unseen.
+        if !ops.data.is_empty() {
+            return Err(format!(
+                "{} bytes after the last of {seen} ops",
+                ops.data.len()
+            ));
         }
         Ok(b)
     }

@@ -35,6 +35,7 @@ mod db;
 mod error;
 mod fault;
 mod filename;
+mod fuzzing;
 mod iter;
 mod key;
 mod manifest;
@@ -79,6 +80,10 @@ pub mod internals {
     }
     pub use crate::fault::CRASH_POINTS;
     pub use crate::filename::{current_path, lock_path, parse_file_name, wal_path, FileKind};
+    /// Entry points into the decoders, for the fuzz targets.
+    pub mod fuzz {
+        pub use crate::fuzzing::*;
+    }
 }
 
 /// The README's examples, compiled and run as doctests.

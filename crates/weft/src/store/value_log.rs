@@ -211,7 +211,6 @@ impl ValueLogFile {
 
     /// [`ValueLogFile::open`] without the mapping: every read takes the
     /// `pread` path, as when the kernel refuses to map.
-    #[cfg(test)]
     pub(crate) fn open_unmapped(
         fs: &Fs,
         dir: &Path,
