@@ -237,6 +237,23 @@ impl WriteBatch {
     }
 }
 
+/// The length of the write batch encoded at the start of `bytes`: its
+/// header's op count, walked op by op; `None` unless that many whole ops
+/// are there. Recovery uses it to tell a WAL record whose length field was
+/// damaged from one torn by a crash (`db::open::check_wal_tail`).
+pub(crate) fn encoded_len(bytes: &[u8]) -> Option<usize> {
+    let count = bytes.get(8..HEADER)?;
+    let count = u32::from_le_bytes(count.try_into().ok()?) as usize;
+    let mut ops = BatchIter {
+        data: &bytes[HEADER..],
+        remaining: count,
+    };
+    for op in ops.by_ref() {
+        op.ok()?;
+    }
+    Some(bytes.len() - ops.data.len())
+}
+
 /// One operation of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchOp<'a> {

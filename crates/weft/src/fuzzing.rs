@@ -160,6 +160,14 @@ pub fn recover_wal(path: &Path) -> Result<Vec<(SequenceNumber, Vec<BatchOp>)>> {
             reason,
             at_tail: false,
         } => Err(Error::corruption(path, offset, reason)),
+        LogRead::Bad {
+            offset,
+            at_tail: true,
+            ..
+        } => {
+            crate::db::check_wal_tail(&*crate::util::fs::real(), path, offset)?;
+            Ok(batches)
+        }
         _ => Ok(batches),
     }
 }

@@ -28,18 +28,15 @@ fn write_batch_with_trailing_bytes_is_corruption() {
     assert!(e.is_corruption(), "{e}");
 }
 
-/// `wal_round_trip` (libFuzzer, 2026-11-27), **not fixed**: a flipped bit
-/// in the length of a WAL record that has records behind it is taken for
-/// a torn tail, and every later (synced) record is dropped without an
-/// error, when the flipped length makes the record end where only zeros
-/// follow to the end of the file (here: inside an empty batch, whose
-/// sequence and count are zeros) — as when it runs past the end of the
-/// file. The reader's torn-tail test cannot tell these from a crash; a
-/// fix would look for a valid record inside the bad one's claimed extent
-/// before calling it torn (`wal/reader.rs`, which the file-system rewrite
-/// is changing: left to after it). Ignored until then.
+/// `wal_round_trip` (libFuzzer, 2026-11-27): a flipped bit in the length
+/// of a WAL record that has records behind it was taken for a torn tail,
+/// and every later (synced) record was dropped without an error, when the
+/// flipped length made the record end where only zeros follow to the end
+/// of the file (here: inside an empty batch, whose sequence and count are
+/// zeros) — as when it runs past the end of the file. Recovery now checks
+/// that a "torn" record's bytes do not hold a whole batch over which its
+/// checksum holds (`db::open::check_wal_tail`).
 #[test]
-#[ignore = "known defect: a flipped length can read as a torn tail"]
 fn wal_length_flip_into_trailing_zeros_is_not_corruption() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("000001.log");

@@ -4,6 +4,7 @@
 pub(crate) mod core;
 mod iter;
 mod open;
+pub(crate) use open::check_wal_tail;
 pub(crate) mod watermark;
 mod write;
 mod write_queue;

@@ -392,6 +392,7 @@ fn replay_wals(
                     at_tail: true,
                     ..
                 } => {
+                    check_wal_tail(fs, &path, offset)?;
                     // The first torn record: the end of the history kept.
                     let len = fs.file_size(&path).unwrap_or(offset);
                     Counters::add(&counters.wal_truncated, len.saturating_sub(offset));
@@ -449,6 +450,64 @@ fn previous_is_whole(path: &Path, link: LogLink, previous: Option<(u64, u64)>) -
         ));
     }
     Ok(size == link.previous_size)
+}
+
+/// Most bytes after a bad record's header read to check its length field
+/// ([`check_wal_tail`]); a damaged length whose true record is longer is
+/// still taken for a torn tail.
+const TAIL_CHECK_BYTES: u64 = 64 << 20;
+
+/// Checks that the bad record at `offset` of the WAL at `path`, which the
+/// reader took for a torn tail, is not a whole record whose *length field*
+/// was damaged: that one's bytes still hold a write batch (or link record)
+/// that ends where its own encoding says, with the stored checksum holding
+/// over exactly those bytes — a chance of 2⁻³² for a torn record. A flipped
+/// length that makes a record end past the file, or where only zeros
+/// follow, otherwise reads as a crash's torn tail, and every synced record
+/// inside its claimed extent would be dropped without a word (found by the
+/// `wal_round_trip` fuzz target).
+pub(crate) fn check_wal_tail(fs: &dyn FileSystem, path: &Path, offset: u64) -> Result<()> {
+    use crate::util::crc;
+    let file = fs
+        .open(path)
+        .map_err(|e| Error::io(format!("opening log {}", path.display()), e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io(format!("reading size of log {}", path.display()), e))?
+        .len();
+    let header_end = offset + crc::RECORD_HEADER_SIZE as u64;
+    if header_end > len {
+        return Ok(()); // an incomplete header: torn
+    }
+    let read = |n: u64, at: u64| {
+        crate::util::pread::read_exact_at(&file, n as usize, at)
+            .map_err(|e| Error::io(format!("reading log {}", path.display()), e))
+    };
+    let header = read(crc::RECORD_HEADER_SIZE as u64, offset)?;
+    let Ok(header) = <[u8; crc::RECORD_HEADER_SIZE]>::try_from(header.as_slice()) else {
+        return Ok(());
+    };
+    let (stored, claimed) = crc::parse_record_header(&header);
+    let bytes = read((len - header_end).min(TAIL_CHECK_BYTES), header_end)?;
+    let Some(true_len) = crate::batch::encoded_len(&bytes).or_else(|| LogLink::encoded_len(&bytes))
+    else {
+        return Ok(());
+    };
+    let Ok(true_len32) = u32::try_from(true_len) else {
+        return Ok(());
+    };
+    if true_len32 != claimed && crc::record_checksum(true_len32, &bytes[..true_len]) == stored {
+        return Err(Error::corruption(
+            path,
+            offset,
+            format!(
+                "record length field says {claimed} bytes, but the record's checksum holds over \
+                 the {true_len} its batch spans: the length is damaged (not a torn write), and \
+                 the records after it would be lost"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Bytes of the whole records at the start of the log at `path`: what

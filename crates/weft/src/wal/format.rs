@@ -83,6 +83,15 @@ impl LogLink {
         out
     }
 
+    /// The length of the link record encoded at the start of `bytes`, if one
+    /// is there (for telling a damaged length field from a torn record).
+    pub fn encoded_len(bytes: &[u8]) -> Option<usize> {
+        let rest = bytes.strip_prefix(&LINK_MAGIC)?;
+        let (_, at) = get_varint64(rest, 0)?;
+        let (_, end) = get_varint64(rest, at)?;
+        Some(LINK_MAGIC.len() + end)
+    }
+
     /// `None` when `payload` is not a link (a write batch); an error when it
     /// is one but malformed.
     pub fn decode(payload: &[u8]) -> Option<std::result::Result<LogLink, String>> {
