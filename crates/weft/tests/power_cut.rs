@@ -52,22 +52,46 @@ enum Op {
     Delete(Vec<u8>),
 }
 
-/// The expected state after the first `n` batches of `history`.
-fn model_after(history: &[Vec<Op>], n: usize) -> Model {
-    let mut m = BTreeMap::new();
-    for batch in &history[..n] {
-        for op in batch {
-            match op {
-                Op::Put(k, v) => {
-                    m.insert(k.clone(), v.clone());
-                }
-                Op::Delete(k) => {
-                    m.remove(k);
-                }
+/// Applies batch `index` (`ops` and its marker) to `model`.
+fn apply(model: &mut Model, index: usize, ops: &[Op]) {
+    for op in ops {
+        match op {
+            Op::Put(k, v) => {
+                model.insert(k.clone(), v.clone());
+            }
+            Op::Delete(k) => {
+                model.remove(k);
             }
         }
     }
+    model.insert(MARKER.to_vec(), format!("{index}").into_bytes());
+}
+
+/// The expected state after the first `n` batches of `history`, marker
+/// included.
+fn model_after(history: &[Vec<Op>], n: usize) -> Model {
+    let mut m = BTreeMap::new();
+    for (i, ops) in history[..n].iter().enumerate() {
+        apply(&mut m, i, ops);
+    }
     m
+}
+
+/// Batch `index` as written: `ops`, then the marker.
+fn to_batch(index: usize, ops: &[Op]) -> WriteBatch {
+    let mut batch = WriteBatch::new();
+    for op in ops {
+        match op {
+            Op::Put(k, v) => {
+                batch.put(k, v);
+            }
+            Op::Delete(k) => {
+                batch.delete(k);
+            }
+        }
+    }
+    batch.put(MARKER, format!("{index}"));
+    batch
 }
 
 fn key(rng: &mut StdRng) -> Vec<u8> {
@@ -254,10 +278,6 @@ fn run_seed(seed: u64, cycles: usize, deadline: Option<Instant>, t: &mut Tally) 
             durable.saturating_sub(1)
         );
         let mut model = model_after(&history, n);
-        model.insert(MARKER.to_vec(), format!("{}", n as i64 - 1).into_bytes());
-        if n == 0 {
-            model.remove(MARKER);
-        }
         assert_db_eq(&db, &model, &format!("{ctx}: after recovery to batch {n}"));
         db.verify_checksums()
             .unwrap_or_else(|e| panic!("{ctx}: verify_checksums after recovery: {e}"));
@@ -281,18 +301,7 @@ fn run_seed(seed: u64, cycles: usize, deadline: Option<Instant>, t: &mut Tally) 
             }
             let i = history.len();
             let ops = random_batch(&mut rng, i);
-            let mut batch = WriteBatch::new();
-            for op in &ops {
-                match op {
-                    Op::Put(k, v) => {
-                        batch.put(k, v);
-                    }
-                    Op::Delete(k) => {
-                        batch.delete(k);
-                    }
-                }
-            }
-            batch.put(MARKER, format!("{i}"));
+            let batch = to_batch(i, &ops);
             let sync = rng.gen_ratio(1, 4);
             // A failed write may still have reached the disk: it belongs
             // to the history all the same, unacknowledged.
@@ -300,17 +309,7 @@ fn run_seed(seed: u64, cycles: usize, deadline: Option<Instant>, t: &mut Tally) 
             if db.write(batch, &WriteOptions::new().sync(sync)).is_err() {
                 break; // the power is out (or the database poisoned by it)
             }
-            for op in &history[i] {
-                match op {
-                    Op::Put(k, v) => {
-                        model.insert(k.clone(), v.clone());
-                    }
-                    Op::Delete(k) => {
-                        model.remove(k);
-                    }
-                }
-            }
-            model.insert(MARKER.to_vec(), format!("{i}").into_bytes());
+            apply(&mut model, i, &history[i]);
             if sync {
                 durable = history.len();
             }
@@ -434,18 +433,7 @@ fn injected_faults_fail_cleanly_and_lose_nothing_acknowledged() {
                 let mut failed = None;
                 for i in 0..150 {
                     let ops = random_batch(&mut rng, i);
-                    let mut batch = WriteBatch::new();
-                    for op in &ops {
-                        match op {
-                            Op::Put(k, v) => {
-                                batch.put(k, v);
-                            }
-                            Op::Delete(k) => {
-                                batch.delete(k);
-                            }
-                        }
-                    }
-                    batch.put(MARKER, format!("{i}"));
+                    let batch = to_batch(i, &ops);
                     history.push(ops);
                     let sync = i % 7 == 0;
                     if let Err(e) = db.write(batch, &WriteOptions::new().sync(sync)) {
@@ -453,8 +441,7 @@ fn injected_faults_fail_cleanly_and_lose_nothing_acknowledged() {
                         break;
                     }
                     acked = i + 1;
-                    model = model_after(&history, acked);
-                    model.insert(MARKER.to_vec(), format!("{i}").into_bytes());
+                    apply(&mut model, i, &history[i]);
                     if sync {
                         synced = acked;
                     }
@@ -500,10 +487,7 @@ fn injected_faults_fail_cleanly_and_lose_nothing_acknowledged() {
                      {synced} durable, {} attempted",
                     history.len()
                 );
-                let mut want = model_after(&history, n);
-                if n > 0 {
-                    want.insert(MARKER.to_vec(), format!("{}", n - 1).into_bytes());
-                }
+                let want = model_after(&history, n);
                 assert_db_eq(&db, &want, &format!("{ctx}: after reopen"));
                 db.verify_checksums().unwrap();
             }
