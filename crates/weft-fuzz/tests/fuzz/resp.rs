@@ -1,8 +1,8 @@
 //! The bytes the server takes from the network (the RESP request parser,
 //! `weft-server/src/resp.rs`) and from the engine (its metadata records,
-//! `weft-server/src/encoding.rs`). `resp_request` holds the property of
-//! `weft-server/fuzz/fuzz_targets/resp_parser.rs` (a `cargo fuzz` crate,
-//! nightly only, kept for its users), here run by CI as well.
+//! `weft-server/src/encoding.rs`). `resp_request` replaces the server's
+//! former `cargo fuzz` crate: the same property, run by CI and, through
+//! `cargo bolero`, under libFuzzer.
 
 use bolero::generator::TypeGenerator;
 use weft::internals::fuzz::guarded;
