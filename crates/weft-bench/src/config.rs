@@ -123,6 +123,10 @@ pub struct StoreKnobs {
     pub max_value_logs: Option<usize>,
     /// `--mmap_read` ([`weft::Options::mmap_reads`]).
     pub mmap_read: Option<bool>,
+    /// `--max_background_jobs` ([`weft::Options::background_jobs`]).
+    pub max_background_jobs: Option<usize>,
+    /// `--rate_limiter_bytes_per_sec` ([`weft::Options::background_write_rate`]).
+    pub rate_limiter_bytes_per_sec: Option<u64>,
 }
 
 impl Default for BenchConfig {

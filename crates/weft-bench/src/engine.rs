@@ -137,6 +137,12 @@ pub fn weft_options(c: &BenchConfig) -> Options {
     if let Some(v) = s.max_value_logs {
         o = o.max_value_logs(v);
     }
+    if let Some(v) = s.max_background_jobs {
+        o = o.background_jobs(v);
+    }
+    if let Some(v) = s.rate_limiter_bytes_per_sec {
+        o = o.background_write_rate(v);
+    }
     o
 }
 

@@ -467,6 +467,8 @@ pub fn config_json(c: &BenchConfig) -> serde_json::Value {
         "gc_garbage_ratio": c.store.gc_garbage_ratio,
         "gc_min_garbage_bytes": c.store.gc_min_garbage_bytes,
         "max_value_logs": c.store.max_value_logs,
+        "max_background_jobs": c.store.max_background_jobs,
+        "rate_limiter_bytes_per_sec": c.store.rate_limiter_bytes_per_sec,
         "mmap_read": c.store.mmap_read,
         "record_count": c.record_count(),
         "operation_count": c.operation_count(),

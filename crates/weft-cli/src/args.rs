@@ -229,6 +229,14 @@ pub struct BenchArgs {
     /// Weft: fold a partition's value logs into one past this many
     #[arg(long = "max_value_logs")]
     pub max_value_logs: Option<usize>,
+    /// Background threads: one flush thread and a pool for merges, GC,
+    /// splits [default: the cores, 2 to 8]
+    #[arg(long = "max_background_jobs")]
+    pub max_background_jobs: Option<usize>,
+    /// Bytes per second the background job pool may write; 0: no limit
+    /// [default: 0]
+    #[arg(long = "rate_limiter_bytes_per_sec")]
+    pub rate_limiter_bytes_per_sec: Option<u64>,
     /// Weft: read table blocks from a mapping of each table (page cache)
     /// instead of through the block cache [default: true]
     #[arg(long = "mmap_read", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
@@ -371,7 +379,9 @@ impl BenchArgs {
             gc_garbage_ratio,
             gc_min_garbage_bytes,
             max_value_logs,
-            mmap_read
+            mmap_read,
+            max_background_jobs,
+            rate_limiter_bytes_per_sec
         );
         c.json = self.json.clone();
         c

@@ -130,12 +130,18 @@ pub(crate) mod gates {
     /// Waits up to `limit` until some job has reached the gate; false if
     /// none did.
     pub fn wait_reached(name: &str, dir: &Path, limit: Duration) -> bool {
+        wait_reached_by(name, dir, 1, limit)
+    }
+
+    /// Waits up to `limit` until `jobs` jobs have reached the gate (while
+    /// it stays closed, they are all held there); false if fewer did.
+    pub fn wait_reached_by(name: &str, dir: &Path, jobs: u64, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         let mut gates = GATES.lock();
         loop {
             let reached = gates
                 .iter()
-                .any(|g| g.name == name && g.dir == dir && g.reached > 0);
+                .any(|g| g.name == name && g.dir == dir && g.reached >= jobs);
             if reached {
                 return true;
             }

@@ -85,6 +85,25 @@ pub struct Options {
     /// beyond this machine's noise, at about the same write-amp, so it is
     /// left for scan-heavy users to turn on and measure.
     pub max_value_logs: usize,
+    /// Background threads (RocksDB's `max_background_jobs`): one flushes
+    /// memtables, the others run per-partition jobs — merges, value-log GC,
+    /// splits, consolidations — in parallel, at most one job per partition
+    /// at a time. A partition's reorganisation is local (UniKV's reason for
+    /// partitions), so on many cores the jobs of different partitions
+    /// should not queue behind one thread. At least 2. Default: the number
+    /// of cores the process may use, between 2 and 8 (past 8, the manifest
+    /// commits jobs share and the disk's bandwidth bound what more threads
+    /// could add).
+    pub background_jobs: usize,
+    /// Bytes per second the job pool (merges, GC, splits, consolidations)
+    /// may write, all its threads together (RocksDB's `rate_limiter`); 0
+    /// for no limit. Flushes are not limited: a late flush stalls writers.
+    /// A limit keeps a load's reorganisation from taking the disk and the
+    /// cores (a job's CPU time follows its bytes) from the reads that run
+    /// beside it; writers that outrun the limited jobs are slowed and then
+    /// stalled by `unsorted_slowdown_tables` and `unsorted_stop_tables`, as
+    /// for any lagging merge. Default 0.
+    pub background_write_rate: u64,
     /// Leave the WAL records of writes without `sync` in a user-space buffer
     /// instead of writing each group's record to the file (RocksDB's
     /// `manual_wal_flush`). They reach the OS at the next [`crate::Db::flush_wal`],
@@ -127,9 +146,17 @@ impl Default for Options {
             gc_min_garbage_bytes: 64 << 20,
             manual_wal_flush: false,
             max_value_logs: usize::MAX,
+            background_jobs: default_background_jobs(),
+            background_write_rate: 0,
             file_system: crate::util::fs::real(),
         }
     }
+}
+
+/// [`Options::background_jobs`]'s default: the cores this process may
+/// use, between 2 and 8.
+fn default_background_jobs() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8))
 }
 
 macro_rules! setters {
@@ -185,6 +212,10 @@ impl Options {
         manual_wal_flush: bool,
         /// Sets [`Options::max_value_logs`].
         max_value_logs: usize,
+        /// Sets [`Options::background_jobs`].
+        background_jobs: usize,
+        /// Sets [`Options::background_write_rate`].
+        background_write_rate: u64,
         /// Sets [`Options::file_system`].
         #[doc(hidden)]
         file_system: Arc<dyn FileSystem>,
@@ -228,6 +259,11 @@ impl Options {
         }
         if self.unsorted_stop_tables <= self.unsorted_slowdown_tables {
             return bad("unsorted_stop_tables must exceed unsorted_slowdown_tables");
+        }
+        if !(2..=256).contains(&self.background_jobs) {
+            return bad(
+                "background_jobs must be between 2 (one flush thread, one job thread) and 256",
+            );
         }
         Ok(())
     }

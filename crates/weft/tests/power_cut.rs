@@ -127,6 +127,9 @@ fn random_options(rng: &mut StdRng, fs: &Arc<FaultFs>) -> (Options, String) {
         .write_buffer_size([4 << 10, 8 << 10, 32 << 10][rng.gen_range(0..3)])
         .mmap_reads(rng.gen_bool(0.5))
         .manual_wal_flush(rng.gen_ratio(1, 4))
+        // A pool of one to four job threads: cuts land while jobs of
+        // several partitions are in flight.
+        .background_jobs(rng.gen_range(2..=5))
         .file_system(Arc::clone(fs) as Arc<dyn FileSystem>);
     if rng.gen_ratio(1, 4) {
         o = o.min_blob_size(usize::MAX);
@@ -135,8 +138,13 @@ fn random_options(rng: &mut StdRng, fs: &Arc<FaultFs>) -> (Options, String) {
         o = o.partition_size(1 << 30);
     }
     let desc = format!(
-        "{kind:?} wb={} mmap_reads={} manual_wal_flush={} blob={} partition={}",
-        o.write_buffer_size, o.mmap_reads, o.manual_wal_flush, o.min_blob_size, o.partition_size
+        "{kind:?} wb={} mmap_reads={} manual_wal_flush={} blob={} partition={} jobs={}",
+        o.write_buffer_size,
+        o.mmap_reads,
+        o.manual_wal_flush,
+        o.min_blob_size,
+        o.partition_size,
+        o.background_jobs
     );
     (o, desc)
 }

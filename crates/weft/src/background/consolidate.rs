@@ -27,9 +27,7 @@ pub(super) fn pick_consolidation(core: &Core, st: &EngineState) -> Option<u64> {
     {
         return None;
     }
-    st.version
-        .partitions
-        .iter()
+    st.idle_partitions()
         .filter(|p| p.unsorted.len() > core.options.scan_merge_limit)
         .max_by_key(|p| p.unsorted.len())
         .map(|p| p.id)
@@ -70,7 +68,7 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
         bottommost: false,
     };
     let spec = OutputSpec {
-        fs: &core.fs,
+        fs: &core.job_fs,
         dir: &core.dir,
         table: core.table_options.for_unsorted_store(),
         target_size: u64::MAX,
@@ -86,7 +84,7 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     let opened = open_new_tables(core, &outputs)?;
     crate::fault::crash_point("consolidate.tables_written");
     {
-        let _changes = core.index_changes.lock();
+        let _changes = part.index_changes.lock();
         for t in &opened {
             if let Some((_, keys)) = stats.table_keys.iter().find(|(n, _)| *n == t.meta.number) {
                 index_table(&part, &t.meta, keys, core.options.unsorted_limit)?;
@@ -98,8 +96,9 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
         new_files,
         Some("consolidate.manifest_written"),
         |st| {
-            // Never gone (only this thread removes partitions), but if it
-            // were there would be nothing to put the output into.
+            // Never gone (the partition is busy with this job, so no split
+            // removes it), but if it were there would be nothing to put the
+            // output into.
             let current = Arc::clone(st.version.partition(pid)?);
             let edit = VersionEdit {
                 next_file_number: Some(st.next_file_number),
@@ -129,7 +128,7 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
         return Ok(());
     }
     let numbers: Vec<u64> = inputs.iter().map(|t| t.meta.number).collect();
-    let _changes = core.index_changes.lock();
+    let _changes = part.index_changes.lock();
     change_index(&part.index, |index| index.remove_tables(&numbers));
     for t in &inputs {
         t.mark_obsolete();

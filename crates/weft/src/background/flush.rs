@@ -180,20 +180,26 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
 /// Adds each new table's keys to its partition's hash index, rebuilding
 /// the index bigger (from the tables' keys) when it gets too loaded.
 ///
-/// Partitions are those of the current version: no split runs beside a
-/// flush, but a merge may have replaced the UnsortedStore tables an index
-/// would be rebuilt from since the flush began.
+/// Each partition is read from the current version once its
+/// `index_changes` lock is held: no split runs beside a flush, but a merge
+/// may have replaced the UnsortedStore tables an index would be rebuilt
+/// from since the flush began. A merge removes its inputs from the index
+/// under the same lock after installing its version, so either this sees
+/// the inputs gone or the merge's removal comes after this change.
 fn index_new_tables(core: &Core, files: &[(u64, FileMeta)], stats: &JobStats) -> Result<()> {
-    let _changes = core.index_changes.lock();
-    let version = Arc::clone(&core.state.lock().version);
     for (pid, f) in files {
-        let Some(part) = version.partition(*pid) else {
-            continue;
-        };
         let Some((_, keys)) = stats.table_keys.iter().find(|(n, _)| *n == f.number) else {
             continue;
         };
-        index_table(part, f, keys, core.options.unsorted_limit)?;
+        let current = |core: &Core| core.state.lock().version.partition(*pid).cloned();
+        let Some(lock) = current(core).map(|p| Arc::clone(&p.index_changes)) else {
+            continue;
+        };
+        let _changes = lock.lock();
+        let Some(part) = current(core) else {
+            continue;
+        };
+        index_table(&part, f, keys, core.options.unsorted_limit)?;
     }
     Ok(())
 }
@@ -202,7 +208,8 @@ fn index_new_tables(core: &Core, files: &[(u64, FileMeta)], stats: &JobStats) ->
 /// index, when one is needed, is built from the older tables under the
 /// read lock, else the index is copied; the table's keys go into the new
 /// one, which is then swapped in ([`replace_index`]): readers keep using
-/// the old index meanwhile. The caller holds [`Core::index_changes`], so
+/// the old index meanwhile. The caller holds the partition's
+/// [`Partition::index_changes`], so
 /// nothing else changes the index between the two.
 pub(super) fn index_table(
     part: &Partition,

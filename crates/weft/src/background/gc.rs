@@ -21,8 +21,7 @@ pub(super) fn pick_gc(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u6
 fn pick_gc_for_order(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u64>)> {
     let max = core.options.max_value_logs;
     let v = &st.version;
-    v.partitions
-        .iter()
+    st.idle_partitions()
         .map(|p| {
             (
                 p.id,
@@ -43,8 +42,7 @@ fn pick_gc_for_order(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u64
 fn pick_gc_for_garbage(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u64>)> {
     let opts = &core.options;
     let v = &st.version;
-    v.partitions
-        .iter()
+    st.idle_partitions()
         .filter_map(|p| {
             let victims: BTreeSet<u64> = v
                 .logs_of(p.id)

@@ -17,7 +17,12 @@ pub(super) fn pick_merge(core: &Core, st: &mut EngineState) -> Option<(u64, bool
     let opts = &core.options;
     let urgent = |p: &Partition| p.unsorted.len() >= opts.unsorted_slowdown_tables;
     let mut manual = None;
-    while let Some((&p, &requested_at)) = st.manual_merges.iter().next() {
+    let requests: Vec<(u64, u64)> = st.manual_merges.iter().map(|(p, r)| (*p, *r)).collect();
+    for (p, requested_at) in requests {
+        if st.busy_partitions.contains(&p) {
+            // A job is on it (maybe this very merge): judged once it is done.
+            continue;
+        }
         if let Some(x) = st.version.partition(p) {
             if x.unsorted.iter().any(|t| t.meta.number < requested_at) {
                 manual = Some((p, urgent(x)));
@@ -34,9 +39,7 @@ pub(super) fn pick_merge(core: &Core, st: &mut EngineState) -> Option<(u64, bool
     // otherwise reach `unsorted_stop_tables` and stall writers with nothing
     // scheduled to free them.
     let by_size = st
-        .version
-        .partitions
-        .iter()
+        .idle_partitions()
         .filter(|p| p.unsorted_bytes() > opts.unsorted_limit || urgent(p))
         .max_by_key(|p| (urgent(p), p.unsorted_bytes()))
         .map(|p| (p.id, urgent(p)));

@@ -1,13 +1,17 @@
 //! Background work: flushing immutable memtables into UnsortedStore tables
-//! and merging UnsortedStores into SortedStores.
+//! and reorganising partitions.
 //!
-//! Two threads share it. The flush thread ([`run_flushes`]) only flushes;
-//! the compaction thread ([`run`]) merges, consolidates, collects value
-//! logs and splits partitions, in the order [`policy`] chooses: urgency
-//! first, and no due job waits for ever. With one thread doing both, every merge held
-//! up the flushes queued behind it, the queue of immutable memtables
-//! filled, and writers stalled for most of each merge while a core sat
-//! idle. A flush now runs beside a merge and writers keep going.
+//! [`crate::Options::background_jobs`] threads share it. One, the flush
+//! thread ([`run_flushes`]), only flushes: flushes must land in memtable
+//! order, and a late one stalls writers at once. The others form a pool
+//! ([`run_jobs`]) that merges, consolidates, collects value logs and splits
+//! partitions, in the order [`policy`] chooses (urgency first, and no due
+//! job waits for ever), at most one job per partition at a time
+//! ([`EngineState::busy_partitions`]): UniKV's partitions exist so that
+//! reorganisation is local, and jobs of different partitions share nothing
+//! but the manifest commit. With one thread doing everything, every merge
+//! held up the flushes queued behind it; with one job thread, a merge of one
+//! partition held up the split or GC of every other.
 //!
 //! One module per job: [`flush`], [`checkpoint`] (of a partition's hash
 //! index), [`merge`] and [`gc`] (both rewrite a SortedStore: [`rewrite`]),
@@ -15,17 +19,29 @@
 //! the one place a manifest edit is made, appended and installed, and its
 //! new files are held by a [`commit::NewFiles`] guard until then.
 //!
-//! What the two threads may do at once, and what keeps it sound:
+//! What the threads may do at once, and what keeps it sound:
+//! * A job's partition is marked busy when it is picked (under the state
+//!   lock) and freed when the job ends; pickers see only idle partitions
+//!   ([`EngineState::idle_partitions`]). So nothing but a flush changes a
+//!   partition under a running job, and a partition a job works on is never
+//!   split away under it.
 //! * A flush adds tables to a partition's UnsortedStore; a merge or GC
 //!   replaces the tables it read and keeps every other (`retain`), so each
 //!   installs its result into the *current* version, never into the one it
-//!   started from.
+//!   started from. Jobs of different partitions do the same: each replaces
+//!   its own partition in whatever version is current when it commits, and
+//!   edits of shared value logs (a log both halves of a split point into)
+//!   are applied to the current version too.
 //! * A split changes partitions and a consolidation rewrites the
 //!   UnsortedStore in place (its output must stay older than every table
-//!   flushed after its inputs). Neither runs beside a flush: the compaction
-//!   thread raises [`restructuring`], which keeps new flushes
-//!   from starting, and waits until the running one is done
-//!   ([`FlushesHeld`]).
+//!   flushed after its inputs). Neither runs beside a flush: each raises
+//!   [`restructuring`], which keeps new flushes from starting, and waits
+//!   until the running one is done ([`FlushesHeld`]). This wait stays global
+//!   because a flush writes one table per partition its memtable touches
+//!   and commits them at once: a flush cut by the bounds of before a split
+//!   could not install its table for the split partition. Both are rare
+//!   (a split per `partition_size` of growth, a consolidation only while
+//!   scans run), and writers go on into the memtables meanwhile.
 //! * Manifest edits ([`commit::commit_edit`]): a job makes its edit under
 //!   the state lock, appends it (an fdatasync) with the state lock
 //!   released, and installs it under the state lock again, holding
@@ -34,10 +50,14 @@
 //!   milliseconds while the disk writes tables back; the manifest's order
 //!   stays the install order, and no version changes between an edit and
 //!   its install (only these jobs change it, each under the manifest lock).
+//!   The manifest lock stays held across the fdatasync: it is what makes
+//!   the manifest's order the install order. Jobs last far longer than a
+//!   commit, so the pool's threads rarely meet there.
 //! * Hash-index changes (a flush adds its tables, a merge or consolidation
-//!   removes its inputs) are serialized by [`Core::index_changes`], and a
-//!   flush grows an index from the tables of the current version, so an
-//!   index never keeps entries of tables merged away.
+//!   removes its inputs) are serialized per partition by
+//!   [`Partition::index_changes`], and a flush grows an index from the
+//!   tables of the current version, so an index never keeps entries of
+//!   tables merged away.
 //!
 //! Every job follows the same crash-safe order: write and fsync the new
 //! tables, fsync the directory (their names), append the manifest edit that
@@ -52,6 +72,7 @@
 //! retrying blindly on a full or failing disk would only hide the problem.
 //!
 //! [`restructuring`]: crate::db::core::EngineState::restructuring
+//! [`Partition::index_changes`]: crate::store::Partition::index_changes
 
 mod checkpoint;
 mod commit;
@@ -60,6 +81,8 @@ mod flush;
 mod gc;
 mod merge;
 mod policy;
+#[cfg(test)]
+mod pool_tests;
 mod rewrite;
 mod split;
 #[cfg(test)]
@@ -72,13 +95,23 @@ use crate::db::core::{Core, EngineState};
 use crate::util::fs::activity;
 
 pub(crate) use flush::write_memtable;
-use policy::{Due, Kind, Policy};
+pub(crate) use policy::Policy as JobPolicy;
+use policy::{Due, Kind};
 
+/// A job of the pool, with the partition it works on.
 enum Job {
     Consolidate(u64),
     Merge(u64),
     Collect(u64, BTreeSet<u64>),
     Split(u64),
+}
+
+impl Job {
+    fn partition(&self) -> u64 {
+        match self {
+            Job::Consolidate(p) | Job::Merge(p) | Job::Collect(p, _) | Job::Split(p) => *p,
+        }
+    }
 }
 
 /// The flush thread's loop; returns at shutdown.
@@ -90,7 +123,7 @@ pub(crate) fn run_flushes(core: Arc<Core>) {
                 if st.shutting_down {
                     return;
                 }
-                if !core.is_poisoned() && !st.imms.is_empty() && !st.restructuring {
+                if !core.is_poisoned() && !st.imms.is_empty() && st.restructuring == 0 {
                     break;
                 }
                 core.state_cv.wait(&mut st);
@@ -107,9 +140,19 @@ pub(crate) fn run_flushes(core: Arc<Core>) {
     }
 }
 
-/// The compaction thread's loop; returns at shutdown.
-pub(crate) fn run(core: Arc<Core>) {
-    let mut policy = Policy::default();
+/// The loop of one thread of the job pool ([`crate::Options::background_jobs`]
+/// less the flush thread); returns at shutdown.
+///
+/// It runs at a lower CPU priority ([`crate::util::thread_priority`]):
+/// merges, GC, splits and consolidations can lag the writes they follow,
+/// and on a busy machine the threads serving reads and writes should keep
+/// the cores. Writers that a lagging merge would hold up are slowed and
+/// then stalled (`unsorted_slowdown_tables`, `unsorted_stop_tables`),
+/// which frees the cores for it: a starved job costs latency, never
+/// correctness. The flush thread keeps its priority, since a late flush
+/// stalls writers at once.
+pub(crate) fn run_jobs(core: Arc<Core>) {
+    crate::util::thread_priority::lower_current();
     loop {
         let job = {
             let mut st = core.state.lock();
@@ -118,13 +161,16 @@ pub(crate) fn run(core: Arc<Core>) {
                     return;
                 }
                 if !core.is_poisoned() {
-                    if let Some(job) = next_job(&core, &mut st, &mut policy) {
+                    if let Some(job) = next_job(&core, &mut st) {
+                        let fresh = st.busy_partitions.insert(job.partition());
+                        debug_assert!(fresh, "a picker chose a busy partition");
                         break job;
                     }
                 }
                 core.state_cv.wait(&mut st);
             }
         };
+        let pid = job.partition();
         let result = match job {
             Job::Merge(p) => activity("merge", || merge::merge_partition(&core, p)),
             Job::Consolidate(p) => activity("consolidate", || {
@@ -136,14 +182,16 @@ pub(crate) fn run(core: Arc<Core>) {
         if let Err(e) = result {
             core.poison(&e);
         }
-        let _st = core.state.lock();
+        let mut st = core.state.lock();
+        st.busy_partitions.remove(&pid);
         core.state_cv.notify_all();
     }
 }
 
-/// The job to run next: what each job's picker finds due, chosen by
-/// `policy` ([`policy`]: urgency first, and no due job waits for ever).
-fn next_job(core: &Core, st: &mut EngineState, policy: &mut Policy) -> Option<Job> {
+/// The job to run next: what each job's picker finds due among the
+/// partitions no job is working on, chosen by the shared policy
+/// ([`policy`]: urgency first, and no due job waits for ever).
+fn next_job(core: &Core, st: &mut EngineState) -> Option<Job> {
     let merge = merge::pick_merge(core, st);
     let split = split::pick_split(core, st);
     let gc = gc::pick_gc(core, st);
@@ -155,7 +203,7 @@ fn next_job(core: &Core, st: &mut EngineState, policy: &mut Policy) -> Option<Jo
         consolidate: consolidate.is_some(),
     };
     // The policy picks only a kind that is due, so its job is `Some`.
-    Some(match policy.pick(&due)? {
+    Some(match st.job_policy.pick(&due)? {
         Kind::Merge => Job::Merge(merge?.0),
         Kind::Split => Job::Split(split?),
         Kind::Gc => gc.map(|(p, victims)| Job::Collect(p, victims))?,
@@ -163,7 +211,7 @@ fn next_job(core: &Core, st: &mut EngineState, policy: &mut Policy) -> Option<Jo
     })
 }
 
-/// Keeps flushes from running while the compaction thread restructures a
+/// Keeps flushes from running while a job restructures a
 /// partition (split, consolidation); see the module docs. Created only
 /// once the running flush, if any, is done.
 struct FlushesHeld<'a> {
@@ -175,8 +223,7 @@ impl<'a> FlushesHeld<'a> {
     /// the flush thread clears `flushing` after every job, failed or not).
     fn new(core: &'a Core) -> FlushesHeld<'a> {
         let mut st = core.state.lock();
-        debug_assert!(!st.restructuring, "only the compaction thread restructures");
-        st.restructuring = true;
+        st.restructuring += 1;
         while st.flushing {
             core.state_cv.wait(&mut st);
         }
@@ -187,7 +234,7 @@ impl<'a> FlushesHeld<'a> {
 impl Drop for FlushesHeld<'_> {
     fn drop(&mut self) {
         let mut st = self.core.state.lock();
-        st.restructuring = false;
+        st.restructuring -= 1;
         self.core.state_cv.notify_all();
     }
 }

@@ -1,4 +1,4 @@
-//! Which job the one compaction thread runs next.
+//! Which job the pool's next free thread runs.
 //!
 //! Strict priority (merge, then consolidation, GC, split) let a sustained
 //! write load starve everything behind merges: a merge was always due, so a
@@ -37,7 +37,7 @@
 /// split or GC they hold up, and still bounds that wait to a few jobs.
 pub(super) const AGE_LIMIT: u32 = 2;
 
-/// The kinds of job the compaction thread runs.
+/// The kinds of job the pool runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Kind {
     /// Merge of an UnsortedStore into its SortedStore.
@@ -99,9 +99,10 @@ impl Due {
     }
 }
 
-/// The compaction thread's memory of how long each kind has been due.
+/// The pool's memory of how long each kind has been due (one for all its
+/// threads, kept in the engine state: each pick is one job started).
 #[derive(Debug, Default)]
-pub(super) struct Policy {
+pub(crate) struct Policy {
     /// Per kind: jobs of other kinds that ran while it was due.
     waited: [u32; 4],
 }

@@ -117,7 +117,7 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
     };
     let blob = core.options.min_blob_size;
     let spec = OutputSpec {
-        fs: &core.fs,
+        fs: &core.job_fs,
         dir: &core.dir,
         table: core.table_options,
         target_size: core.options.table_size,
@@ -159,8 +159,9 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
         new_files,
         Some(manifest_written),
         |st| {
-            // Never gone (only this thread removes partitions), but if it
-            // were there would be nothing to swap the outputs into.
+            // Never gone (the partition is busy with this job, so no split
+            // removes it), but if it were there would be nothing to swap
+            // the outputs into.
             let current = Arc::clone(st.version.partition(pid)?);
             let edit = VersionEdit {
                 next_file_number: Some(st.next_file_number),
@@ -236,7 +237,7 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
     // to older versions probe tables the index has forgotten directly.
     let merged: Vec<u64> = inputs_unsorted.iter().map(|t| t.meta.number).collect();
     if !merged.is_empty() {
-        let _changes = core.index_changes.lock();
+        let _changes = part.index_changes.lock();
         change_index(&part.index, |index| index.remove_tables(&merged));
     }
     for t in inputs() {

@@ -19,8 +19,7 @@ use crate::store::{Partition, Placement, TableFile};
 /// distinct keys (so there is a key to cut at).
 pub(super) fn pick_split(core: &Core, st: &EngineState) -> Option<u64> {
     let v = &st.version;
-    v.partitions
-        .iter()
+    st.idle_partitions()
         .filter(|p| match (p.sorted.first(), p.sorted.last()) {
             (Some(first), Some(last)) => {
                 first.meta.smallest_user_key() < last.meta.largest_user_key()
@@ -90,7 +89,7 @@ fn cut_table(core: &Core, t: &TableFile, new_files: &mut NewFiles<'_>) -> Result
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();
     let spec = |upper| OutputSpec {
-        fs: &core.fs,
+        fs: &core.job_fs,
         dir: &core.dir,
         table: core.table_options,
         target_size: core.options.table_size,
@@ -138,8 +137,8 @@ pub(super) fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
     // per `partition_size` of growth), so writers wait out one merge.
     let _held = FlushesHeld::new(core);
     rewrite_partition(core, pid, Rewrite::Merge)?;
-    // Only this thread changes partitions and no flush runs: the copy stays
-    // current.
+    // The partition is busy with this job (no other job touches it) and no
+    // flush runs: the copy stays current.
     let part = {
         let st = core.state.lock();
         match st.version.partition(pid) {
@@ -167,7 +166,8 @@ pub(super) fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
         Some("split.manifest_written"),
         |st| {
             // Never gone (see above), but then there would be nothing to
-            // replace.
+            // replace. Its position is taken now: jobs on other partitions
+            // may have split them since this one started.
             let at = st.version.partitions.iter().position(|p| p.id == pid)?;
             debug_assert!(split_key.as_slice() > part.lower.as_slice());
             let (left_id, right_id) = (st.next_partition_id, st.next_partition_id + 1);

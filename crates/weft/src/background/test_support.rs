@@ -47,3 +47,11 @@ pub fn assert_every_key_reads(db: &Db, n: u32, expected: impl Fn(u32) -> Vec<u8>
         assert_eq!(db.get(key(i)).unwrap(), Some(expected(i)), "key {i}");
     }
 }
+
+/// Copies the files of database directory `from` into `to`.
+pub fn copy_dir(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}

@@ -77,13 +77,28 @@ pub(crate) struct EngineState {
     pub flushed_since_checkpoint: std::collections::BTreeMap<u64, u64>,
     /// The flush thread is writing a memtable out.
     pub flushing: bool,
-    /// The compaction thread is splitting a partition or consolidating an
-    /// UnsortedStore: no flush may start (see [`crate::background`]).
-    pub restructuring: bool,
+    /// Jobs splitting a partition or consolidating an UnsortedStore: while
+    /// any runs, no flush may start (see [`crate::background`]).
+    pub restructuring: usize,
+    /// Partitions a job of the pool is working on: no other job picks them
+    /// (at most one job per partition; flushes only add tables and are not
+    /// counted).
+    pub busy_partitions: std::collections::BTreeSet<u64>,
+    /// How long each kind of job has been due ([`crate::background`]).
+    pub job_policy: crate::background::JobPolicy,
     pub shutting_down: bool,
 }
 
 impl EngineState {
+    /// The current version's partitions no job is working on: the ones a
+    /// job picker may choose.
+    pub fn idle_partitions(&self) -> impl Iterator<Item = &Arc<crate::store::Partition>> + '_ {
+        self.version
+            .partitions
+            .iter()
+            .filter(|p| !self.busy_partitions.contains(&p.id))
+    }
+
     /// Allocates a file number.
     pub fn new_file_number(&mut self) -> u64 {
         let n = self.next_file_number;
@@ -208,6 +223,10 @@ pub(crate) struct Core {
     pub dir: PathBuf,
     /// Every file operation goes through it (`Options::file_system`).
     pub fs: crate::util::fs::Fs,
+    /// What the job pool writes its tables and value logs through: `fs`,
+    /// limited to [`Options::background_write_rate`] when one is set.
+    /// Flushes write through `fs`: a late flush stalls writers at once.
+    pub job_fs: crate::util::fs::Fs,
     pub options: Options,
     pub table_options: TableOptions,
     pub cache: Arc<BlockCache>,
@@ -230,9 +249,6 @@ pub(crate) struct Core {
     /// Signalled on every state change that someone may wait for: work for
     /// the background threads, room for stalled writers, finished flushes.
     pub state_cv: Condvar,
-    /// Held while a background job changes a partition's hash index, so the
-    /// flush and compaction threads never interleave their changes.
-    pub index_changes: Mutex<()>,
     pub super_version: RwLock<Arc<SuperVersion>>,
     poisoned: AtomicBool,
     poison_reason: Mutex<Option<String>>,
@@ -266,6 +282,13 @@ impl Core {
         Core {
             dir,
             fs: Arc::clone(&options.file_system),
+            job_fs: match options.background_write_rate {
+                0 => Arc::clone(&options.file_system),
+                rate => Arc::new(crate::util::fs::RateLimitedFs::new(
+                    Arc::clone(&options.file_system),
+                    Arc::new(crate::util::rate_limiter::RateLimiter::new(rate)),
+                )),
+            },
             options,
             table_options,
             cache,
@@ -279,7 +302,6 @@ impl Core {
             state: Mutex::new(state),
             manifest: Mutex::new(manifest),
             state_cv: Condvar::new(),
-            index_changes: Mutex::new(()),
             super_version: RwLock::new(sv),
             poisoned: AtomicBool::new(false),
             poison_reason: Mutex::new(None),
@@ -301,7 +323,7 @@ impl Core {
     }
 
     /// Counts a scan for UniKV's scan-time consolidation (§III-F). The
-    /// first scan since the last consolidation wakes the compaction thread:
+    /// first scan since the last consolidation wakes the job pool:
     /// it is otherwise woken only by flushes and merges, so a read-only
     /// phase would never have its UnsortedStores consolidated.
     pub fn note_scan(&self) {

@@ -51,7 +51,7 @@ pub struct Db {
 /// Owns the engine for all `Db` clones; closes it when the last goes.
 struct DbHandle {
     core: Arc<Core>,
-    /// The flush and compaction threads, joined at shutdown.
+    /// The flush thread and the job pool, joined at shutdown.
     background: Mutex<Vec<JoinHandle<()>>>,
     lock: Mutex<Option<open::DirLock>>,
 }
@@ -131,14 +131,21 @@ impl Db {
         let core = opened.core;
         let mut threads = Vec::new();
         type Loop = fn(Arc<Core>);
-        let loops: [(&str, Loop); 2] = [
-            ("weft-flush", crate::background::run_flushes),
-            ("weft-background", crate::background::run),
-        ];
+        let job_threads = core.options.background_jobs - 1;
+        let loops = std::iter::once((
+            "weft-flush".to_string(),
+            crate::background::run_flushes as Loop,
+        ))
+        .chain((0..job_threads).map(|i| {
+            (
+                format!("weft-jobs-{i}"),
+                crate::background::run_jobs as Loop,
+            )
+        }));
         for (name, run) in loops {
             let bg_core = Arc::clone(&core);
             let spawned = std::thread::Builder::new()
-                .name(name.into())
+                .name(name)
                 .spawn(move || run(bg_core));
             match spawned {
                 Ok(h) => threads.push(h),

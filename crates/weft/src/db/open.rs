@@ -261,7 +261,9 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         index_checkpoints: state.index_checkpoints.clone(),
         flushed_since_checkpoint: Default::default(),
         flushing: false,
-        restructuring: false,
+        restructuring: 0,
+        busy_partitions: Default::default(),
+        job_policy: Default::default(),
         shutting_down: false,
     };
     let wal = ActiveWal { writer: wal_writer };

@@ -55,6 +55,12 @@ pub struct Partition {
     pub sorted: Vec<Arc<TableFile>>,
     /// Hash index over the UnsortedStore's keys (UniKV §III-B).
     pub index: SharedIndex,
+    /// Held by a job while it changes [`Partition::index`] (copy, change,
+    /// swap: [`super::change_index`]), so a flush adding tables and a merge
+    /// removing them never interleave and lose one change. One per
+    /// partition, shared by the copies of it in successive versions: jobs
+    /// on other partitions change their own indexes meanwhile.
+    pub index_changes: Arc<parking_lot::Mutex<()>>,
 }
 
 impl Partition {
@@ -69,6 +75,7 @@ impl Partition {
             index: Arc::new(parking_lot::RwLock::new(
                 hash_index::HashIndex::with_capacity(INITIAL_INDEX_CAPACITY),
             )),
+            index_changes: Arc::default(),
         }
     }
 

@@ -28,7 +28,7 @@ pub type SharedIndex = Arc<parking_lot::RwLock<hash_index::HashIndex>>;
 /// `bench/journal/2026-11-27-01-index-copies-sealed-wal.md`). The copy
 /// costs a memcpy of the index (10 bytes a key) per change.
 ///
-/// The caller must hold `Core::index_changes`: with a second writer, a
+/// The caller must hold the partition's `index_changes`: with a second writer, a
 /// change made between the copy and the swap would be lost.
 pub fn change_index<T>(
     index: &SharedIndex,

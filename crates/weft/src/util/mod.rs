@@ -14,6 +14,7 @@ pub(crate) mod hash;
 pub(crate) mod mapping;
 pub(crate) mod pread;
 pub(crate) mod prefetch;
+pub(crate) mod rate_limiter;
 pub(crate) mod stripe;
 pub(crate) mod sync;
 pub(crate) mod thread_priority;

@@ -31,6 +31,7 @@
 //! or the other mutating calls.
 
 mod fault;
+mod rate_limited;
 mod real;
 
 use std::fmt::Debug;
@@ -41,6 +42,7 @@ use std::sync::{Arc, OnceLock};
 
 pub(crate) use fault::activity;
 pub use fault::{FaultFs, FaultKind, OpKind, PowerCut, PowerLoss};
+pub(crate) use rate_limited::RateLimitedFs;
 pub use real::RealFs;
 
 /// The file system a database runs on; see the module docs.
