@@ -67,8 +67,10 @@ mod test_support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::db::core::{Core, EngineState};
+use crate::stats::JobKind;
 use crate::util::fs::activity;
 
 pub(crate) use flush::write_memtable;
@@ -84,7 +86,7 @@ enum Job {
 /// The flush thread's loop; returns at shutdown.
 pub(crate) fn run_flushes(core: Arc<Core>) {
     loop {
-        {
+        let queued = {
             let mut st = core.state.lock();
             loop {
                 if st.shutting_down {
@@ -96,8 +98,15 @@ pub(crate) fn run_flushes(core: Arc<Core>) {
                 core.state_cv.wait(&mut st);
             }
             st.flushing = true;
-        }
+            // Job stats: a flush is due from when its memtable became immutable.
+            st.imms
+                .front()
+                .map_or(Duration::ZERO, |imm| imm.made_immutable.elapsed())
+        };
+        let started = Instant::now();
         let result = activity("flush", || flush::flush_oldest(&core));
+        core.counters
+            .record_job(JobKind::Flush, queued, started.elapsed());
         if let Err(e) = &result {
             core.poison(e);
         }
@@ -125,6 +134,8 @@ pub(crate) fn run(core: Arc<Core>) {
                 core.state_cv.wait(&mut st);
             }
         };
+        let kind = job.kind();
+        let started = Instant::now();
         let result = match job {
             Job::Merge(p) => activity("merge", || merge::merge_partition(&core, p)),
             Job::Consolidate(p) => activity("consolidate", || {
@@ -133,11 +144,26 @@ pub(crate) fn run(core: Arc<Core>) {
             Job::Collect(p, victims) => activity("gc", || gc::collect_garbage(&core, p, victims)),
             Job::Split(p) => activity("split", || split::split_partition(&core, p)),
         };
+        // Job stats: a job starts as soon as it is picked, so none queues.
+        core.counters
+            .record_job(kind, Duration::ZERO, started.elapsed());
         if let Err(e) = result {
             core.poison(&e);
         }
         let _st = core.state.lock();
         core.state_cv.notify_all();
+    }
+}
+
+impl Job {
+    /// The kind its stats are recorded under.
+    fn kind(&self) -> JobKind {
+        match self {
+            Job::Consolidate(_) => JobKind::Consolidation,
+            Job::Merge(_) => JobKind::Merge,
+            Job::Collect(..) => JobKind::Gc,
+            Job::Split(_) => JobKind::Split,
+        }
     }
 }
 
