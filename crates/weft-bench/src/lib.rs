@@ -369,12 +369,98 @@ fn stall_line(engine: &serde_json::Value) -> String {
     }
 }
 
+/// Weft's background jobs, one line per kind (empty for engines that do
+/// not report them): how many ran, what they wrote, and how long they
+/// waited and ran, beside which the stall line says whether they kept pace.
+fn background_lines(engine: &serde_json::Value) -> String {
+    let Some(jobs) = engine
+        .get("background_jobs")
+        .and_then(serde_json::Value::as_object)
+    else {
+        return String::new();
+    };
+    let mut out = String::new();
+    for (i, kind) in weft::JobKind::ALL.into_iter().enumerate() {
+        let Some(job) = jobs.get(&stats_json::job_key(kind)) else {
+            continue;
+        };
+        let number = |name: &str| job.get(name).and_then(serde_json::Value::as_f64);
+        out.push_str(&format!(
+            "{:<14}{:<18}{:>8} jobs {:>10.1} MiB written, queued {:>9.3} s, ran {:>9.3} s\n",
+            if i == 0 { "Background:" } else { "" },
+            kind.name(),
+            number("count").unwrap_or(0.0),
+            number("bytes_written").unwrap_or(0.0) / 1_048_576.0,
+            number("queued").unwrap_or(0.0),
+            number("running").unwrap_or(0.0),
+        ));
+    }
+    out
+}
+
+/// Weft's own view of its space (empty for engines that do not report
+/// it): bytes on disk against its estimate of the live data, next to the
+/// live bytes the harness's full scan found, and the largest partition
+/// against `partition_size`.
+fn space_lines(engine: &serde_json::Value, scanned_live: Option<u64>) -> String {
+    let field = |name: &str| engine.get(name).and_then(serde_json::Value::as_u64);
+    let (Some(disk), Some(live)) = (
+        engine.get("disk").and_then(serde_json::Value::as_object),
+        field("live_bytes_estimate"),
+    ) else {
+        return String::new();
+    };
+    let disk: u64 = disk.values().filter_map(serde_json::Value::as_u64).sum();
+    let mib = |b: u64| b as f64 / 1_048_576.0;
+    let ratio = |live: u64| {
+        if live == 0 {
+            "n/a".to_string()
+        } else {
+            format!("{:.2}", disk as f64 / live as f64)
+        }
+    };
+    let mut out = format!(
+        "Weft space:   on disk {:.1} MiB, live ≈ {:.1} MiB (an upper bound), ratio {}",
+        mib(disk),
+        mib(live),
+        ratio(live)
+    );
+    if let Some(scanned) = scanned_live {
+        out.push_str(&format!(
+            "; by full scan live {:.1} MiB, ratio {}",
+            mib(scanned),
+            ratio(scanned)
+        ));
+    }
+    out.push('\n');
+    let largest = engine
+        .get("partitions")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.get("size_bytes").and_then(serde_json::Value::as_u64))
+        .max();
+    if let (Some(largest), Some(limit)) = (largest, field("partition_size")) {
+        let partitions = engine
+            .get("partitions")
+            .and_then(serde_json::Value::as_array)
+            .map_or(0, Vec::len);
+        out.push_str(&format!(
+            "Partitions:   {partitions}, the largest {:.1} MiB of partition_size {:.1} MiB ({:.1}%)\n",
+            mib(largest),
+            mib(limit),
+            if limit == 0 { 0.0 } else { largest as f64 * 100.0 / limit as f64 }
+        ));
+    }
+    out
+}
+
 fn end_stats_text(e: &json::EndStats) -> String {
     let f = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.2}"));
     let mib = |b: u64| b as f64 / 1_048_576.0;
     format!(
         "Engine stats: write-amp {} read-amp {} space-amp {} (disk {:.1} MiB, live {:.1} MiB)\n\
-         {}Memory:       engine {} MiB, process RSS {:.1} MiB (peak {:.1} MiB)\n\
+         {}{}{}Memory:       engine {} MiB, process RSS {:.1} MiB (peak {:.1} MiB)\n\
          Process I/O:  read {:.1} MiB written {:.1} MiB from/to disk ({:.1} / {:.1} MiB via syscalls)",
         f(e.write_amplification),
         f(e.read_amplification),
@@ -382,6 +468,8 @@ fn end_stats_text(e: &json::EndStats) -> String {
         mib(e.disk_bytes),
         mib(e.live_bytes.unwrap_or(0)),
         stall_line(&e.engine),
+        background_lines(&e.engine),
+        space_lines(&e.engine, e.live_bytes),
         e.engine_memory_bytes
             .map_or("n/a".to_string(), |b| format!("{:.1}", mib(b))),
         mib(e.rss_bytes),

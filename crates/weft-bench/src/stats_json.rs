@@ -4,14 +4,20 @@
 //! JSON keys are the `Stats` field names, so a script's field means exactly
 //! what the library's doc says. Byte-string keys (partition bounds) are
 //! rendered with `escape_ascii`, the same escaping `weft scan` uses, because
-//! JSON strings cannot carry arbitrary bytes.
+//! JSON strings cannot carry arbitrary bytes. Durations are seconds, as
+//! JSON numbers; background jobs are keyed by [`job_key`].
 
 use serde_json::{json, Value};
-use weft::Stats;
+use weft::{JobKind, Stats};
 
 /// A byte string as printable text (`escape_ascii`).
 pub fn esc(bytes: &[u8]) -> String {
     bytes.escape_ascii().to_string()
+}
+
+/// The JSON key of a kind of background job: its name, `_` for spaces.
+pub fn job_key(kind: JobKind) -> String {
+    kind.name().replace(' ', "_")
 }
 
 /// Stats as a JSON object.
@@ -35,6 +41,19 @@ pub fn to_json(s: &Stats) -> Value {
                 "index_entries": p.index_entries,
                 "index_bytes": p.index_bytes,
             })
+        })
+        .collect();
+    let background_jobs: serde_json::Map<String, Value> = s
+        .background_jobs
+        .iter()
+        .map(|(kind, j)| {
+            let job = json!({
+                "count": j.count,
+                "bytes_written": j.bytes_written,
+                "queued": j.queued.as_secs_f64(),
+                "running": j.running.as_secs_f64(),
+            });
+            (job_key(*kind), job)
         })
         .collect();
     json!({
@@ -77,6 +96,17 @@ pub fn to_json(s: &Stats) -> Value {
         "wal_tail_truncated_bytes": s.wal_tail_truncated_bytes,
         "splits": s.splits,
         "consolidations": s.consolidations,
+        "background_jobs": background_jobs,
+        "partition_size": s.partition_size,
+        "disk": {
+            "tables": s.disk.tables,
+            "value_logs": s.disk.value_logs,
+            "wals": s.disk.wals,
+            "manifest": s.disk.manifest,
+            "index_checkpoints": s.disk.index_checkpoints,
+            "other": s.disk.other,
+        },
+        "live_bytes_estimate": s.live_bytes_estimate,
         "reads": {
             "memtable_hits": s.reads.memtable_hits,
             "unsorted_hits": s.reads.unsorted_hits,

@@ -59,6 +59,25 @@ fn db_bench_additions_end_to_end() {
     assert!(out.contains("stats        : weft engine statistics"));
     assert!(out.contains("Engine stats: write-amp"));
     assert!(out.contains("Process I/O:"));
+    // Weft's own end lines: its background jobs, its space against live
+    // data (next to what the full scan found), its partitions' sizes.
+    let end_line = |label: &str| {
+        out.lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} line in\n{out}"))
+    };
+    assert!(end_line("Background:").contains("flush"), "{out}");
+    assert!(out.contains("index checkpoint"), "{out}");
+    let space = end_line("Weft space:");
+    assert!(
+        space.contains("live ≈") && space.contains("by full scan live"),
+        "{out}"
+    );
+    assert!(
+        end_line("Partitions:").contains("of partition_size"),
+        "{out}"
+    );
+    assert!(out.contains("\"background_jobs\""), "{out}");
 }
 
 #[test]

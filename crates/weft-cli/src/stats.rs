@@ -105,10 +105,23 @@ pub fn to_table(s: &Stats) -> String {
         "wal tail truncated bytes",
         s.wal_tail_truncated_bytes.to_string(),
     );
+    row("space on disk", space_line(s));
+    let d = &s.disk;
+    row(
+        "disk bytes by file kind",
+        format!(
+            "tables {}, value logs {}, WALs {}, manifest {}, index checkpoints {}, other {}",
+            d.tables, d.value_logs, d.wals, d.manifest, d.index_checkpoints, d.other
+        ),
+    );
+    out.push_str(&background_jobs_table(s));
     out.push_str(&format!("partitions: {}\n", s.partitions.len()));
+    if let Some(line) = partition_size_line(s) {
+        out.push_str(&format!("  {line}\n"));
+    }
     if !s.partitions.is_empty() {
         out.push_str(&format!(
-            "  {:>6}  {:<32} {:>8} {:>14} {:>8} {:>14} {:>5} {:>14} {:>14} {:>12}\n",
+            "  {:>6}  {:<32} {:>8} {:>14} {:>8} {:>14} {:>5} {:>14} {:>14} {:>8} {:>14} {:>8} {:>12}\n",
             "id",
             "range",
             "unsorted",
@@ -118,6 +131,9 @@ pub fn to_table(s: &Stats) -> String {
             "vlogs",
             "vlog bytes",
             "garbage bytes",
+            "garbage",
+            "size bytes",
+            "of limit",
             "index B/key"
         ));
         for p in &s.partitions {
@@ -132,7 +148,7 @@ pub fn to_table(s: &Stats) -> String {
                 format!("{:.1}", p.index_bytes as f64 / p.index_entries as f64)
             };
             out.push_str(&format!(
-                "  {:>6}  {:<32} {:>8} {:>14} {:>8} {:>14} {:>5} {:>14} {:>14} {:>12}\n",
+                "  {:>6}  {:<32} {:>8} {:>14} {:>8} {:>14} {:>5} {:>14} {:>14} {:>8} {:>14} {:>8} {:>12}\n",
                 p.id,
                 range,
                 p.unsorted_tables,
@@ -142,9 +158,91 @@ pub fn to_table(s: &Stats) -> String {
                 p.value_logs,
                 p.value_log_bytes,
                 p.value_log_garbage_bytes,
+                percent(p.value_log_garbage_bytes, p.value_log_bytes),
+                p.size_bytes,
+                percent(p.size_bytes, s.partition_size),
                 per_key
             ));
         }
+    }
+    out
+}
+
+/// `part` as a percentage of `whole` ("-" when `whole` is 0).
+fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+/// Bytes as a short figure with a binary unit.
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// Space on disk against the live data it holds: `X, live ≈ Y, ratio Z`.
+fn space_line(s: &Stats) -> String {
+    let ratio = if s.live_bytes_estimate == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.2}", s.space_amplification())
+    };
+    format!(
+        "{}, live ≈ {} (an upper bound), ratio {ratio}",
+        human_bytes(s.disk.total()),
+        human_bytes(s.live_bytes_estimate)
+    )
+}
+
+/// The largest partition against `partition_size`, past which it splits
+/// (`None` without partitions).
+fn partition_size_line(s: &Stats) -> Option<String> {
+    let largest = s.partitions.iter().max_by_key(|p| p.size_bytes)?;
+    Some(format!(
+        "largest: partition {} holds {} of partition_size {} ({})",
+        largest.id,
+        human_bytes(largest.size_bytes),
+        human_bytes(s.partition_size),
+        percent(largest.size_bytes, s.partition_size)
+    ))
+}
+
+/// One row per kind of background job: runs, bytes written, and the time
+/// jobs waited and ran, next to which the write stall time says whether
+/// background work kept pace.
+fn background_jobs_table(s: &Stats) -> String {
+    let mut out = format!(
+        "background jobs (since open):\n  {:<18} {:>8} {:>16} {:>12} {:>12} {:>12}\n",
+        "kind", "count", "bytes written", "queued s", "running s", "mean ms"
+    );
+    for (kind, j) in &s.background_jobs {
+        let mean = if j.count == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.2}", j.running.as_secs_f64() * 1e3 / j.count as f64)
+        };
+        out.push_str(&format!(
+            "  {:<18} {:>8} {:>16} {:>12.3} {:>12.3} {:>12}\n",
+            kind.name(),
+            j.count,
+            j.bytes_written,
+            j.queued.as_secs_f64(),
+            j.running.as_secs_f64(),
+            mean
+        ));
     }
     out
 }
@@ -167,6 +265,64 @@ mod tests {
         let t = to_table(&s);
         assert!(t.contains("sequence"));
         assert!(t.contains("partitions: 0"));
+        assert!(t.contains("ratio -"), "{t}");
+    }
+
+    #[test]
+    fn job_rows_space_and_partition_sizes_render() {
+        let mut s = Stats::default();
+        let mut flush = weft::BackgroundJobStats::default();
+        flush.count = 4;
+        flush.bytes_written = 4096;
+        flush.queued = std::time::Duration::from_millis(1500);
+        flush.running = std::time::Duration::from_millis(200);
+        s.background_jobs = weft::JobKind::ALL
+            .iter()
+            .map(|&k| {
+                (
+                    k,
+                    if k == weft::JobKind::Flush {
+                        flush
+                    } else {
+                        Default::default()
+                    },
+                )
+            })
+            .collect();
+        s.partition_size = 1 << 30;
+        s.disk.tables = 3 << 20;
+        s.disk.wals = 1 << 20;
+        s.live_bytes_estimate = 2 << 20;
+        let mut p = weft::PartitionStats::default();
+        p.id = 7;
+        p.size_bytes = 256 << 20;
+        p.value_log_bytes = 1000;
+        p.value_log_garbage_bytes = 250;
+        s.partitions.push(p);
+        let t = to_table(&s);
+        let row = t.lines().find(|l| l.starts_with("  flush ")).unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            cells,
+            ["flush", "4", "4096", "1.500", "0.200", "50.00"],
+            "{t}"
+        );
+        assert!(
+            t.contains("4.0 MiB, live ≈ 2.0 MiB (an upper bound), ratio 2.00"),
+            "{t}"
+        );
+        assert!(
+            t.contains("largest: partition 7 holds 256.0 MiB of partition_size 1.0 GiB (25.0%)"),
+            "{t}"
+        );
+        assert!(t.contains("25.0%"), "{t}");
+
+        let j = to_json(&s);
+        assert_eq!(j["background_jobs"]["flush"]["count"], 4);
+        assert_eq!(j["background_jobs"]["flush"]["queued"], 1.5);
+        assert_eq!(j["background_jobs"]["index_checkpoint"]["count"], 0);
+        assert_eq!(j["disk"]["wals"], 1 << 20);
+        assert_eq!(j["live_bytes_estimate"], 2 << 20);
     }
 
     #[test]

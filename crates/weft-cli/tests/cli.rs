@@ -189,6 +189,11 @@ fn stats_table_and_json() {
     assert!(table.contains("sequence"), "{table}");
     assert!(table.contains("write amplification"), "{table}");
     assert!(table.contains("partitions:"), "{table}");
+    assert!(table.contains("space on disk"), "{table}");
+    assert!(table.contains("live ≈"), "{table}");
+    assert!(table.contains("background jobs"), "{table}");
+    assert!(table.contains("index checkpoint"), "{table}");
+    assert!(table.contains("of partition_size"), "{table}");
 
     let json = ok(&db, &["stats", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&json)
@@ -213,6 +218,32 @@ fn stats_table_and_json() {
     assert!(v["block_cache"]["hits"].is_u64() && v["block_cache"]["misses"].is_u64());
     assert!(v.get("write_amplification").is_some());
     assert!(v["memtable_kind"].is_string(), "{json}");
+    for kind in [
+        "flush",
+        "merge",
+        "gc",
+        "split",
+        "consolidation",
+        "index_checkpoint",
+    ] {
+        let job = &v["background_jobs"][kind];
+        assert!(
+            job["count"].is_u64() && job["bytes_written"].is_u64(),
+            "{kind} in {json}"
+        );
+        assert!(
+            job["queued"].is_f64() && job["running"].is_f64(),
+            "{kind} in {json}"
+        );
+    }
+    // The ten puts are in the WAL; the manifest and CURRENT exist.
+    assert!(v["disk"]["wals"].as_u64().unwrap() > 0, "{json}");
+    assert!(v["disk"]["manifest"].as_u64().unwrap() > 0, "{json}");
+    assert!(v["live_bytes_estimate"].is_u64(), "{json}");
+    assert!(v["partition_size"].as_u64().unwrap() > 0, "{json}");
+    for p in v["partitions"].as_array().unwrap() {
+        assert!(p["size_bytes"].is_u64(), "{json}");
+    }
 }
 
 #[test]

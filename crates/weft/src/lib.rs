@@ -55,7 +55,9 @@ pub use key::{MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use memtable::MemtableKind;
 pub use options::{prefix_successor, Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;
-pub use stats::{CacheStats, PartitionStats, ReadStats, Stats};
+pub use stats::{
+    BackgroundJobStats, CacheStats, DiskUsage, JobKind, PartitionStats, ReadStats, Stats,
+};
 
 /// What the memtable benchmark, the crash tests and tools reach inside the
 /// engine: not part of the stable API, may change in any release.

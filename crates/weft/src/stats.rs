@@ -1,6 +1,7 @@
 //! Engine statistics, as returned by [`crate::Db::stats`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// A point-in-time summary of the engine's state and counters.
 #[derive(Debug, Clone, Default)]
@@ -81,6 +82,154 @@ pub struct Stats {
     pub wal_tail_truncated_bytes: u64,
     /// Where point reads were answered and what they read.
     pub reads: ReadStats,
+    /// What each kind of background job has cost since open, one entry per
+    /// [`JobKind`] in [`JobKind::ALL`]'s order: set against the writes'
+    /// stall time, it shows whether background work keeps pace and which
+    /// job it is that does not.
+    pub background_jobs: Vec<(JobKind, BackgroundJobStats)>,
+    /// `Options::partition_size` in force, the size [`PartitionStats::size_bytes`]
+    /// is judged against.
+    pub partition_size: u64,
+    /// Bytes in the database directory, by kind of file.
+    pub disk: DiskUsage,
+    /// Estimated bytes of live data in files: the live share of every value
+    /// log (its bytes less its garbage) plus every SortedStore and
+    /// UnsortedStore table. An upper bound: UnsortedStore tables may still
+    /// hold versions a later write overwrote or deleted, and tables hold
+    /// tombstones and versions kept for snapshots. Data only in memtables is
+    /// not counted (its WAL is, in [`Stats::disk`]).
+    pub live_bytes_estimate: u64,
+}
+
+impl Stats {
+    /// The figures of background jobs of `kind` (zero if none ran).
+    pub fn background_job(&self, kind: JobKind) -> BackgroundJobStats {
+        self.background_jobs
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, s)| *s)
+            .unwrap_or_default()
+    }
+
+    /// Bytes on disk per byte of estimated live data
+    /// ([`Stats::live_bytes_estimate`]); 0 when there is no live data.
+    pub fn space_amplification(&self) -> f64 {
+        if self.live_bytes_estimate == 0 {
+            0.0
+        } else {
+            self.disk.total() as f64 / self.live_bytes_estimate as f64
+        }
+    }
+}
+
+/// A kind of background job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum JobKind {
+    /// An immutable memtable written into UnsortedStore tables. Its running
+    /// time includes the index checkpoints it made due and ran at its end.
+    Flush,
+    /// An UnsortedStore merged into its partition's SortedStore.
+    Merge,
+    /// Value logs collected: their live values copied into a new log.
+    Gc,
+    /// A partition split in two.
+    Split,
+    /// An UnsortedStore rewritten into one table for scans.
+    Consolidation,
+    /// A partition's hash index written to a checkpoint file (run by the
+    /// flush that made it due, after that flush's tables are live).
+    IndexCheckpoint,
+}
+
+impl JobKind {
+    /// Every kind, in the order [`Stats::background_jobs`] lists them.
+    pub const ALL: [JobKind; 6] = [
+        JobKind::Flush,
+        JobKind::Merge,
+        JobKind::Gc,
+        JobKind::Split,
+        JobKind::Consolidation,
+        JobKind::IndexCheckpoint,
+    ];
+
+    /// A short lower-case name, for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobKind::Flush => "flush",
+            JobKind::Merge => "merge",
+            JobKind::Gc => "gc",
+            JobKind::Split => "split",
+            JobKind::Consolidation => "consolidation",
+            JobKind::IndexCheckpoint => "index checkpoint",
+        }
+    }
+
+    /// Its position in [`JobKind::ALL`].
+    pub(crate) fn index(self) -> usize {
+        match self {
+            JobKind::Flush => 0,
+            JobKind::Merge => 1,
+            JobKind::Gc => 2,
+            JobKind::Split => 3,
+            JobKind::Consolidation => 4,
+            JobKind::IndexCheckpoint => 5,
+        }
+    }
+}
+
+/// What the background jobs of one [`JobKind`] have cost since open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BackgroundJobStats {
+    /// Jobs run, including any that found nothing left to do or failed
+    /// (which is why it may exceed the matching count of completed jobs,
+    /// such as [`Stats::merges`]).
+    pub count: u64,
+    /// Bytes of files the jobs wrote (the matching `*_bytes_written` of
+    /// [`Stats`]; for merges, tables and value logs together).
+    pub bytes_written: u64,
+    /// Total time jobs waited between becoming due and starting. A flush
+    /// is due from the moment its memtable became immutable; the other
+    /// kinds are counted from when the scheduler picked them, and start as
+    /// soon as they are picked, so theirs stays zero.
+    pub queued: Duration,
+    /// Total time jobs ran.
+    pub running: Duration,
+}
+
+/// Bytes of the files in the database directory, by kind, as listed when
+/// [`crate::Db::stats`] ran. Files no version needs any more but a reader
+/// still holds open, or that wait for deletion, are counted: they take the
+/// space until they go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DiskUsage {
+    /// Tables (`.sst`).
+    pub tables: u64,
+    /// Value logs (`.vlog`).
+    pub value_logs: u64,
+    /// Write-ahead logs (`.log`), including space reserved ahead of the
+    /// records.
+    pub wals: u64,
+    /// Manifests and `CURRENT`.
+    pub manifest: u64,
+    /// Hash-index checkpoints (`.hix`).
+    pub index_checkpoints: u64,
+    /// Everything else: files being written, the lock file, foreign files.
+    pub other: u64,
+}
+
+impl DiskUsage {
+    /// Bytes of every file.
+    pub fn total(&self) -> u64 {
+        self.tables
+            + self.value_logs
+            + self.wals
+            + self.manifest
+            + self.index_checkpoints
+            + self.other
+    }
 }
 
 /// Point-read accounting by layer (counts since open).

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::commit::{commit_edit, NewFiles};
-use crate::db::core::Core;
+use crate::db::core::{Core, Counters};
 use crate::error::Result;
 use crate::manifest::VersionEdit;
 
@@ -33,6 +33,7 @@ pub(super) fn checkpoint_index(core: &Arc<Core>, pid: u64) -> Result<()> {
         // `new_files` deletes what was written of it.
         return Ok(());
     }
+    Counters::add(&core.counters.checkpoint_bytes, image.len() as u64);
     crate::fault::crash_point("checkpoint.file_written");
     // No version changes: readers never see checkpoints.
     let replaced = commit_edit(

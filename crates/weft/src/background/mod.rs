@@ -90,8 +90,10 @@ mod test_support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::db::core::{Core, EngineState};
+use crate::stats::JobKind;
 use crate::util::fs::activity;
 
 pub(crate) use flush::write_memtable;
@@ -112,12 +114,22 @@ impl Job {
             Job::Consolidate(p) | Job::Merge(p) | Job::Collect(p, _) | Job::Split(p) => *p,
         }
     }
+
+    /// The kind its stats are recorded under.
+    fn kind(&self) -> JobKind {
+        match self {
+            Job::Consolidate(_) => JobKind::Consolidation,
+            Job::Merge(_) => JobKind::Merge,
+            Job::Collect(..) => JobKind::Gc,
+            Job::Split(_) => JobKind::Split,
+        }
+    }
 }
 
 /// The flush thread's loop; returns at shutdown.
 pub(crate) fn run_flushes(core: Arc<Core>) {
     loop {
-        {
+        let queued = {
             let mut st = core.state.lock();
             loop {
                 if st.shutting_down {
@@ -129,13 +141,23 @@ pub(crate) fn run_flushes(core: Arc<Core>) {
                 core.state_cv.wait(&mut st);
             }
             st.flushing = true;
-        }
+            // Job stats: a flush is due from when its memtable became immutable.
+            st.imms
+                .front()
+                .map_or(Duration::ZERO, |imm| imm.made_immutable.elapsed())
+        };
+        let started = Instant::now();
         let result = activity("flush", || flush::flush_oldest(&core));
+        core.counters
+            .record_job(JobKind::Flush, queued, started.elapsed());
         if let Err(e) = &result {
             core.poison(e);
         }
         let mut st = core.state.lock();
         st.flushing = false;
+        if result.is_ok() {
+            observe_due(&core, &mut st);
+        }
         core.state_cv.notify_all();
     }
 }
@@ -154,23 +176,24 @@ pub(crate) fn run_flushes(core: Arc<Core>) {
 pub(crate) fn run_jobs(core: Arc<Core>) {
     crate::util::thread_priority::lower_current();
     loop {
-        let job = {
+        let (job, queued) = {
             let mut st = core.state.lock();
             loop {
                 if st.shutting_down {
                     return;
                 }
                 if !core.is_poisoned() {
-                    if let Some(job) = next_job(&core, &mut st) {
+                    if let Some((job, queued)) = next_job(&core, &mut st) {
                         let fresh = st.busy_partitions.insert(job.partition());
                         debug_assert!(fresh, "a picker chose a busy partition");
-                        break job;
+                        break (job, queued);
                     }
                 }
                 core.state_cv.wait(&mut st);
             }
         };
-        let pid = job.partition();
+        let (pid, kind) = (job.partition(), job.kind());
+        let started = Instant::now();
         let result = match job {
             Job::Merge(p) => activity("merge", || merge::merge_partition(&core, p)),
             Job::Consolidate(p) => activity("consolidate", || {
@@ -179,6 +202,7 @@ pub(crate) fn run_jobs(core: Arc<Core>) {
             Job::Collect(p, victims) => activity("gc", || gc::collect_garbage(&core, p, victims)),
             Job::Split(p) => activity("split", || split::split_partition(&core, p)),
         };
+        core.counters.record_job(kind, queued, started.elapsed());
         if let Err(e) = result {
             core.poison(&e);
         }
@@ -188,10 +212,43 @@ pub(crate) fn run_jobs(core: Arc<Core>) {
     }
 }
 
-/// The job to run next: what each job's picker finds due among the
-/// partitions no job is working on, chosen by the shared policy
-/// ([`policy`]: urgency first, and no due job waits for ever).
-fn next_job(core: &Core, st: &mut EngineState) -> Option<Job> {
+/// The job to run next, and how long a job of its kind had been due: what
+/// each job's picker finds due among the partitions no job is working on,
+/// chosen by the shared policy ([`policy`]: urgency first, and no due job
+/// waits for ever).
+fn next_job(core: &Core, st: &mut EngineState) -> Option<(Job, Duration)> {
+    let (due, jobs) = due_jobs(core, st);
+    let now = Instant::now();
+    st.job_policy.observe(&due, now);
+    let kind = st.job_policy.pick(&due)?;
+    let queued = st.job_policy.take_queued(kind, now);
+    // The policy picks only a kind that is due, so its job is `Some`.
+    let job = match kind {
+        Kind::Merge => Job::Merge(jobs.merge?),
+        Kind::Split => Job::Split(jobs.split?),
+        Kind::Gc => jobs.gc.map(|(p, victims)| Job::Collect(p, victims))?,
+        Kind::Consolidate => Job::Consolidate(jobs.consolidate?),
+    };
+    Some((job, queued))
+}
+
+/// Notes which kinds of job are due now, for their time queued (the
+/// flush thread calls it after each flush: a flush is what makes most
+/// merges due, often while every pool thread is busy).
+fn observe_due(core: &Core, st: &mut EngineState) {
+    let (due, _) = due_jobs(core, st);
+    st.job_policy.observe(&due, Instant::now());
+}
+
+/// The job each picker would choose now.
+struct DueJobs {
+    merge: Option<u64>,
+    split: Option<u64>,
+    gc: Option<(u64, BTreeSet<u64>)>,
+    consolidate: Option<u64>,
+}
+
+fn due_jobs(core: &Core, st: &mut EngineState) -> (Due, DueJobs) {
     let merge = merge::pick_merge(core, st);
     let split = split::pick_split(core, st);
     let gc = gc::pick_gc(core, st);
@@ -202,13 +259,13 @@ fn next_job(core: &Core, st: &mut EngineState) -> Option<Job> {
         gc: gc.is_some(),
         consolidate: consolidate.is_some(),
     };
-    // The policy picks only a kind that is due, so its job is `Some`.
-    Some(match st.job_policy.pick(&due)? {
-        Kind::Merge => Job::Merge(merge?.0),
-        Kind::Split => Job::Split(split?),
-        Kind::Gc => gc.map(|(p, victims)| Job::Collect(p, victims))?,
-        Kind::Consolidate => Job::Consolidate(consolidate?),
-    })
+    let jobs = DueJobs {
+        merge: merge.map(|(p, _)| p),
+        split,
+        gc,
+        consolidate,
+    };
+    (due, jobs)
 }
 
 /// Keeps flushes from running while a job restructures a

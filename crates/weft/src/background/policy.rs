@@ -32,6 +32,8 @@
 //! for a bounded number of jobs too; with an idle thread (nothing aged),
 //! they wait for none.
 
+use std::time::{Duration, Instant};
+
 /// Jobs of other kinds that may run while a kind is due before it is aged.
 /// Two lets the urgent merges of a write burst go twice as often as the
 /// split or GC they hold up, and still bounds that wait to a few jobs.
@@ -105,9 +107,34 @@ impl Due {
 pub(crate) struct Policy {
     /// Per kind: jobs of other kinds that ran while it was due.
     waited: [u32; 4],
+    /// Per kind: since when a job of it has been seen due without one
+    /// starting (for [`crate::Stats::background_jobs`]' time queued).
+    due_since: [Option<Instant>; 4],
 }
 
 impl Policy {
+    /// Notes what is `due` at `now`: a kind newly due starts its wait, a
+    /// kind no longer due forgets it. Called at every pick and after every
+    /// flush, so a wait starts when a job was first seen due, even while
+    /// every thread of the pool is busy.
+    pub(super) fn observe(&mut self, due: &Due, now: Instant) {
+        for k in Kind::ALL {
+            let since = &mut self.due_since[k.index()];
+            match (due.has(k), *since) {
+                (true, None) => *since = Some(now),
+                (false, _) => *since = None,
+                (true, Some(_)) => {}
+            }
+        }
+    }
+
+    /// How long the `kind` just picked had been due; a next job of it
+    /// queues from `now`.
+    pub(super) fn take_queued(&mut self, kind: Kind, now: Instant) -> Duration {
+        let since = self.due_since[kind.index()].replace(now);
+        since.map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
+    }
+
     /// Picks the kind of job to run now from what is `due` (`None` when
     /// nothing is), and counts the pick as run: the caller runs it.
     pub(super) fn pick(&mut self, due: &Due) -> Option<Kind> {

@@ -16,6 +16,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -27,6 +28,7 @@ use crate::manifest::ManifestWriter;
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::snapshot::SnapshotList;
+use crate::stats::{BackgroundJobStats, DiskUsage, JobKind};
 use crate::store::Version;
 use crate::table::BlockCache;
 use crate::table::TableOptions;
@@ -46,6 +48,10 @@ pub(crate) struct SuperVersion {
 pub(crate) struct ImmutableMemtable {
     pub mem: Arc<dyn Memtable>,
     pub wal_number: u64,
+    /// When it became immutable: its flush is due from then, and the time
+    /// until the flush starts is that flush's queued time
+    /// ([`crate::stats::BackgroundJobStats::queued`]).
+    pub made_immutable: Instant,
 }
 
 /// Everything guarded by `Core::state`.
@@ -210,11 +216,70 @@ pub(crate) struct Counters {
     /// Microseconds writers spent in slowdowns and stalls.
     pub stall_micros: AtomicU64,
     pub wal_truncated: AtomicU64,
+    /// Hash-index checkpoint files written.
+    pub checkpoint_bytes: AtomicU64,
+    /// Runs and times of each kind of background job, by [`JobKind::index`].
+    jobs: [JobCounters; JobKind::ALL.len()],
+}
+
+/// Runs and times of one kind of background job. Only background threads
+/// write them, once per job, so relaxed atomics suffice (a reader may see
+/// a job's count before its times, which no figure depends on).
+#[derive(Default)]
+struct JobCounters {
+    count: AtomicU64,
+    queued_nanos: AtomicU64,
+    running_nanos: AtomicU64,
 }
 
 impl Counters {
     pub fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts one job of `kind` that waited `queued` between becoming due
+    /// and starting, then ran for `running`. The scheduler calls it once
+    /// per job, failed ones included; the bytes a job writes are counted
+    /// where it writes them (`flush_bytes`, `merge_bytes`, ...), which
+    /// stays exact however many jobs of one kind run at once.
+    pub fn record_job(&self, kind: JobKind, queued: Duration, running: Duration) {
+        let job = &self.jobs[kind.index()];
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        job.count.fetch_add(1, Ordering::Relaxed);
+        job.queued_nanos.fetch_add(nanos(queued), Ordering::Relaxed);
+        job.running_nanos
+            .fetch_add(nanos(running), Ordering::Relaxed);
+    }
+
+    /// Bytes the jobs of `kind` wrote, from the per-kind byte counters.
+    fn bytes_written_by(&self, kind: JobKind) -> u64 {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        match kind {
+            JobKind::Flush => load(&self.flush_bytes),
+            JobKind::Merge => load(&self.merge_bytes) + load(&self.value_log_bytes),
+            JobKind::Gc => load(&self.gc_bytes),
+            JobKind::Split => load(&self.split_bytes),
+            JobKind::Consolidation => load(&self.consolidation_bytes),
+            JobKind::IndexCheckpoint => load(&self.checkpoint_bytes),
+        }
+    }
+
+    /// What the jobs of every kind have cost, in [`JobKind::ALL`]'s order.
+    pub fn background_jobs(&self) -> Vec<(JobKind, BackgroundJobStats)> {
+        JobKind::ALL
+            .iter()
+            .map(|&kind| {
+                let job = &self.jobs[kind.index()];
+                let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+                let stats = BackgroundJobStats {
+                    count: load(&job.count),
+                    bytes_written: self.bytes_written_by(kind),
+                    queued: Duration::from_nanos(load(&job.queued_nanos)),
+                    running: Duration::from_nanos(load(&job.running_nanos)),
+                };
+                (kind, stats)
+            })
+            .collect()
     }
 }
 
@@ -403,6 +468,38 @@ impl Core {
     /// True once poisoned.
     pub fn is_poisoned(&self) -> bool {
         self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Bytes of the files in the database directory, by kind: one listing
+    /// and one size query per file. The version knows the sizes of its live
+    /// tables and logs without asking the file system, but not those of the
+    /// WALs' reserved space, the manifest, the checkpoints, or files that
+    /// wait for their last reader before they are deleted, all of which
+    /// take space. A file deleted between the listing and its size query is
+    /// skipped; a directory that cannot be listed reads as empty (stats
+    /// have no error to return, and an empty usage is plainly unknown).
+    pub fn disk_usage(&self) -> DiskUsage {
+        use crate::filename::{parse_file_name, FileKind};
+        let mut usage = DiskUsage::default();
+        let Ok(paths) = self.fs.read_dir(&self.dir) else {
+            return usage;
+        };
+        for path in paths {
+            let Ok(size) = self.fs.file_size(&path) else {
+                continue;
+            };
+            let name = crate::util::fs::file_name(&path);
+            let slot = match parse_file_name(&name) {
+                Some(FileKind::Table(_)) => &mut usage.tables,
+                Some(FileKind::ValueLog(_)) => &mut usage.value_logs,
+                Some(FileKind::Wal(_)) => &mut usage.wals,
+                Some(FileKind::Manifest(_) | FileKind::Current) => &mut usage.manifest,
+                Some(FileKind::IndexCheckpoint(_)) => &mut usage.index_checkpoints,
+                Some(FileKind::Lock | FileKind::Temp(_)) | None => &mut usage.other,
+            };
+            *slot += size;
+        }
+        usage
     }
 }
 

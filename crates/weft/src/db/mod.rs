@@ -689,6 +689,10 @@ impl Db {
             write_stalls: load(&c.stalls),
             write_stall_micros: load(&c.stall_micros),
             wal_tail_truncated_bytes: load(&c.wal_truncated),
+            background_jobs: c.background_jobs(),
+            partition_size: core.options.partition_size,
+            disk: core.disk_usage(),
+            live_bytes_estimate: live_bytes_estimate(&sv.version),
             reads: ReadStats {
                 memtable_hits: load(&core.reads.memtable_hits),
                 unsorted_hits: load(&core.reads.unsorted_hits),
@@ -713,6 +717,18 @@ impl Db {
     pub fn close(self) -> Result<()> {
         self.inner.shutdown()
     }
+}
+
+/// [`Stats::live_bytes_estimate`] of `version`: each value log's bytes less
+/// its garbage, once however many partitions share it, plus every table.
+fn live_bytes_estimate(version: &crate::store::Version) -> u64 {
+    let logs: u64 = version
+        .value_logs
+        .values()
+        .map(|l| l.file.size().saturating_sub(l.garbage))
+        .sum();
+    let tables: u64 = version.all_tables().map(|t| t.meta.size).sum();
+    logs + tables
 }
 
 #[cfg(test)]

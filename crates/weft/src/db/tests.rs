@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::fault::gates;
+use crate::stats::{BackgroundJobStats, DiskUsage, JobKind};
 use crate::store::hash_index::HashIndex;
 use std::time::Duration;
 
@@ -536,4 +537,178 @@ fn recovery_stops_at_a_hole_a_wal_link_reveals() {
         };
         assert_eq!(got, want, "older WAL cut: {cut}");
     }
+}
+
+/// Waits (up to a minute) until the stats of `db` are `done`, naming
+/// `what` if they never are. A job is counted as run when it returns, a
+/// little after the install that `flush` and `compact` wait for and the
+/// count of completed jobs it adds to.
+fn wait_for_stats(db: &Db, what: &str, done: impl Fn(&Stats) -> bool) -> Stats {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = db.stats();
+        if done(&s) {
+            return s;
+        }
+        assert!(std::time::Instant::now() < deadline, "never {what}: {s:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Each kind of background job counts its runs, the bytes it wrote (the
+/// matching `*_bytes_written`) and the time it ran; kinds that did not
+/// run read zero.
+#[test]
+fn stats_count_each_background_job_with_its_bytes_and_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .write_buffer_size(64 << 10)
+        .unsorted_limit(256 << 10)
+        .min_blob_size(64);
+    let db = Db::open(dir.path(), opts).unwrap();
+    for i in 0..4000u32 {
+        db.put(format!("key{i:06}"), [b'v'; 200]).unwrap();
+    }
+    db.compact().unwrap();
+    let s = wait_for_stats(&db, "every completed job counted as run", |s| {
+        s.background_job(JobKind::Flush).count >= s.flushes
+            && s.background_job(JobKind::Merge).count >= s.merges
+    });
+    let kinds: Vec<JobKind> = s.background_jobs.iter().map(|(k, _)| *k).collect();
+    assert_eq!(kinds, JobKind::ALL);
+
+    let flush = s.background_job(JobKind::Flush);
+    assert!(s.flushes >= 1 && flush.count >= s.flushes, "{s:?}");
+    assert_eq!(flush.bytes_written, s.flush_bytes_written);
+    assert!(flush.bytes_written > 0, "{flush:?}");
+    assert!(flush.running > Duration::ZERO, "{flush:?}");
+    assert!(flush.queued > Duration::ZERO, "{flush:?}");
+
+    let merge = s.background_job(JobKind::Merge);
+    assert!(s.merges >= 1 && merge.count >= s.merges, "{s:?}");
+    assert_eq!(
+        merge.bytes_written,
+        s.merge_bytes_written + s.value_log_bytes_written
+    );
+    assert!(s.merge_bytes_written > 0 && s.value_log_bytes_written > 0);
+    assert!(merge.running > Duration::ZERO, "{merge:?}");
+
+    let checkpoint = s.background_job(JobKind::IndexCheckpoint);
+    assert!(checkpoint.count >= 1, "{s:?}");
+    assert!(checkpoint.bytes_written > 0, "{checkpoint:?}");
+    assert!(checkpoint.running > Duration::ZERO, "{checkpoint:?}");
+
+    for kind in [JobKind::Gc, JobKind::Split, JobKind::Consolidation] {
+        assert_eq!(
+            s.background_job(kind),
+            BackgroundJobStats::default(),
+            "{}",
+            kind.name()
+        );
+    }
+}
+
+/// A flush waiting behind another counts the wait as queued, from when
+/// its memtable became immutable; the held flush counts it as running.
+#[test]
+fn stats_count_a_flush_held_behind_another_as_queued() {
+    const POINT: &str = "manifest.append";
+    let held = Duration::from_millis(50);
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let _gate = gates::close(POINT, dir.path());
+    let rotate = || {
+        db.core()
+            .write(WriteBatch::new(), false, true, true)
+            .unwrap()
+    };
+    db.put(b"a", b"first").unwrap();
+    rotate();
+    wait_at_gate(POINT, dir.path(), &db);
+    db.put(b"b", b"second").unwrap();
+    rotate();
+    std::thread::sleep(held);
+    gates::open(POINT, dir.path());
+    db.flush().unwrap();
+    let s = wait_for_stats(&db, "two flushes counted", |s| {
+        s.background_job(JobKind::Flush).count >= 2
+    });
+    let flush = s.background_job(JobKind::Flush);
+    assert_eq!(flush.count, 2, "{s:?}");
+    assert!(flush.queued >= held, "{flush:?}");
+    assert!(flush.running >= held, "{flush:?}");
+}
+
+/// Bytes of the files in `dir` by kind, as a listing by the test sees them.
+fn disk_usage_listed(dir: &Path) -> DiskUsage {
+    use crate::filename::{parse_file_name, FileKind};
+    let mut usage = DiskUsage::default();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let size = entry.metadata().unwrap().len();
+        let slot = match parse_file_name(&entry.file_name().to_string_lossy()) {
+            Some(FileKind::Table(_)) => &mut usage.tables,
+            Some(FileKind::ValueLog(_)) => &mut usage.value_logs,
+            Some(FileKind::Wal(_)) => &mut usage.wals,
+            Some(FileKind::Manifest(_) | FileKind::Current) => &mut usage.manifest,
+            Some(FileKind::IndexCheckpoint(_)) => &mut usage.index_checkpoints,
+            _ => &mut usage.other,
+        };
+        *slot += size;
+    }
+    usage
+}
+
+/// The disk figures are the directory's files by kind; the live estimate
+/// and the partition's size are those of its tables and value logs, less
+/// the garbage an overwrite left in the logs.
+#[test]
+fn stats_show_space_on_disk_live_data_and_partition_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .write_buffer_size(64 << 10)
+        .unsorted_limit(256 << 10)
+        .min_blob_size(64)
+        .partition_size(64 << 20)
+        .gc_min_garbage_bytes(u64::MAX);
+    let db = Db::open(dir.path(), opts).unwrap();
+    for round in 0..2u8 {
+        for i in 0..2000u32 {
+            if round == 0 || i % 2 == 0 {
+                db.put(format!("key{i:06}"), [b'a' + round; 200]).unwrap();
+            }
+        }
+        db.compact().unwrap();
+    }
+    // A listing taken just before and just after the stats, unchanged, is
+    // what the stats listed (a background deletion may fall in between).
+    let (s, listed) = (0..100)
+        .find_map(|_| {
+            let before = disk_usage_listed(dir.path());
+            let s = db.stats();
+            (disk_usage_listed(dir.path()) == before).then_some((s, before))
+        })
+        .expect("the directory never stood still");
+    assert_eq!(s.disk, listed);
+    assert!(s.disk.wals > 0 && s.disk.manifest > 0, "{:?}", s.disk);
+    assert!(s.disk.index_checkpoints > 0, "{:?}", s.disk);
+
+    assert_eq!(s.partition_size, 64 << 20);
+    assert_eq!(s.partitions.len(), 1, "{s:?}");
+    let p = &s.partitions[0];
+    assert!(p.sorted_bytes > 0 && p.value_log_bytes > 0, "{p:?}");
+    assert!(
+        p.value_log_garbage_bytes > 0 && p.value_log_garbage_bytes < p.value_log_bytes,
+        "{p:?}"
+    );
+    let live_logs = p.value_log_bytes - p.value_log_garbage_bytes;
+    assert_eq!(p.size_bytes, p.sorted_bytes + live_logs);
+    assert_eq!(
+        s.live_bytes_estimate,
+        p.unsorted_bytes + p.sorted_bytes + live_logs
+    );
+    assert!(s.disk.tables >= p.unsorted_bytes + p.sorted_bytes);
+    assert!(s.disk.value_logs >= p.value_log_bytes);
+    assert!(s.disk.total() > s.live_bytes_estimate);
+    assert!(s.space_amplification() > 1.0, "{s:?}");
 }

@@ -396,6 +396,7 @@ impl Core {
         st.imms.push_back(ImmutableMemtable {
             mem: old,
             wal_number: old_wal,
+            made_immutable: Instant::now(),
         });
         st.imm_created += 1;
         self.install_super_version(st);
