@@ -190,9 +190,9 @@ pub struct BackgroundJobStats {
     /// [`Stats`]; for merges, tables and value logs together).
     pub bytes_written: u64,
     /// Total time jobs waited between becoming due and starting. A flush
-    /// is due from the moment its memtable became immutable; the other
-    /// kinds are counted from when the scheduler picked them, and start as
-    /// soon as they are picked, so theirs stays zero.
+    /// is due from the moment its memtable became immutable; a job of the
+    /// pool from when a job of its kind was first seen due (at a pick or
+    /// after a flush) until one started.
     pub queued: Duration,
     /// Total time jobs ran.
     pub running: Duration,
