@@ -68,10 +68,24 @@ pub struct Options {
     /// partitioning). Default 1 GiB.
     pub partition_size: u64,
     /// A value log is collected once this share of its bytes is dead.
-    /// Default 0.5.
+    /// Default 0.5: a lower ratio copies more live values per dead byte it
+    /// frees, and leaves about as much space behind as long as
+    /// `gc_min_garbage_bytes` is what holds GC back.
     pub gc_garbage_ratio: f64,
     /// ...and a partition's collectable logs hold at least this many dead
-    /// bytes together. Default 64 MiB.
+    /// bytes together. 0 means the default: an eighth of
+    /// [`Options::partition_size`], at most 64 MiB (so 64 MiB with the
+    /// default 1 GiB partitions). Any other value is used as it is (1:
+    /// collect as soon as a log is a victim). Default 0.
+    ///
+    /// The minimum follows the partition because a fixed one as large as a
+    /// partition lets a partition's logs hold more dead bytes than it has
+    /// live ones before GC is due, and space on disk then grows with the
+    /// overwrites whatever `gc_garbage_ratio` is. An eighth is the largest
+    /// share that kept an overwritten store's space on disk under 1.6×
+    /// its live data with a margin: with a quarter it ended right at that
+    /// bound, and a smaller share or a lower `gc_garbage_ratio` only
+    /// copies the same live values out of logs more often.
     pub gc_min_garbage_bytes: u64,
     /// A partition whose SortedStore points into more than this many value
     /// logs has them all collected into one, in key order, dead bytes or
@@ -143,7 +157,7 @@ impl Default for Options {
             partition_size: 1 << 30,
             scan_merge_limit: 8,
             gc_garbage_ratio: 0.5,
-            gc_min_garbage_bytes: 64 << 20,
+            gc_min_garbage_bytes: 0,
             manual_wal_flush: false,
             max_value_logs: usize::MAX,
             background_jobs: default_background_jobs(),
@@ -219,6 +233,16 @@ impl Options {
         /// Sets [`Options::file_system`].
         #[doc(hidden)]
         file_system: Arc<dyn FileSystem>,
+    }
+
+    /// The dead bytes a partition's collectable logs must hold together
+    /// before value-log GC is due: [`Options::gc_min_garbage_bytes`], or
+    /// when it is 0 the default derived from [`Options::partition_size`].
+    pub(crate) fn gc_min_garbage(&self) -> u64 {
+        match self.gc_min_garbage_bytes {
+            0 => (self.partition_size / 8).min(64 << 20),
+            explicit => explicit,
+        }
     }
 
     /// How tables read their data blocks.

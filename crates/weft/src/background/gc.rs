@@ -36,11 +36,14 @@ fn pick_gc_for_order(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u64
 /// logs to collect (UniKV: the partition with the most garbage first).
 ///
 /// A log is a victim when *its own* dead share reaches `gc_garbage_ratio`;
-/// the partition is due when its victims hold `gc_min_garbage_bytes`. Judging
-/// the partition's logs as a whole would let the newest log — all live, just
-/// written by a merge — dilute the ratio and keep fully dead logs forever.
+/// the partition is due when its victims hold `gc_min_garbage_bytes` (by
+/// default an eighth of `partition_size`, see
+/// [`crate::Options::gc_min_garbage_bytes`]). Judging the partition's logs
+/// as a whole would let the newest log — all live, just written by a merge
+/// — dilute the ratio and keep fully dead logs forever.
 fn pick_gc_for_garbage(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u64>)> {
     let opts = &core.options;
+    let min_garbage = opts.gc_min_garbage();
     let v = &st.version;
     st.idle_partitions()
         .filter_map(|p| {
@@ -53,7 +56,7 @@ fn pick_gc_for_garbage(core: &Core, st: &EngineState) -> Option<(u64, BTreeSet<u
                 .map(|(n, _)| n)
                 .collect();
             let garbage: u64 = victims.iter().map(|n| v.value_logs[n].garbage).sum();
-            (garbage >= opts.gc_min_garbage_bytes).then_some((garbage, p.id, victims))
+            (garbage >= min_garbage).then_some((garbage, p.id, victims))
         })
         .max_by_key(|(g, _, _)| *g)
         .map(|(_, id, victims)| (id, victims))
