@@ -68,9 +68,9 @@ pub struct Options {
     /// partitioning). Default 1 GiB.
     pub partition_size: u64,
     /// A value log is collected once this share of its bytes is dead.
-    /// Default 0.5: a lower ratio copies more live values per dead byte it
-    /// frees, and leaves about as much space behind as long as
-    /// `gc_min_garbage_bytes` is what holds GC back.
+    /// Default 0.5: a lower ratio collects logs that are more live, so it
+    /// copies more live values per dead byte it frees; for the same space
+    /// on disk that cost more than a lower `gc_min_garbage_bytes` did.
     pub gc_garbage_ratio: f64,
     /// ...and a partition's collectable logs hold at least this many dead
     /// bytes together. 0 means the default: an eighth of
@@ -81,11 +81,12 @@ pub struct Options {
     /// The minimum follows the partition because a fixed one as large as a
     /// partition lets a partition's logs hold more dead bytes than it has
     /// live ones before GC is due, and space on disk then grows with the
-    /// overwrites whatever `gc_garbage_ratio` is. An eighth is the largest
-    /// share that kept an overwritten store's space on disk under 1.6×
-    /// its live data with a margin: with a quarter it ended right at that
-    /// bound, and a smaller share or a lower `gc_garbage_ratio` only
-    /// copies the same live values out of logs more often.
+    /// overwrites whatever `gc_garbage_ratio` is. Of the shares measured,
+    /// an eighth is the largest that kept a store under sustained
+    /// overwrites within its space target with a margin (a quarter reached
+    /// the target); a smaller share, or a lower `gc_garbage_ratio`, copies
+    /// the same live values out of logs more often for little space saved
+    /// (`bench/journal/2026-11-27-09-gc-thresholds.md`).
     pub gc_min_garbage_bytes: u64,
     /// A partition whose SortedStore points into more than this many value
     /// logs has them all collected into one, in key order, dead bytes or
