@@ -75,12 +75,17 @@ fn a_power_cut_while_two_partitions_merge_and_a_third_splits_loses_nothing() {
     let (model, sizes) = several_partitions(template.path());
     // Only the largest partition passes the new `partition_size`: the
     // first pick is its split (splits go before merges no writer waits
-    // for), the next two are merges of other partitions.
+    // for), the next two are merges of other partitions. (Should two
+    // partitions tie for the largest, both split, and a merge runs beside
+    // them: still three jobs of three partitions in flight.)
     let mut sorted = sizes.clone();
     sorted.sort_unstable();
     let (largest, second) = (sorted[sorted.len() - 1], sorted[sorted.len() - 2]);
-    assert!(largest > second, "no single largest partition: {sizes:?}");
-    let partition_size = second + (largest - second) / 2;
+    let partition_size = if largest > second {
+        second + (largest - second) / 2
+    } else {
+        largest - 1
+    };
 
     let mut reached_the_end = false;
     for cut_after in [1, 2, 4, 8, 16, 32, 64, 128, 256, 100_000] {
