@@ -92,13 +92,14 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
+
 use crate::db::core::{Core, EngineState};
 use crate::stats::JobKind;
 use crate::util::fs::activity;
 
 pub(crate) use flush::write_memtable;
-pub(crate) use policy::Policy as JobPolicy;
-use policy::{Due, Kind};
+use policy::{Due, Kind, Policy};
 
 /// A job of the pool, with the partition it works on.
 enum Job {
@@ -126,8 +127,30 @@ impl Job {
     }
 }
 
+/// A background thread's loop, to run on a thread of its own.
+pub(crate) type ThreadLoop = Box<dyn FnOnce() + Send>;
+
+/// The background threads' loops, each with its thread's name: the flush
+/// thread's and [`crate::Options::background_jobs`]` - 1` pool threads',
+/// all sharing one job policy. Each returns at shutdown.
+pub(crate) fn thread_loops(core: &Arc<Core>) -> Vec<(String, ThreadLoop)> {
+    let policy: Arc<Mutex<Policy>> = Arc::default();
+    let flush: ThreadLoop = {
+        let (core, policy) = (Arc::clone(core), Arc::clone(&policy));
+        Box::new(move || run_flushes(&core, &policy))
+    };
+    let pool = (0..core.options.background_jobs - 1).map(|i| {
+        let (core, policy) = (Arc::clone(core), Arc::clone(&policy));
+        let run: ThreadLoop = Box::new(move || run_jobs(&core, &policy));
+        (format!("weft-jobs-{i}"), run)
+    });
+    std::iter::once(("weft-flush".to_string(), flush))
+        .chain(pool)
+        .collect()
+}
+
 /// The flush thread's loop; returns at shutdown.
-pub(crate) fn run_flushes(core: Arc<Core>) {
+fn run_flushes(core: &Arc<Core>, policy: &Mutex<Policy>) {
     loop {
         let queued = {
             let mut st = core.state.lock();
@@ -147,7 +170,7 @@ pub(crate) fn run_flushes(core: Arc<Core>) {
                 .map_or(Duration::ZERO, |imm| imm.made_immutable.elapsed())
         };
         let started = Instant::now();
-        let result = activity("flush", || flush::flush_oldest(&core));
+        let result = activity("flush", || flush::flush_oldest(core));
         core.counters
             .record_job(JobKind::Flush, queued, started.elapsed());
         if let Err(e) = &result {
@@ -156,7 +179,7 @@ pub(crate) fn run_flushes(core: Arc<Core>) {
         let mut st = core.state.lock();
         st.flushing = false;
         if result.is_ok() {
-            observe_due(&core, &mut st);
+            observe_due(core, &mut st, policy);
         }
         core.state_cv.notify_all();
     }
@@ -173,7 +196,7 @@ pub(crate) fn run_flushes(core: Arc<Core>) {
 /// which frees the cores for it: a starved job costs latency, never
 /// correctness. The flush thread keeps its priority, since a late flush
 /// stalls writers at once.
-pub(crate) fn run_jobs(core: Arc<Core>) {
+fn run_jobs(core: &Arc<Core>, policy: &Mutex<Policy>) {
     crate::util::thread_priority::lower_current();
     loop {
         let (job, queued) = {
@@ -183,7 +206,7 @@ pub(crate) fn run_jobs(core: Arc<Core>) {
                     return;
                 }
                 if !core.is_poisoned() {
-                    if let Some((job, queued)) = next_job(&core, &mut st) {
+                    if let Some((job, queued)) = next_job(core, &mut st, policy) {
                         let fresh = st.busy_partitions.insert(job.partition());
                         debug_assert!(fresh, "a picker chose a busy partition");
                         break (job, queued);
@@ -195,12 +218,12 @@ pub(crate) fn run_jobs(core: Arc<Core>) {
         let (pid, kind) = (job.partition(), job.kind());
         let started = Instant::now();
         let result = match job {
-            Job::Merge(p) => activity("merge", || merge::merge_partition(&core, p)),
-            Job::Consolidate(p) => activity("consolidate", || {
-                consolidate::consolidate_unsorted(&core, p)
-            }),
-            Job::Collect(p, victims) => activity("gc", || gc::collect_garbage(&core, p, victims)),
-            Job::Split(p) => activity("split", || split::split_partition(&core, p)),
+            Job::Merge(p) => activity("merge", || merge::merge_partition(core, p)),
+            Job::Consolidate(p) => {
+                activity("consolidate", || consolidate::consolidate_unsorted(core, p))
+            }
+            Job::Collect(p, victims) => activity("gc", || gc::collect_garbage(core, p, victims)),
+            Job::Split(p) => activity("split", || split::split_partition(core, p)),
         };
         core.counters.record_job(kind, queued, started.elapsed());
         if let Err(e) = result {
@@ -216,12 +239,13 @@ pub(crate) fn run_jobs(core: Arc<Core>) {
 /// each job's picker finds due among the partitions no job is working on,
 /// chosen by the shared policy ([`policy`]: urgency first, and no due job
 /// waits for ever).
-fn next_job(core: &Core, st: &mut EngineState) -> Option<(Job, Duration)> {
+fn next_job(core: &Core, st: &mut EngineState, policy: &Mutex<Policy>) -> Option<(Job, Duration)> {
     let (due, jobs) = due_jobs(core, st);
     let now = Instant::now();
-    st.job_policy.observe(&due, now);
-    let kind = st.job_policy.pick(&due)?;
-    let queued = st.job_policy.take_queued(kind, now);
+    let mut policy = policy.lock();
+    policy.observe(&due, now);
+    let kind = policy.pick(&due)?;
+    let queued = policy.take_queued(kind, now);
     // The policy picks only a kind that is due, so its job is `Some`.
     let job = match kind {
         Kind::Merge => Job::Merge(jobs.merge?),
@@ -235,9 +259,9 @@ fn next_job(core: &Core, st: &mut EngineState) -> Option<(Job, Duration)> {
 /// Notes which kinds of job are due now, for their time queued (the
 /// flush thread calls it after each flush: a flush is what makes most
 /// merges due, often while every pool thread is busy).
-fn observe_due(core: &Core, st: &mut EngineState) {
+fn observe_due(core: &Core, st: &mut EngineState, policy: &Mutex<Policy>) {
     let (due, _) = due_jobs(core, st);
-    st.job_policy.observe(&due, Instant::now());
+    policy.lock().observe(&due, Instant::now());
 }
 
 /// The job each picker would choose now.

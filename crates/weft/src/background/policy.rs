@@ -102,9 +102,10 @@ impl Due {
 }
 
 /// The pool's memory of how long each kind has been due (one for all its
-/// threads, kept in the engine state: each pick is one job started).
+/// threads and the flush thread, locked under the state lock: each pick is
+/// one job started).
 #[derive(Debug, Default)]
-pub(crate) struct Policy {
+pub(super) struct Policy {
     /// Per kind: jobs of other kinds that ran while it was due.
     waited: [u32; 4],
     /// Per kind: since when a job of it has been seen due without one

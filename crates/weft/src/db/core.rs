@@ -90,8 +90,6 @@ pub(crate) struct EngineState {
     /// (at most one job per partition; flushes only add tables and are not
     /// counted).
     pub busy_partitions: std::collections::BTreeSet<u64>,
-    /// How long each kind of job has been due ([`crate::background`]).
-    pub job_policy: crate::background::JobPolicy,
     pub shutting_down: bool,
 }
 

@@ -130,23 +130,9 @@ impl Db {
         let opened = crate::util::fs::activity("open", || open::open(path.as_ref(), options))?;
         let core = opened.core;
         let mut threads = Vec::new();
-        type Loop = fn(Arc<Core>);
-        let job_threads = core.options.background_jobs - 1;
-        let loops = std::iter::once((
-            "weft-flush".to_string(),
-            crate::background::run_flushes as Loop,
-        ))
-        .chain((0..job_threads).map(|i| {
-            (
-                format!("weft-jobs-{i}"),
-                crate::background::run_jobs as Loop,
-            )
-        }));
+        let loops = crate::background::thread_loops(&core);
         for (name, run) in loops {
-            let bg_core = Arc::clone(&core);
-            let spawned = std::thread::Builder::new()
-                .name(name)
-                .spawn(move || run(bg_core));
+            let spawned = std::thread::Builder::new().name(name).spawn(run);
             match spawned {
                 Ok(h) => threads.push(h),
                 Err(e) => {

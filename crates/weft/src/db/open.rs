@@ -263,7 +263,6 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         flushing: false,
         restructuring: 0,
         busy_partitions: Default::default(),
-        job_policy: Default::default(),
         shutting_down: false,
     };
     let wal = ActiveWal { writer: wal_writer };
