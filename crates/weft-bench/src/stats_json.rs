@@ -73,6 +73,7 @@ pub fn to_json(s: &Stats) -> Value {
         "split_bytes_written": s.split_bytes_written,
         "consolidation_bytes_written": s.consolidation_bytes_written,
         "manifest_bytes_written": s.manifest_bytes_written,
+        "index_checkpoint_bytes_written": s.index_checkpoint_bytes_written,
         "get_bytes_read": s.get_bytes_read,
         "scan_bytes_read": s.scan_bytes_read,
         "background_bytes_read": s.background_bytes_read,

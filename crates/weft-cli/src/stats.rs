@@ -42,6 +42,10 @@ pub fn to_table(s: &Stats) -> String {
         s.manifest_bytes_written.to_string(),
     );
     row(
+        "index checkpoint bytes written",
+        s.index_checkpoint_bytes_written.to_string(),
+    );
+    row(
         "write amplification",
         format!("{:.3}", s.write_amplification),
     );

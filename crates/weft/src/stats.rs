@@ -41,8 +41,10 @@ pub struct Stats {
     pub consolidation_bytes_written: u64,
     /// Bytes written to the manifest.
     pub manifest_bytes_written: u64,
-    /// All bytes written (WAL, tables and logs of every kind, GC, manifest)
-    /// divided by user bytes written (0 when none).
+    /// Bytes of hash-index checkpoints (`.hix` files) written.
+    pub index_checkpoint_bytes_written: u64,
+    /// All bytes written (WAL, tables and logs of every kind, GC, hash-index
+    /// checkpoints, manifest) divided by user bytes written (0 when none).
     pub write_amplification: f64,
     /// Bytes point reads fetched from disk: table blocks missing from the
     /// block cache and value-log records.

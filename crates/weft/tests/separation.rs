@@ -291,6 +291,7 @@ fn bytes_written_and_read_are_counted_by_kind() {
         + s.gc_bytes_written
         + s.split_bytes_written
         + s.consolidation_bytes_written
+        + s.index_checkpoint_bytes_written
         + s.manifest_bytes_written;
     let wa = parts as f64 / s.user_bytes_written as f64;
     assert!(

@@ -595,6 +595,7 @@ impl Db {
             + load(&c.gc_bytes)
             + load(&c.split_bytes)
             + load(&c.consolidation_bytes)
+            + load(&c.checkpoint_bytes)
             + load(&c.manifest_bytes);
         let (get_bytes_read, scan_bytes_read, background_bytes_read) =
             core.cache.disk_reads().totals();
@@ -650,6 +651,7 @@ impl Db {
             split_bytes_written: load(&c.split_bytes),
             consolidation_bytes_written: load(&c.consolidation_bytes),
             manifest_bytes_written: load(&c.manifest_bytes),
+            index_checkpoint_bytes_written: load(&c.checkpoint_bytes),
             get_bytes_read,
             scan_bytes_read,
             background_bytes_read,
