@@ -86,7 +86,7 @@ mod pool_tests;
 mod rewrite;
 mod split;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

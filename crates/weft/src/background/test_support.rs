@@ -48,10 +48,13 @@ pub fn assert_every_key_reads(db: &Db, n: u32, expected: impl Fn(u32) -> Vec<u8>
     }
 }
 
-/// Copies the files of database directory `from` into `to`.
+/// Copies the files of database directory `from` into `to` (a copy of a
+/// live store's files, as a crash would leave them).
 pub fn copy_dir(from: &Path, to: &Path) {
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! format version.
 
 use super::*;
+use crate::background::test_support::copy_dir;
 use crate::fault::gates;
 use crate::stats::{BackgroundJobStats, DiskUsage, JobKind};
 use crate::store::hash_index::HashIndex;
@@ -299,17 +300,9 @@ fn a_torn_older_wal_ends_the_history_there() {
     for i in 0..50 {
         db.put(new(i), b"n").unwrap();
     }
-    let copy = |to: &Path| {
-        for e in std::fs::read_dir(dir.path()).unwrap() {
-            let e = e.unwrap();
-            if e.file_type().unwrap().is_file() {
-                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-            }
-        }
-    };
     let (intact, torn) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    copy(intact.path());
-    copy(torn.path());
+    copy_dir(dir.path(), intact.path());
+    copy_dir(dir.path(), torn.path());
     gates::open(POINT, dir.path());
     drop(db);
 
