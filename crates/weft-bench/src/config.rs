@@ -34,6 +34,11 @@ pub struct BenchConfig {
     /// `--reads`: operations per thread for read benchmarks; `None` = `num`
     /// (db_bench's `-1`).
     pub reads: Option<u64>,
+    /// `--writes`: operations per thread for write benchmarks (fillseq,
+    /// fillrandom, overwrite, deleterandom); `None` = `num` (db_bench's
+    /// `-1`). With `--writes=num/threads` every thread count does the same
+    /// total work, as `bench/scaling` needs.
+    pub writes: Option<u64>,
     /// `--key_size`: bytes per key. Default 16.
     pub key_size: usize,
     /// `--value_size`: bytes per value. Default 100.
@@ -135,6 +140,7 @@ impl Default for BenchConfig {
             benchmarks: DEFAULT_BENCHMARKS.iter().map(|s| s.to_string()).collect(),
             num: 1_000_000,
             reads: None,
+            writes: None,
             key_size: 16,
             value_size: 100,
             threads: 1,
@@ -179,6 +185,11 @@ impl BenchConfig {
     /// Read operations per thread (`--reads`, or `--num` when unset).
     pub fn reads(&self) -> u64 {
         self.reads.unwrap_or(self.num)
+    }
+
+    /// Write operations per thread (`--writes`, or `--num` when unset).
+    pub fn writes(&self) -> u64 {
+        self.writes.unwrap_or(self.num)
     }
 
     /// YCSB records (`--record_count`, or `--num`).

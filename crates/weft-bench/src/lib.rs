@@ -534,6 +534,7 @@ pub fn config_json(c: &BenchConfig) -> serde_json::Value {
         "benchmarks": c.benchmarks,
         "num": c.num,
         "reads": c.reads(),
+        "writes": c.writes(),
         "key_size": c.key_size,
         "value_size": c.value_size,
         "threads": c.threads,

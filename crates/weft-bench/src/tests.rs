@@ -21,6 +21,20 @@ fn line_of<'a>(out: &'a str, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {name} line in\n{out}"))
 }
 
+/// `--writes` caps each thread's writes (db_bench's meaning), so that
+/// `bench/scaling` can give every thread count the same total work.
+#[test]
+fn writes_caps_the_writes_of_each_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small(dir.path(), &["fillrandom", "overwrite", "deleterandom"]);
+    cfg.threads = 4;
+    cfg.writes = Some(30);
+    let res = run(&cfg, &mut Vec::new()).unwrap();
+    for r in &res {
+        assert_eq!(r.summary.as_ref().unwrap().done, 120, "{}", r.name);
+    }
+}
+
 #[test]
 fn db_bench_additions_end_to_end() {
     let dir = tempfile::tempdir().unwrap();

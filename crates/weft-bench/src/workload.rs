@@ -124,7 +124,7 @@ pub trait Workload: Send + Sync {
 
     /// Operations all foreground threads will do, for the progress bar.
     fn total_ops(&self, c: &BenchConfig) -> u64 {
-        c.num * c.threads as u64
+        c.writes() * c.threads as u64
     }
 
     /// True when the runner must add one background writer thread
@@ -287,7 +287,7 @@ enum Order {
     Random,
 }
 
-/// fillseq, fillrandom, overwrite: `num` puts per thread.
+/// fillseq, fillrandom, overwrite: `writes` puts per thread (keys of `0..num`).
 struct Fill {
     order: Order,
 }
@@ -302,7 +302,7 @@ impl Workload for Fill {
         let mut values = ValueGenerator::new(cfg.value_size, ctx.seed);
         let mut key = vec![0u8; cfg.key_size];
         let per_op = (cfg.key_size + cfg.value_size) as u64;
-        for _ in 0..cfg.num {
+        for _ in 0..cfg.writes() {
             if ctx.should_stop() {
                 break;
             }
@@ -497,7 +497,7 @@ impl Workload for ReadWhileWriting {
     }
 }
 
-/// deleterandom: `num` deletes of random keys of `0..num` per thread.
+/// deleterandom: `writes` deletes of random keys of `0..num` per thread.
 struct DeleteRandom;
 
 impl Workload for DeleteRandom {
@@ -505,7 +505,7 @@ impl Workload for DeleteRandom {
         let cfg = ctx.config;
         let mut keys = Uniform::new(cfg.num, ctx.seed);
         let mut key = vec![0u8; cfg.key_size];
-        for _ in 0..cfg.num {
+        for _ in 0..cfg.writes() {
             if ctx.should_stop() {
                 break;
             }

@@ -159,6 +159,10 @@ pub struct BenchArgs {
     /// Reads per thread; negative = num [default: num]
     #[arg(long, allow_negative_numbers = true)]
     pub reads: Option<i64>,
+    /// Writes per thread for fill, overwrite and delete benchmarks;
+    /// negative = num [default: num]
+    #[arg(long, allow_negative_numbers = true)]
+    pub writes: Option<i64>,
     /// Key size in bytes [default: 16]
     #[arg(long = "key_size")]
     pub key_size: Option<usize>,
@@ -334,6 +338,9 @@ impl BenchArgs {
         }
         if let Some(r) = self.reads {
             c.reads = u64::try_from(r).ok();
+        }
+        if let Some(w) = self.writes {
+            c.writes = u64::try_from(w).ok();
         }
         if let Some(b) = self.bloom_bits {
             c.bloom_bits = usize::try_from(b).ok();
@@ -544,6 +551,10 @@ mod tests {
         assert_eq!(c.reads, None);
         let (b, _) = bench(&["bench", "--reads", "-1"]);
         assert_eq!(b.reads, Some(-1));
+        let (b, db) = bench(&["bench", "--writes=-1"]);
+        assert_eq!(b.clone().to_config(db).writes, None);
+        let (b, db) = bench(&["bench", "--writes", "250"]);
+        assert_eq!(b.to_config(db).writes, Some(250));
     }
 
     #[test]
