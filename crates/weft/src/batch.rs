@@ -228,13 +228,6 @@ impl WriteBatch {
         }
         Ok(b)
     }
-
-    /// Appends all operations of `other` (used to build a group's record).
-    pub(crate) fn append(&mut self, other: &WriteBatch) {
-        let n = (self.len() + other.len()) as u32;
-        self.rep[8..12].copy_from_slice(&n.to_le_bytes());
-        self.rep.extend_from_slice(&other.rep[HEADER..]);
-    }
 }
 
 /// The length of the write batch encoded at the start of `bytes`: its
@@ -325,12 +318,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn round_trip_and_append() {
+    fn round_trip() {
         let mut a = WriteBatch::new();
-        a.put(b"k1", b"v1").delete(b"k2");
-        let mut b = WriteBatch::new();
-        b.put(b"", vec![7u8; 300]);
-        a.append(&b);
+        a.put(b"k1", b"v1").delete(b"k2").put(b"", vec![7u8; 300]);
         a.set_sequence(99);
         let d = WriteBatch::decode(a.encoded().to_vec()).unwrap();
         assert_eq!(d.sequence(), 99);

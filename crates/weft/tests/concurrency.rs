@@ -591,3 +591,149 @@ fn checksums_verify_while_writers_append() {
     assert!(checks > 0);
     db.verify_checksums().unwrap();
 }
+
+/// Many more threads than cores (32), each mixing puts, deletes, batches,
+/// gets, seeks and long iterators on one store whose memtable rotates
+/// every few writes, for a bounded number of operations:
+///
+/// * each thread owns a key range and keeps a `BTreeMap` model of it; its
+///   gets and its scans of its own range must equal the model exactly (an
+///   acknowledged write is visible to the writer's next read, however the
+///   inserts of the other 31 threads interleave with its own);
+/// * every batch also writes the thread's twin keys `t/a` and `t/b` with
+///   one value: an iterator (paused now and then, so it spans rotations and
+///   flushes) and a snapshot's gets must never see the twins differ, and the
+///   value it sees for a thread never goes backwards between the scans one
+///   reader makes (visibility in order, atomic batches).
+///
+/// The write path publishes the writes of concurrent writers out of order
+/// of completion; with more threads than cores a writer is often
+/// descheduled between its WAL append and its insert.
+#[test]
+fn many_more_threads_than_cores_against_a_model() {
+    use std::collections::BTreeMap;
+    const THREADS: usize = 32;
+    let ops = env_usize("WEFT_CONC_STRESS_OPS", 150);
+    for_each_kind_and_seed("many_more_threads_than_cores", |seed, kind| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), tiny_options(kind)).unwrap();
+        let key = |t: usize, k: u32| format!("k{t:02}/{k:03}").into_bytes();
+        let twin = |t: usize, which: &str| format!("t{t:02}/{which}").into_bytes();
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let db = &db;
+                s.spawn(move || {
+                    mark_test_thread();
+                    let mut rng = rng(seed ^ (0x3200 + t as u64));
+                    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+                    // Highest twin value seen per thread by this reader.
+                    let mut seen = [0u64; THREADS];
+                    let mut generation = 0u64;
+                    for i in 0..ops {
+                        match rng.gen_range(0..100) {
+                            0..=29 => {
+                                let k = key(t, rng.gen_range(0..40));
+                                let v = format!("{t}-{i}-{}", pad(&mut rng)).into_bytes();
+                                db.put(&k, &v).unwrap();
+                                model.insert(k, v);
+                            }
+                            30..=39 => {
+                                let k = key(t, rng.gen_range(0..40));
+                                db.delete(&k).unwrap();
+                                model.remove(&k);
+                            }
+                            40..=59 => {
+                                generation += 1;
+                                let mut b = WriteBatch::new();
+                                for _ in 0..rng.gen_range(1..6) {
+                                    let k = key(t, rng.gen_range(0..40));
+                                    let v = format!("b{generation}-{}", pad(&mut rng)).into_bytes();
+                                    b.put(&k, &v);
+                                    model.insert(k, v);
+                                }
+                                let g = generation.to_string();
+                                b.put(twin(t, "a"), &g).put(twin(t, "b"), &g);
+                                db.write(b, &WriteOptions::default()).unwrap();
+                            }
+                            60..=74 => {
+                                let k = key(t, rng.gen_range(0..40));
+                                assert_eq!(
+                                    db.get(&k).unwrap(),
+                                    model.get(&k).cloned(),
+                                    "thread {t} get"
+                                );
+                            }
+                            75..=89 => {
+                                // A seek into its own range, a few nexts.
+                                let from = key(t, rng.gen_range(0..40));
+                                let mut it = db.iter(&ReadOptions::new()).unwrap();
+                                it.seek(&from).unwrap();
+                                for (mk, mv) in model.range(from..).take(5) {
+                                    assert!(it.valid(), "thread {t}: scan ended before {mk:?}");
+                                    assert_eq!(
+                                        (it.key(), it.value()),
+                                        (&mk[..], &mv[..]),
+                                        "thread {t} scan"
+                                    );
+                                    it.next().unwrap();
+                                }
+                            }
+                            _ => {
+                                // A long iterator over every thread's twins,
+                                // paused halfway, and a snapshot's gets.
+                                let snap = db.snapshot();
+                                let mut it = db
+                                    .iter(&ReadOptions::new().lower_bound("t").upper_bound("u"))
+                                    .unwrap();
+                                it.seek_to_first().unwrap();
+                                let mut values = BTreeMap::new();
+                                let mut n = 0;
+                                while it.valid() {
+                                    values.insert(it.key().to_vec(), it.value().to_vec());
+                                    n += 1;
+                                    if n == THREADS {
+                                        std::thread::sleep(Duration::from_micros(200));
+                                    }
+                                    it.next().unwrap();
+                                }
+                                let at = ReadOptions::new().snapshot(&snap);
+                                for (u, high) in seen.iter_mut().enumerate() {
+                                    let a = values.get(&twin(u, "a"));
+                                    assert_eq!(
+                                        a,
+                                        values.get(&twin(u, "b")),
+                                        "thread {u}'s twins differ in a scan"
+                                    );
+                                    let ga = db.get_opt(twin(u, "a"), &at).unwrap();
+                                    assert_eq!(
+                                        ga,
+                                        db.get_opt(twin(u, "b"), &at).unwrap(),
+                                        "thread {u}'s twins differ at a snapshot"
+                                    );
+                                    let v: u64 = a.map_or(0, |v| {
+                                        std::str::from_utf8(v).unwrap().parse().unwrap()
+                                    });
+                                    assert!(
+                                        v >= *high,
+                                        "thread {u}'s batches went back from {high} to {v}"
+                                    );
+                                    *high = v;
+                                }
+                            }
+                        }
+                    }
+                    // Its whole range, once more, against the model.
+                    let got: Vec<(Vec<u8>, Vec<u8>)> = db
+                        .prefix(format!("k{t:02}/"))
+                        .unwrap()
+                        .map(|r| r.unwrap())
+                        .collect();
+                    let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+                    assert_eq!(got, want, "thread {t}'s range at the end");
+                });
+            }
+        });
+        assert_flushed(&db, "many_more_threads_than_cores");
+        db.verify_checksums().unwrap();
+    });
+}

@@ -75,7 +75,7 @@ fn partition_bounds(v: &Version) -> Vec<PartitionBounds> {
 /// Flushes the oldest immutable memtable, then checkpoints the indexes
 /// that are due.
 pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
-    let (mem, wal_number, bounds) = {
+    let (mem, wal_number, last_sequence, bounds) = {
         let st = core.state.lock();
         let Some(imm) = st.imms.front() else {
             return Ok(());
@@ -83,9 +83,13 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
         (
             Arc::clone(&imm.mem),
             imm.wal_number,
+            imm.last_sequence,
             partition_bounds(&st.version),
         )
     };
+    // Writers that took their sequences before the rotation may still be
+    // inserting into it.
+    core.wait_visible(last_sequence);
     // Its WAL (and any older one still waiting) is made durable first, as
     // it would have been at rotation (see `ClosedWals`).
     crate::fault::pause_point("flush.started", &core.dir);

@@ -2,15 +2,15 @@
 //! the counters behind [`crate::Stats`].
 //!
 //! Locking, in the only order they may be taken: `manifest` (a background
-//! job's edit, from its making through its install) → `queue` (write group
-//! membership) → `state` (memtables, version, file numbers) → `wal`.
+//! job's edit, from its making through its install) → `state` (memtables,
+//! version, file numbers) → `wal_synced` → `wal`.
 //! A job appends its manifest edit (an fdatasync: up to several
 //! milliseconds while the disk writes tables back) with `state` released
 //! and `manifest` held, so writers go on meanwhile, and edits still reach
 //! the manifest in the order they are installed.
-//! The write leader holds none of them while it appends to the WAL or inserts
-//! into the memtable; it is the only thread that touches the WAL between
-//! rotations, so its mutex is never contended.
+//! A writer holds `wal` only to take its sequences and append its record
+//! (`db::write`); it inserts into the memtable and syncs with no lock of
+//! these held.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::publish::Publication;
 use super::watermark::ReadTracker;
-use super::write_queue::Writer;
 use crate::error::{Error, Result};
 use crate::key::SequenceNumber;
 use crate::manifest::ManifestWriter;
@@ -52,6 +52,11 @@ pub(crate) struct ImmutableMemtable {
     /// until the flush starts is that flush's queued time
     /// ([`crate::stats::BackgroundJobStats::queued`]).
     pub made_immutable: Instant,
+    /// The last sequence handed out when it became immutable: writers
+    /// that took a sequence up to this one may still be inserting into it,
+    /// so it is complete once the visible sequence reaches this
+    /// ([`Core::wait_visible`]).
+    pub last_sequence: SequenceNumber,
 }
 
 /// Everything guarded by `Core::state`.
@@ -111,9 +116,34 @@ impl EngineState {
     }
 }
 
-/// The WAL being appended to.
+/// True when background work is far enough behind that writers must be
+/// slowed or stalled (`db::write`'s `make_room` says how).
+pub(crate) fn background_behind(opts: &Options, st: &EngineState) -> bool {
+    let unsorted = st.version.unsorted_tables();
+    // As RocksDB (which slows writes only with more than three memtables):
+    // one flush in progress is the steady state of a write-heavy load, and
+    // a 1 ms pause per write while it runs stopped a lone writer for the
+    // whole flush, a large part of a 1 KiB fill's time. Slow down only when
+    // a queue of three or more is one short of full, so a stall still has
+    // warning.
+    let memtables_behind =
+        opts.max_immutable_memtables >= 3 && st.imms.len() + 1 >= opts.max_immutable_memtables;
+    memtables_behind
+        || unsorted >= opts.unsorted_slowdown_tables
+        || unsorted >= opts.unsorted_stop_tables
+}
+
+/// The WAL being appended to, and the memtable its records go to.
+///
+/// Kept together under one lock: a writer takes its sequences, appends its
+/// record and picks its memtable in one critical section, so a record in
+/// one WAL always lands in that WAL's memtable, whatever rotation follows.
 pub(crate) struct ActiveWal {
     pub writer: LogWriter,
+    /// The WAL's file number (`EngineState::mem_wal`).
+    pub number: u64,
+    /// `EngineState::mem`.
+    pub mem: Arc<dyn Memtable>,
 }
 
 /// WALs rotated out whose records may not be on disk yet, oldest first.
@@ -188,8 +218,9 @@ impl ClosedWals {
 /// Monotonic counters, read by `stats()`.
 #[derive(Default)]
 pub(crate) struct Counters {
-    pub user_bytes: AtomicU64,
-    pub wal_bytes: AtomicU64,
+    /// Bumped by every write: striped, so writers share no line.
+    pub user_bytes: crate::util::stripe::StripedCounter,
+    pub wal_bytes: crate::util::stripe::StripedCounter,
     /// UnsortedStore tables written by flushes.
     pub flush_bytes: AtomicU64,
     /// SortedStore tables written by merges.
@@ -296,12 +327,23 @@ pub(crate) struct Core {
     pub snapshots: Arc<SnapshotList>,
     /// Reads in flight, for the memtables' read watermark.
     pub read_tracker: Arc<ReadTracker>,
-    /// Highest sequence whose write (and every earlier one) is complete.
-    pub visible_seq: AtomicU64,
-    /// Highest sequence handed out (write leader only).
+    /// The visible sequence: the highest whose write (and every earlier
+    /// one) is complete, published in order by writers that finish in
+    /// any order.
+    pub publication: Publication,
+    /// Highest sequence handed out (changed only under `wal`).
     pub last_seq: AtomicU64,
-    pub queue: Mutex<VecDeque<Arc<Writer>>>,
     pub wal: Mutex<ActiveWal>,
+    /// How far the WALs are known durable, as `(WAL number, bytes)`; held
+    /// by the one writer whose `sync` write is running the fdatasync, so
+    /// the sync writers queued behind it find their records covered by it
+    /// (group commit of syncs).
+    pub wal_synced: Mutex<(u64, u64)>,
+    /// True while writers must take the slow path that may slow or stall
+    /// them (background work behind: see `db::write`); kept by
+    /// [`Core::install_super_version`], so the fast path reads one flag
+    /// instead of taking the state lock.
+    pub writes_throttled: AtomicBool,
     /// WALs rotated out but maybe not yet durable (see [`ClosedWals`]).
     pub closed_wals: ClosedWals,
     pub state: Mutex<EngineState>,
@@ -337,6 +379,7 @@ impl Core {
             restart_interval: 16,
             bloom_bits_per_key: options.bloom_bits_per_key,
         };
+        let throttled = background_behind(&options, &state);
         let sv = Arc::new(SuperVersion {
             mem: Arc::clone(&state.mem),
             imms: Vec::new(),
@@ -357,10 +400,11 @@ impl Core {
             cache,
             snapshots: Arc::new(SnapshotList::default()),
             read_tracker: Arc::new(ReadTracker::default()),
-            visible_seq: AtomicU64::new(last_seq),
+            publication: Publication::new(last_seq),
             last_seq: AtomicU64::new(last_seq),
-            queue: Mutex::new(VecDeque::new()),
             wal: Mutex::new(wal),
+            wal_synced: Mutex::new((0, 0)),
+            writes_throttled: AtomicBool::new(throttled),
             closed_wals: ClosedWals::default(),
             state: Mutex::new(state),
             manifest: Mutex::new(manifest),
@@ -383,6 +427,20 @@ impl Core {
             version: Arc::clone(&st.version),
         });
         *self.super_version.write() = sv;
+        self.writes_throttled
+            .store(background_behind(&self.options, st), Ordering::Release);
+    }
+
+    /// Waits until every sequence up to `seq` is visible: the writers that
+    /// took them have inserted. Used by background work that reads a
+    /// memtable whole (a flush), which must not miss a write still being
+    /// inserted into it. Writers never wait for background threads here,
+    /// so this ends as soon as the writers in flight do.
+    pub fn wait_visible(&self, seq: SequenceNumber) {
+        let mut round = 0;
+        while self.visible() < seq {
+            crate::util::sync::backoff(&mut round);
+        }
     }
 
     /// Counts a scan for UniKV's scan-time consolidation (§III-F). The
@@ -410,7 +468,7 @@ impl Core {
 
     /// The latest visible sequence.
     pub fn visible(&self) -> SequenceNumber {
-        self.visible_seq.load(Ordering::Acquire)
+        self.publication.visible()
     }
 
     /// Refuses writes from now on (a WAL, manifest or flush failure).
@@ -498,37 +556,5 @@ impl Core {
             *slot += size;
         }
         usage
-    }
-}
-
-/// Gives each member of a write group its own copy of the leader's error.
-pub(crate) fn share_error(e: &Error) -> Error {
-    match e {
-        Error::Io { context, source } => Error::Io {
-            context: context.clone(),
-            source: std::io::Error::new(source.kind(), source.to_string()),
-        },
-        Error::Corruption {
-            file,
-            offset,
-            reason,
-        } => Error::Corruption {
-            file: file.clone(),
-            offset: *offset,
-            reason: reason.clone(),
-        },
-        Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
-        Error::Unsupported {
-            path,
-            found,
-            supported,
-        } => Error::Unsupported {
-            path: path.clone(),
-            found: *found,
-            supported: *supported,
-        },
-        Error::Poisoned(m) => Error::Poisoned(m.clone()),
-        Error::Locked { path } => Error::Locked { path: path.clone() },
-        Error::Closed => Error::Closed,
     }
 }

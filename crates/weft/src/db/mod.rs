@@ -4,10 +4,10 @@
 pub(crate) mod core;
 mod iter;
 mod open;
+mod publish;
 pub(crate) use open::check_wal_tail;
 pub(crate) mod watermark;
 mod write;
-mod write_queue;
 
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
@@ -85,9 +85,7 @@ fn shutdown(core: &Core, background: &Mutex<Vec<JoinHandle<()>>>) -> Result<()> 
     for h in std::mem::take(&mut *background.lock()) {
         let _ = h.join();
     }
-    // Writers hold no lock between calls, so the WAL is quiescent once every
-    // caller has returned; a racing writer gets `Closed`.
-    let _q = core.queue.lock();
+    // A racing writer gets `Closed`, or appends before this sync.
     core.closed_wals.sync_all()?;
     core.wal.lock().writer.sync()
 }
@@ -450,7 +448,7 @@ impl Db {
     /// Makes every write acknowledged before this call durable (fdatasync of
     /// the WAL), as if each had been written with `sync = true`, without
     /// holding up writers: the sync runs on a second handle of the file while
-    /// the write queue keeps appending. Redis's `appendfsync everysec` maps
+    /// writers keep appending. Redis's `appendfsync everysec` maps
     /// onto calling this once a second. A failure poisons the database.
     pub fn sync_wal(&self) -> Result<()> {
         let core = self.core();
@@ -587,8 +585,8 @@ impl Db {
         let sv = core.super_version();
         let c = &core.counters;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-        let user = load(&c.user_bytes);
-        let written = load(&c.wal_bytes)
+        let user = c.user_bytes.load();
+        let written = c.wal_bytes.load()
             + load(&c.flush_bytes)
             + load(&c.merge_bytes)
             + load(&c.value_log_bytes)
@@ -644,7 +642,7 @@ impl Db {
                 })
                 .collect(),
             user_bytes_written: user,
-            wal_bytes_written: load(&c.wal_bytes),
+            wal_bytes_written: c.wal_bytes.load(),
             flush_bytes_written: load(&c.flush_bytes),
             merge_bytes_written: load(&c.merge_bytes),
             value_log_bytes_written: load(&c.value_log_bytes),

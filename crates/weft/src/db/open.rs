@@ -265,7 +265,11 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         busy_partitions: Default::default(),
         shutting_down: false,
     };
-    let wal = ActiveWal { writer: wal_writer };
+    let wal = ActiveWal {
+        writer: wal_writer,
+        number: engine.mem_wal,
+        mem: Arc::clone(&engine.mem),
+    };
     let core = Arc::new(Core::new(
         dir, options, cache, engine, manifest, wal, last_seq, counters,
     ));

@@ -18,16 +18,17 @@
 //!   re-checking that the epoch did not move meanwhile) *before* it loads
 //!   its read sequence, and leaves when done. Iterators stay entered for
 //!   their whole life.
-//! * The write leader, after publishing a group, calls [`ReadTracker::advance`]
-//!   (never blocking: it skips if another leader is in it). It takes a
+//! * About one writer in sixteen, after its write became visible, calls
+//!   [`ReadTracker::advance`] (never blocking: it skips if another writer
+//!   is in it). It takes a
 //!   *candidate* `w = min(visible sequence, oldest live snapshot)` and
 //!   flips the epoch. Every reader that enters after the flip loads a
 //!   sequence `>= w` (sequences only rise); every reader of the old epoch
 //!   is counted. Once the old epoch's counters are all zero — checked at a
-//!   later group, never waited for — the candidate becomes the watermark
+//!   later advance, never waited for — the candidate becomes the watermark
 //!   and the next candidate is taken.
 //!
-//! The watermark thus trails the visible sequence by about one write group
+//! The watermark thus trails the visible sequence by a few dozen writes
 //! under a steady load, and stops rising while a long iterator (or a
 //! snapshot) lives, which is exactly when older versions are still needed.
 //!
@@ -56,7 +57,7 @@ pub(crate) struct ReadTracker {
     epoch: AtomicU64,
     readers: [[CacheLine<AtomicUsize>; STRIPES]; 2],
     /// `(epoch the candidate was taken in, candidate)`; the lock is only
-    /// ever `try_lock`ed, by write leaders.
+    /// ever `try_lock`ed, by writers.
     candidate: Mutex<Option<(u64, SequenceNumber)>>,
     /// The last watermark `advance` returned (for stats and tests).
     declared: AtomicU64,
@@ -137,7 +138,7 @@ impl ReadTracker {
             .sum()
     }
 
-    /// Called by a write leader after publishing `visible`, with a way to
+    /// Called by a writer once `visible` is visible, with a way to
     /// read the oldest live snapshot (called after `visible` was loaded). Returns a watermark that is now
     /// safe to declare, if the previous candidate's grace period ended.
     /// Never blocks.

@@ -1,43 +1,45 @@
-//! The write path: group commit, sequence assignment, WAL append, memtable
-//! inserts, and in-order publication of the visible sequence.
+//! The write path: sequence assignment, WAL append, memtable inserts, and
+//! in-order publication of the visible sequence.
 //!
-//! Writers queue up (LevelDB's design). The writer at the front is the
-//! *leader*: it takes the queue's head as a group, makes room in the memtable
-//! (rotating it, or waiting for flush), gives the group consecutive sequences,
-//! appends the whole group to the WAL as **one record** (so the group is
-//! atomic on recovery) and fsyncs once if any member asked for `sync`. Then
-//! the memtable inserts run — concurrently on the members' own threads when
-//! the group is large enough to pay for the wake-ups. Only when every insert
-//! of the group is done does the leader publish the group's last sequence as
-//! visible, acknowledge the members, and hand leadership to the next writer.
-//! Sequences therefore become visible strictly in order: a reader never sees
-//! a write without every write acknowledged before it (TeksDB's "last
-//! committed sequence").
+//! Every writer does its own work, and holds a lock only for the part that
+//! must be serial. Under the WAL lock it checks that the active memtable
+//! has room, takes consecutive sequences for its batch and appends the
+//! batch to the WAL as **one record** (so the batch is atomic on
+//! recovery). Then, with no lock held, it inserts the batch into the
+//! memtable — concurrently with every other writer — and publishes its
+//! ticket (`db::publish`): the visible sequence covers only a prefix of
+//! writes whose inserts are done, and the writer returns once it covers its
+//! own. Sequences therefore become visible strictly in order: a reader
+//! never sees a write without every write acknowledged before it (TeksDB's
+//! "last committed sequence").
+//!
+//! This replaced LevelDB's group commit (a queue of writers whose leader
+//! appended and inserted for the group): on a 16-core machine its queue
+//! lock, hand-offs and the leader's serial inserts made 16 writers slower
+//! than one (`bench/scaling`, `bench/RESULTS.md`). RocksDB's answer is
+//! concurrent memtable inserts behind a group's WAL write; here the WAL
+//! append itself is short (a copy into a mapped window and a checksum), so
+//! each writer appends its own record.
+//!
+//! `sync` writes still share fdatasyncs: a sync writer syncs everything
+//! appended so far under `wal_synced`, and those queued behind it find
+//! their records already covered (group commit of syncs).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::MutexGuard;
 
-use super::core::{share_error, ActiveWal, Core, Counters, EngineState, ImmutableMemtable};
-use super::write_queue::{spin_until, InsertJob, Writer, WriterState};
+use super::core::{background_behind, ActiveWal, Core, Counters, EngineState, ImmutableMemtable};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
+use crate::key::SequenceNumber;
 use crate::memtable::{new_memtable, Memtable};
 use crate::wal::LogWriter;
 
-/// Largest group the leader assembles (bytes of batches).
-const MAX_GROUP_BYTES: usize = 1 << 20;
-/// Average operations per member above which members insert in parallel.
-/// Chosen by measurement (2 threads, 16 B keys, 256 B values, single-put
-/// batches): letting every multi-member group insert in parallel put fewer
-/// keys per second than the leader inserting small batches itself — the
-/// hand-off costs more than one skiplist insert. Large batches amortise it.
-/// The figures are in `bench/journal/2026-11-21-01-skiplist-baseline.md`.
-const PARALLEL_INSERT_MIN_OPS: usize = 32;
-/// Operations of a group up to which the leader asks the memtable to start
-/// loading the keys' first lines ([`Memtable::prefetch`]) before the WAL
+/// Operations of a batch up to which the writer asks the memtable to start
+/// loading the keys' first lines ([`Memtable::prefetch`]) before its WAL
 /// append. A lone writer's `fillrandom` (`teks`) spent a large share of
 /// the writer thread in the hash probe, mostly waiting for the two
 /// candidate buckets; the WAL copy and its checksum take longer than those
@@ -46,28 +48,17 @@ const PARALLEL_INSERT_MIN_OPS: usize = 32;
 /// `bench/journal/2026-11-27-03-figures-from-code-comments.md`.
 const PREFETCH_MAX_OPS: usize = 32;
 
-/// The writers a leader commits together: the queue's head, in order.
-///
-/// A lone writer (the common case of one thread, and of every write an idle
-/// queue takes) needs no vector: in a profile of a lone writer's
-/// `fillrandom` the allocator took a large share of the writer thread's
-/// time, and a group vector plus two per-group vectors were three of its
-/// allocations per put.
-enum Group {
-    One(Arc<Writer>),
-    Many(Vec<Arc<Writer>>),
-}
+/// Times a writer spins on a held WAL lock before it blocks: a few
+/// microseconds, about the time a writer on each of 16 cores ahead of it
+/// takes to append.
+const WAL_LOCK_SPINS: u32 = 1024;
 
-impl Group {
-    fn members(&self) -> &[Arc<Writer>] {
-        match self {
-            Group::One(w) => std::slice::from_ref(w),
-            Group::Many(v) => v,
-        }
-    }
-}
+/// The read watermark is advanced by a writer whose sequences cross a
+/// multiple of this (so by about one write in this many): advancing reads
+/// every reader stripe, too much work for every write.
+const WATERMARK_EVERY: u64 = 16;
 
-/// Inserts `batch` into `mem` at the sequences the leader gave it.
+/// Inserts `batch` into `mem` at the sequences it was given.
 fn insert_batch(mem: &dyn Memtable, batch: &WriteBatch) {
     let first_seq = batch.sequence();
     for (i, op) in batch.iter().enumerate() {
@@ -78,216 +69,191 @@ fn insert_batch(mem: &dyn Memtable, batch: &WriteBatch) {
     }
 }
 
+/// What a writer holds between its WAL append and its publication.
+struct Appended {
+    mem: Arc<dyn Memtable>,
+    /// The write's place in the publication order.
+    ticket: u64,
+    first: SequenceNumber,
+    last: SequenceNumber,
+    /// `(WAL number, end of the record)` when the write must be synced.
+    sync_to: Option<(u64, u64)>,
+}
+
 impl Core {
-    /// Applies `batch` (validated by the caller) through the queue.
+    /// Applies `batch` (validated by the caller).
     pub(crate) fn write(
         &self,
-        batch: WriteBatch,
+        mut batch: WriteBatch,
         sync: bool,
         logged: bool,
         rotate: bool,
     ) -> Result<()> {
         debug_assert!(logged || !sync, "a sync write must be logged");
         self.check_writable()?;
-        let w = Arc::new(Writer {
-            bytes: batch.approximate_size(),
-            batch: Mutex::new(batch),
-            sync,
-            logged,
-            rotate,
-            state: Mutex::new(WriterState::Pending),
-            signalled: AtomicBool::new(false),
-            cv: Condvar::new(),
-        });
-        let mut q = self.queue.lock();
-        q.push_back(Arc::clone(&w));
-        loop {
-            let st = std::mem::replace(&mut *w.state.lock(), WriterState::Pending);
-            match st {
-                WriterState::Done(None) => return Ok(()),
-                WriterState::Done(Some(e)) => return Err(e),
-                WriterState::Insert { mem, job } => {
-                    drop(q);
-                    insert_batch(mem.as_ref(), &w.batch.lock());
-                    job.finish_one();
-                    q = self.queue.lock();
-                }
-                WriterState::Pending => {
-                    if q.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
-                        break;
-                    }
-                    w.signalled.store(false, Ordering::Relaxed);
-                    drop(q);
-                    spin_until(|| w.signalled.load(Ordering::Acquire));
-                    q = self.queue.lock();
-                    // Checked under the lock the signaller holds: no lost wake-up.
-                    if !w.signalled.load(Ordering::Acquire) {
-                        w.cv.wait(&mut q);
-                    }
-                }
-            }
+        if rotate {
+            // A flush request: rotate now, even a memtable that is not full.
+            self.make_room(true)?;
         }
-
-        // Leader: take a group from the head of the queue.
-        let mut joining = q.iter().skip(1);
-        let group = match joining.next() {
-            Some(second) if !w.rotate && !second.rotate => {
-                let mut members = vec![Arc::clone(&w)];
-                let mut bytes = w.bytes;
-                for m in std::iter::once(second).chain(joining) {
-                    if m.rotate || bytes + m.bytes > MAX_GROUP_BYTES {
-                        break;
-                    }
-                    bytes += m.bytes;
-                    members.push(Arc::clone(m));
-                }
-                Group::Many(members)
-            }
-            _ => Group::One(Arc::clone(&w)),
-        };
-        drop(q);
-        let group = group.members();
-
-        let result = self.commit_group(group);
-        if result.is_ok() {
-            let bytes: usize = group.iter().map(|m| m.bytes).sum();
-            Counters::add(&self.counters.user_bytes, bytes as u64);
-        }
-
-        let mut q = self.queue.lock();
-        for m in group {
-            let front = q.pop_front();
-            debug_assert!(
-                front.is_some_and(|f| Arc::ptr_eq(&f, m)),
-                "group is the queue's head"
-            );
-            if !Arc::ptr_eq(m, &w) {
-                *m.state.lock() = WriterState::Done(result.as_ref().err().map(share_error));
-                m.signal();
-            }
-        }
-        if let Some(next) = q.front() {
-            next.signal();
-        }
-        result
-    }
-
-    fn commit_group(&self, group: &[Arc<Writer>]) -> Result<()> {
-        self.check_writable()?;
-        let mem = self.make_room(group[0].rotate)?;
-        let ops: usize = group.iter().map(|m| m.batch.lock().len()).sum();
-        if ops == 0 {
+        if batch.is_empty() {
             return Ok(());
         }
-
-        // Sequences: each batch carries its first in its header, which is
-        // where the WAL record and the inserts take it from. A small
-        // group's keys are announced to the memtable on the way, so that a
-        // hash kind's bucket misses load while the WAL record is written.
-        let first = self.last_seq.load(Ordering::Relaxed) + 1;
-        let mut next = first;
-        for m in group {
-            let mut b = m.batch.lock();
-            b.set_sequence(next);
-            next += b.len() as u64;
-            if ops <= PREFETCH_MAX_OPS {
-                for op in b.iter().flatten() {
-                    mem.prefetch(op.key);
-                }
-            }
-        }
-        let last = next - 1;
-        if last > crate::key::MAX_SEQUENCE {
-            let e = Error::Poisoned("sequence numbers exhausted".into());
-            self.poison(&e);
-            return Err(e);
-        }
-
-        // One WAL record for the whole group. Batches written with
-        // `disable_wal` are left out; a group that mixes both logs each
-        // logged batch as its own record (a record's batches get contiguous
-        // sequences on replay, and the unlogged ones leave gaps).
-        let sync = group.iter().any(|m| m.sync);
-        let logged = group.iter().filter(|m| m.logged).count();
-        // With `manual_wal_flush`, the record waits in the writer's buffer
-        // for `Db::flush_wal` (a sync writes it anyway).
-        let defer = self.options.manual_wal_flush && !sync;
-        let wal_result = if logged == 0 {
-            Ok(())
-        } else {
-            let mut wal = self.wal.lock();
-            let mut add = |payload: &[u8]| match defer {
-                true => wal.writer.add_record_deferred(payload),
-                false => wal.writer.add_record(payload),
-            };
-            let r = if group.len() == 1 {
-                add(group[0].batch.lock().encoded())
-            } else if logged < group.len() {
-                group.iter().filter(|m| m.logged).try_fold(0, |sum, m| {
-                    Ok::<_, Error>(sum + add(m.batch.lock().encoded())?)
-                })
-            } else {
-                let mut all = group[0].batch.lock().clone();
-                for m in &group[1..] {
-                    all.append(&m.batch.lock());
-                }
-                add(all.encoded())
-            };
-            r.and_then(|n| {
-                Counters::add(&self.counters.wal_bytes, n);
-                if sync {
-                    // Earlier WALs first: a durable write implies every
-                    // earlier one is.
-                    self.closed_wals.sync_all()?;
-                    wal.writer.sync()?;
-                }
-                Ok(())
-            })
+        let bytes = batch.approximate_size() as u64;
+        let appended = self.append(&mut batch, sync, logged)?;
+        let synced = match appended.sync_to {
+            Some((number, end)) => self.sync_wal_through(number, end),
+            None => Ok(()),
         };
-        if let Err(e) = wal_result {
-            self.poison(&e);
-            return Err(e);
+        // A failed sync poisoned the store: the batch is not inserted (the
+        // caller sees the error), but its sequences are still published so
+        // that the writers after it are not left waiting.
+        if synced.is_ok() {
+            insert_batch(appended.mem.as_ref(), &batch);
         }
-        self.last_seq.store(last, Ordering::Relaxed);
+        self.publish(appended.ticket, appended.first, appended.last);
+        if synced.is_ok() {
+            self.counters.user_bytes.add(bytes);
+        }
+        synced
+    }
 
-        // Memtable inserts.
-        if group.len() > 1 && ops / group.len() >= PARALLEL_INSERT_MIN_OPS {
-            let job = Arc::new(InsertJob {
-                remaining: AtomicUsize::new(group.len() - 1),
-                lock: Mutex::new(()),
-                cv: Condvar::new(),
-            });
-            {
-                let _q = self.queue.lock();
-                for m in &group[1..] {
-                    *m.state.lock() = WriterState::Insert {
-                        mem: Arc::clone(&mem),
-                        job: Arc::clone(&job),
-                    };
-                    m.signal();
+    /// Takes the batch's sequences and appends it to the WAL, under the WAL
+    /// lock; goes to [`Core::make_room`] first whenever the memtable is
+    /// full or background work is behind.
+    fn append(&self, batch: &mut WriteBatch, sync: bool, logged: bool) -> Result<Appended> {
+        let ops = batch.len();
+        let defer = self.options.manual_wal_flush && !sync;
+        // The slow path slows a writer once at most; after it, only a full
+        // memtable sends the writer back.
+        let mut slowed = false;
+        loop {
+            let mut wal = self.lock_wal();
+            let throttled = !slowed && self.writes_throttled.load(Ordering::Acquire);
+            if throttled || !self.has_room(&wal.mem) {
+                drop(wal);
+                self.make_room(false)?;
+                slowed = true;
+                continue;
+            }
+            self.check_writable()?;
+            let first = self.last_seq.load(Ordering::Relaxed) + 1;
+            let last = first + ops as u64 - 1;
+            if last > crate::key::MAX_SEQUENCE {
+                drop(wal);
+                let e = Error::Poisoned("sequence numbers exhausted".into());
+                self.poison(&e);
+                return Err(e);
+            }
+            batch.set_sequence(first);
+            if ops <= PREFETCH_MAX_OPS {
+                // The hash kinds' bucket lines load while the record is
+                // copied.
+                for op in batch.iter().flatten() {
+                    wal.mem.prefetch(op.key);
                 }
             }
-            insert_batch(mem.as_ref(), &group[0].batch.lock());
-            job.wait();
-        } else {
-            for m in group {
-                insert_batch(mem.as_ref(), &m.batch.lock());
+            if logged {
+                let ActiveWal { writer, .. } = &mut *wal;
+                // With `manual_wal_flush`, the record waits in the writer's
+                // buffer for `Db::flush_wal` (a sync writes it anyway).
+                let added = match defer {
+                    true => writer.add_record_deferred(batch.encoded()),
+                    false => writer.add_record(batch.encoded()),
+                };
+                match added {
+                    Ok(n) => self.counters.wal_bytes.add(n),
+                    Err(e) => {
+                        // No sequence was taken: nothing to publish.
+                        drop(wal);
+                        self.poison(&e);
+                        return Err(e);
+                    }
+                }
+            }
+            self.last_seq.store(last, Ordering::Relaxed);
+            return Ok(Appended {
+                ticket: self.publication.ticket(),
+                mem: Arc::clone(&wal.mem),
+                first,
+                last,
+                sync_to: sync.then(|| (wal.number, wal.writer.size())),
+            });
+        }
+    }
+
+    /// Takes the WAL lock for an append: spins on it (reading, so the
+    /// spinners do not take the line from the holder) before blocking.
+    /// Appends hold it for a few hundred nanoseconds; with a writer on
+    /// every core, blocking at once put most of them to sleep and made
+    /// every unlock a futex wake-up, which took longer than the append.
+    fn lock_wal(&self) -> MutexGuard<'_, ActiveWal> {
+        for _ in 0..WAL_LOCK_SPINS {
+            if !self.wal.is_locked() {
+                if let Some(g) = self.wal.try_lock() {
+                    return g;
+                }
+            }
+            std::hint::spin_loop();
+        }
+        self.wal.lock()
+    }
+
+    /// True when `mem` can take another write without rotating.
+    fn has_room(&self, mem: &Arc<dyn Memtable>) -> bool {
+        mem.approximate_memory() < self.options.write_buffer_size && !mem.is_full()
+    }
+
+    /// Publishes the write's ticket, waits until its sequences are
+    /// visible, and now and then advances the memtables' read watermark.
+    fn publish(&self, ticket: u64, first: SequenceNumber, last: SequenceNumber) {
+        self.publication.complete(ticket, last);
+        self.publication.wait_visible(last);
+        if (first - 1) / WATERMARK_EVERY != last / WATERMARK_EVERY {
+            if let Some(w) = self.read_tracker.advance(last, || self.snapshots.oldest()) {
+                self.super_version().mem.set_read_watermark(w);
             }
         }
+    }
 
-        // Publish: every sequence up to `last` is complete.
-        debug_assert_eq!(self.visible_seq.load(Ordering::Relaxed), first - 1);
-        self.visible_seq.store(last, Ordering::Release);
-        if let Some(w) = self.read_tracker.advance(last, || self.snapshots.oldest()) {
-            mem.set_read_watermark(w);
+    /// Makes every WAL record up to `end` of WAL `number` durable (and so
+    /// every record of an earlier WAL), sharing the fdatasync with the
+    /// other sync writers: whoever holds `wal_synced` syncs everything
+    /// appended so far, and the writers queued on it find theirs covered.
+    fn sync_wal_through(&self, number: u64, end: u64) -> Result<()> {
+        let mut synced = self.wal_synced.lock();
+        if *synced >= (number, end) {
+            return Ok(());
         }
-        Ok(())
+        let result = (|| {
+            // Earlier WALs first: a durable write implies every earlier one is.
+            self.closed_wals.sync_all()?;
+            let (number, size, handle) = {
+                let mut wal = self.wal.lock();
+                let handle = wal.writer.sync_handle();
+                (wal.number, wal.writer.size(), handle)
+            };
+            handle?
+                .sync_data()
+                .map_err(|e| Error::io("syncing the write-ahead log", e))?;
+            Ok((number, size))
+        })();
+        match result {
+            Ok(done) => {
+                *synced = done;
+                Ok(())
+            }
+            Err(e) => {
+                drop(synced);
+                self.poison(&e);
+                Err(e)
+            }
+        }
     }
 
     /// Ensures the active memtable can take a write; rotates it when full (or
     /// when `force`), slows writers when background work falls behind, and
     /// stalls them — never fails them — when it is far behind.
-    fn make_room(&self, force: bool) -> Result<Arc<dyn Memtable>> {
+    fn make_room(&self, force: bool) -> Result<()> {
         let opts = &self.options;
         let mut slowed = false;
         let mut force = force;
@@ -295,16 +261,8 @@ impl Core {
         loop {
             self.check_writable()?;
             let unsorted = st.version.unsorted_tables();
-            // As RocksDB (which slows writes only with more than three
-            // memtables): one flush in progress is the steady state of a
-            // write-heavy load, and a 1 ms pause per write group while it
-            // runs stopped a lone writer for the whole flush, a large part
-            // of a 1 KiB fill's time. Slow down only when a queue of three
-            // or more is one short of full, so a stall still has warning.
-            let memtables_behind = opts.max_immutable_memtables >= 3
-                && st.imms.len() + 1 >= opts.max_immutable_memtables;
-            let behind = memtables_behind || unsorted >= opts.unsorted_slowdown_tables;
-            if behind && !slowed && !force {
+            // Behind (see `background_behind`): one 1 ms pause per write.
+            if background_behind(opts, &st) && !slowed && !force {
                 slowed = true;
                 Counters::add(&self.counters.slowdowns, 1);
                 let start = Instant::now();
@@ -324,7 +282,7 @@ impl Core {
             let full = st.mem.approximate_memory() >= opts.write_buffer_size || st.mem.is_full();
             let forced = force && !st.mem.is_empty();
             if !full && !forced {
-                return Ok(Arc::clone(&st.mem));
+                return Ok(());
             }
             if st.imms.len() >= opts.max_immutable_memtables
                 || unsorted >= opts.unsorted_stop_tables
@@ -364,7 +322,8 @@ impl Core {
             }
         };
         crate::fault::crash_point("rotate.new_wal_created");
-        {
+        let new_mem = new_memtable(self.options.memtable, self.options.write_buffer_size);
+        let last_sequence = {
             let mut wal = self.wal.lock();
             // The old WAL's records reach the OS before any write lands in
             // the new one, so a process crash keeps a prefix; its fdatasync
@@ -385,18 +344,24 @@ impl Core {
                 self.poison_holding_state(&e, st);
                 return Err(e);
             }
-            let old = std::mem::replace(&mut *wal, ActiveWal { writer });
+            let active = ActiveWal {
+                writer,
+                number,
+                mem: Arc::clone(&new_mem),
+            };
+            let old = std::mem::replace(&mut *wal, active);
             self.closed_wals.push(st.mem_wal, old.writer);
-        }
-        let old = std::mem::replace(
-            &mut st.mem,
-            new_memtable(self.options.memtable, self.options.write_buffer_size),
-        );
+            // Writers take sequences under this lock: none up to this one
+            // goes to the new memtable, none after it to the old.
+            self.last_seq.load(Ordering::Relaxed)
+        };
+        let old = std::mem::replace(&mut st.mem, new_mem);
         let old_wal = std::mem::replace(&mut st.mem_wal, number);
         st.imms.push_back(ImmutableMemtable {
             mem: old,
             wal_number: old_wal,
             made_immutable: Instant::now(),
+            last_sequence,
         });
         st.imm_created += 1;
         self.install_super_version(st);

@@ -4,7 +4,7 @@
 //! shaped for all five kinds of DESIGN:
 //!
 //! * versioned inserts from concurrent writers (`insert`), where a version may
-//!   arrive out of sequence order (group commit inserts concurrently);
+//!   arrive out of sequence order (writers insert concurrently);
 //! * point reads at a snapshot (`get`), which the hash kinds answer in O(1);
 //! * an ordered cursor over every version (`iter`), used by flush and scans;
 //! * `prepare_scan`, the hook a hash-woven kind (teks) uses to drain its queue
@@ -127,7 +127,7 @@ pub trait Memtable: Send + Sync + 'static {
     /// A hint that `get(user_key, ..)` or `insert(user_key, ..)` follows
     /// soon: a kind whose lookup starts with a computable memory address (a
     /// hash bucket) starts loading it, so that its misses overlap with other
-    /// work (the lookups of `Db::multi_get`, a write group's WAL append).
+    /// work (the lookups of `Db::multi_get`, a write's WAL append).
     /// Others do nothing.
     fn prefetch(&self, _user_key: &[u8]) {}
 
