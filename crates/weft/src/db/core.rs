@@ -344,6 +344,11 @@ pub(crate) struct Core {
     /// [`Core::install_super_version`], so the fast path reads one flag
     /// instead of taking the state lock.
     pub writes_throttled: AtomicBool,
+    /// The number of the WAL whose memtable a writer found full after its
+    /// append: writers to that WAL take the slow path, which rotates. A
+    /// memtable's size is read outside the WAL lock, so the writers in
+    /// flight may take it a little past `write_buffer_size`.
+    pub full_memtable_wal: AtomicU64,
     /// WALs rotated out but maybe not yet durable (see [`ClosedWals`]).
     pub closed_wals: ClosedWals,
     pub state: Mutex<EngineState>,
@@ -405,6 +410,7 @@ impl Core {
             wal: Mutex::new(wal),
             wal_synced: Mutex::new((0, 0)),
             writes_throttled: AtomicBool::new(throttled),
+            full_memtable_wal: AtomicU64::new(u64::MAX),
             closed_wals: ClosedWals::default(),
             state: Mutex::new(state),
             manifest: Mutex::new(manifest),

@@ -72,6 +72,8 @@ fn insert_batch(mem: &dyn Memtable, batch: &WriteBatch) {
 /// What a writer holds between its WAL append and its publication.
 struct Appended {
     mem: Arc<dyn Memtable>,
+    /// The WAL (and so the memtable generation) it went to.
+    wal_number: u64,
     /// The write's place in the publication order.
     ticket: u64,
     first: SequenceNumber,
@@ -100,6 +102,12 @@ impl Core {
         }
         let bytes = batch.approximate_size() as u64;
         let appended = self.append(&mut batch, sync, logged)?;
+        if !self.has_room(&appended.mem) {
+            // Outside the WAL lock (a memtable's size reads lines every
+            // insert writes): the next writer takes the slow path.
+            self.full_memtable_wal
+                .store(appended.wal_number, Ordering::Release);
+        }
         let synced = match appended.sync_to {
             Some((number, end)) => self.sync_wal_through(number, end),
             None => Ok(()),
@@ -129,7 +137,8 @@ impl Core {
         loop {
             let mut wal = self.lock_wal();
             let throttled = !slowed && self.writes_throttled.load(Ordering::Acquire);
-            if throttled || !self.has_room(&wal.mem) {
+            let full = self.full_memtable_wal.load(Ordering::Acquire) == wal.number;
+            if throttled || full {
                 drop(wal);
                 self.make_room(false)?;
                 slowed = true;
@@ -172,6 +181,7 @@ impl Core {
             }
             self.last_seq.store(last, Ordering::Relaxed);
             return Ok(Appended {
+                wal_number: wal.number,
                 ticket: self.publication.ticket(),
                 mem: Arc::clone(&wal.mem),
                 first,
