@@ -28,10 +28,10 @@ pub struct DbIterator {
     /// Reads separated values, with readahead while the cursor walks a log
     /// in order.
     values: ValueReader,
-    pin: Arc<SuperVersion>,
-    /// Counts the iterator as a reader in flight for its whole life, so the
-    /// memtables' read watermark stays at or below its sequence.
-    _reading: OwnedReadGuard,
+    /// The super version it reads, held by the guard that counts the
+    /// iterator as a reader in flight for its whole life, so the memtables'
+    /// read watermark stays at or below its sequence.
+    pin: OwnedReadGuard<Arc<SuperVersion>>,
 }
 
 // A positioned cursor (RocksDB style), not a `std::iter::Iterator`: `next`
@@ -42,9 +42,8 @@ impl DbIterator {
         merged: MergingIter,
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
-        pin: Arc<SuperVersion>,
         values: ValueReader,
-        reading: OwnedReadGuard,
+        pin: OwnedReadGuard<Arc<SuperVersion>>,
     ) -> Self {
         DbIterator {
             merged,
@@ -54,7 +53,6 @@ impl DbIterator {
             resolved: None,
             values,
             pin,
-            _reading: reading,
         }
     }
 
@@ -159,7 +157,10 @@ impl DbIterator {
             }
         }
         if self.valid && self.merged.kind() == ValueKind::Pointer {
-            match self.values.read(&self.pin.version, self.merged.value()) {
+            match self
+                .values
+                .read(&self.pin.holder().version, self.merged.value())
+            {
                 Ok(v) => self.resolved = Some(v),
                 Err(e) => {
                     self.valid = false;
