@@ -29,7 +29,7 @@ use crate::manifest::ManifestWriter;
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::snapshot::SnapshotList;
-use crate::stats::{BackgroundJobStats, DiskUsage, JobKind};
+use crate::stats::{BackgroundJobStats, DiskReads, DiskUsage, JobKind};
 use crate::store::Version;
 use crate::table::BlockCache;
 use crate::table::TableOptions;
@@ -47,6 +47,9 @@ pub(crate) struct SuperVersion {
     /// iterator's read guard reaches it through the super version it owns
     /// anyway (see [`super::watermark::OwnedReadGuard`]).
     pub read_tracker: Arc<ReadTracker>,
+    /// The block cache's disk-read counters, for the same reason: an
+    /// iterator that meets a separated value counts its reads there.
+    pub disk_reads: Arc<DiskReads>,
 }
 
 impl super::watermark::TrackerHolder for Arc<SuperVersion> {
@@ -360,6 +363,7 @@ impl Core {
             imms: Vec::new(),
             version: Arc::clone(&state.version),
             read_tracker: Arc::clone(&read_tracker),
+            disk_reads: Arc::clone(cache.disk_reads()),
         });
         Core {
             dir,
@@ -401,6 +405,7 @@ impl Core {
             imms: st.imms.iter().rev().map(|i| Arc::clone(&i.mem)).collect(),
             version: Arc::clone(&st.version),
             read_tracker: Arc::clone(&self.read_tracker),
+            disk_reads: Arc::clone(self.cache.disk_reads()),
         });
         self.super_version.store(sv);
     }

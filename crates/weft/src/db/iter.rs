@@ -9,6 +9,7 @@ use super::watermark::OwnedReadGuard;
 use crate::error::Result;
 use crate::iter::MergingIter;
 use crate::key::ValueKind;
+use crate::stats::ReadPurpose;
 use crate::store::value_reader::ValueReader;
 
 /// A cursor over the database at one snapshot (an atomic scan), bounded by
@@ -27,7 +28,11 @@ pub struct DbIterator {
     resolved: Option<Vec<u8>>,
     /// Reads separated values, with readahead while the cursor walks a log
     /// in order.
-    values: ValueReader,
+    /// Made at the first separated value: most scans meet none, and making
+    /// one clones the shared `Arc<DiskReads>` it counts in.
+    values: Option<ValueReader>,
+    /// What `values` counts its reads as.
+    purpose: ReadPurpose,
     /// The super version it reads, held by the guard that counts the
     /// iterator as a reader in flight for its whole life, so the memtables'
     /// read watermark stays at or below its sequence.
@@ -42,7 +47,7 @@ impl DbIterator {
         merged: MergingIter,
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
-        values: ValueReader,
+        purpose: ReadPurpose,
         pin: OwnedReadGuard<Arc<SuperVersion>>,
     ) -> Self {
         DbIterator {
@@ -51,7 +56,8 @@ impl DbIterator {
             upper,
             valid: false,
             resolved: None,
-            values,
+            values: None,
+            purpose,
             pin,
         }
     }
@@ -157,10 +163,11 @@ impl DbIterator {
             }
         }
         if self.valid && self.merged.kind() == ValueKind::Pointer {
-            match self
+            let sv = self.pin.holder();
+            let values = self
                 .values
-                .read(&self.pin.holder().version, self.merged.value())
-            {
+                .get_or_insert_with(|| ValueReader::new(self.purpose, Arc::clone(&sv.disk_reads)));
+            match values.read(&sv.version, self.merged.value()) {
                 Ok(v) => self.resolved = Some(v),
                 Err(e) => {
                     self.valid = false;

@@ -28,7 +28,6 @@ use crate::options::{prefix_successor, Options, ReadOptions, WriteOptions};
 use crate::snapshot::Snapshot;
 use crate::stats::ReadPurpose;
 use crate::stats::{PartitionStats, ReadStats, Stats};
-use crate::store::value_reader::ValueReader;
 use crate::wal::{LogRead, LogReader};
 pub use iter::{DbIterator, Range};
 
@@ -343,17 +342,13 @@ impl Db {
             children.push(VisibleIter::new(it, seq));
         }
         let merged = MergingIter::new(children);
-        let values = ValueReader::new(
-            ReadPurpose::Scan {
-                fill_cache: opts.fill_cache,
-            },
-            Arc::clone(self.core().cache.disk_reads()),
-        );
         DbIterator::new(
             merged,
             opts.lower_bound.clone(),
             opts.upper_bound.clone(),
-            values,
+            ReadPurpose::Scan {
+                fill_cache: opts.fill_cache,
+            },
             reading,
         )
     }
