@@ -22,9 +22,9 @@ pub(super) fn checkpoint_index(core: &Arc<Core>, pid: u64) -> Result<()> {
             None => return Ok(()),
         }
     };
-    // A consistent image (under the read lock) is all recovery needs: it
+    // A consistent image (one loaded index) is all recovery needs: it
     // drops entries of tables no longer live and adds the tables missing.
-    let image = index.read().encode();
+    let image = index.load_full().encode();
     let number = core.state.lock().new_file_number();
     let mut new_files = NewFiles::new(&core.fs, &core.dir);
     let path = new_files.add_index_checkpoint(number);

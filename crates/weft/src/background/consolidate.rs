@@ -19,11 +19,10 @@ use crate::store::{change_index, Partition, Placement};
 /// A partition whose UnsortedStore has more than `scan_merge_limit` tables
 /// while scans are running (UniKV §III-F).
 pub(super) fn pick_consolidation(core: &Core, st: &EngineState) -> Option<u64> {
-    if core
+    if !core
         .counters
-        .scans_since_consolidation
+        .scanned_since_consolidation
         .load(Ordering::Relaxed)
-        == 0
     {
         return None;
     }
@@ -44,8 +43,8 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
     // meanwhile.
     let _held = FlushesHeld::new(core);
     core.counters
-        .scans_since_consolidation
-        .store(0, Ordering::Relaxed);
+        .scanned_since_consolidation
+        .store(false, Ordering::Relaxed);
     let part = {
         let st = core.state.lock();
         match st.version.partition(pid) {

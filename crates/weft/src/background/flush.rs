@@ -217,8 +217,8 @@ fn index_new_tables(core: &Core, files: &[(u64, FileMeta)], stats: &JobStats) ->
 }
 
 /// Adds the new table `f` of `part` to the partition's index. A bigger
-/// index, when one is needed, is built from the older tables under the
-/// read lock, else the index is copied; the table's keys go into the new
+/// index, when one is needed, is built from the older tables, else the
+/// index is copied; the table's keys go into the new
 /// one, which is then swapped in ([`replace_index`]): readers keep using
 /// the old index meanwhile. The caller holds the partition's
 /// [`Partition::index_changes`], so
@@ -231,9 +231,10 @@ pub(super) fn index_table(
 ) -> Result<()> {
     let index = &part.index;
     let mut next = {
-        let current = index.read();
+        // Owned, not a guard: building a bigger index reads tables.
+        let current = index.load_full();
         let bigger = grown_index(&current, &part.unsorted, keys.len(), f.size, unsorted_limit)?;
-        bigger.unwrap_or_else(|| current.clone())
+        bigger.unwrap_or_else(|| crate::store::hash_index::HashIndex::clone(&current))
     };
     install_table(&mut next, None, f.number, keys);
     replace_index(index, next);

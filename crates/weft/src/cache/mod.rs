@@ -23,8 +23,8 @@
 //! mapped tables) fetched from the files, by [`ReadPurpose`](crate::stats::ReadPurpose). A mapped
 //! read's bytes may come from the page cache rather than the device; they
 //! are counted each time a block or value is read. Every table holds the cache, so this is the one
-//! place every read path already reaches; one relaxed atomic add is small
-//! beside the `pread` it accounts for.
+//! place every read path already reaches; its counters are striped, so
+//! counting adds to a line of the reading thread's own.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use arc_swap::{ArcSwap, Guard};
+use parking_lot::{Condvar, Mutex};
 
 use super::publish::Publication;
 use super::watermark::ReadTracker;
@@ -28,7 +29,7 @@ use crate::manifest::ManifestWriter;
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::snapshot::SnapshotList;
-use crate::stats::{BackgroundJobStats, DiskUsage, JobKind};
+use crate::stats::{BackgroundJobStats, DiskReads, DiskUsage, JobKind};
 use crate::store::Version;
 use crate::table::BlockCache;
 use crate::table::TableOptions;
@@ -42,6 +43,19 @@ pub(crate) struct SuperVersion {
     pub imms: Vec<Arc<dyn Memtable>>,
     /// The store.
     pub version: Arc<Version>,
+    /// The engine's read tracker ([`Core::read_tracker`]), so that an
+    /// iterator's read guard reaches it through the super version it owns
+    /// anyway (see [`super::watermark::OwnedReadGuard`]).
+    pub read_tracker: Arc<ReadTracker>,
+    /// The block cache's disk-read counters, for the same reason: an
+    /// iterator that meets a separated value counts its reads there.
+    pub disk_reads: Arc<DiskReads>,
+}
+
+impl super::watermark::TrackerHolder for Arc<SuperVersion> {
+    fn tracker(&self) -> &ReadTracker {
+        &self.read_tracker
+    }
 }
 
 /// A memtable waiting for flush, with the WAL that covers it.
@@ -237,8 +251,10 @@ pub(crate) struct Counters {
     pub gc_bytes: AtomicU64,
     pub gcs: AtomicU64,
     pub consolidations: AtomicU64,
-    /// Iterators created since the last consolidation (scans in progress).
-    pub scans_since_consolidation: AtomicU64,
+    /// True once an iterator was created since the last consolidation
+    /// started (scans in progress): the consolidation picker asks only
+    /// whether any was, never how many.
+    pub scanned_since_consolidation: AtomicBool,
     pub splits: AtomicU64,
     pub slowdowns: AtomicU64,
     pub stalls: AtomicU64,
@@ -359,7 +375,11 @@ pub(crate) struct Core {
     /// Signalled on every state change that someone may wait for: work for
     /// the background threads, room for stalled writers, finished flushes.
     pub state_cv: Condvar,
-    pub super_version: RwLock<Arc<SuperVersion>>,
+    /// The super version reads pin. An `ArcSwap`, not a lock around an
+    /// `Arc`: a get pins it with [`Core::pin_super_version`], which writes
+    /// only to this thread's own debt slots, where a read lock and an `Arc`
+    /// clone each wrote a word every reading core shares.
+    super_version: ArcSwap<SuperVersion>,
     poisoned: AtomicBool,
     poison_reason: Mutex<Option<String>>,
     pub closed: AtomicBool,
@@ -385,10 +405,13 @@ impl Core {
             bloom_bits_per_key: options.bloom_bits_per_key,
         };
         let throttled = background_behind(&options, &state);
+        let read_tracker = Arc::new(ReadTracker::default());
         let sv = Arc::new(SuperVersion {
             mem: Arc::clone(&state.mem),
             imms: Vec::new(),
             version: Arc::clone(&state.version),
+            read_tracker: Arc::clone(&read_tracker),
+            disk_reads: Arc::clone(cache.disk_reads()),
         });
         Core {
             dir,
@@ -404,7 +427,7 @@ impl Core {
             table_options,
             cache,
             snapshots: Arc::new(SnapshotList::default()),
-            read_tracker: Arc::new(ReadTracker::default()),
+            read_tracker,
             publication: Publication::new(last_seq),
             last_seq: AtomicU64::new(last_seq),
             wal: Mutex::new(wal),
@@ -415,7 +438,7 @@ impl Core {
             state: Mutex::new(state),
             manifest: Mutex::new(manifest),
             state_cv: Condvar::new(),
-            super_version: RwLock::new(sv),
+            super_version: ArcSwap::new(sv),
             poisoned: AtomicBool::new(false),
             poison_reason: Mutex::new(None),
             closed: AtomicBool::new(false),
@@ -431,8 +454,10 @@ impl Core {
             mem: Arc::clone(&st.mem),
             imms: st.imms.iter().rev().map(|i| Arc::clone(&i.mem)).collect(),
             version: Arc::clone(&st.version),
+            read_tracker: Arc::clone(&self.read_tracker),
+            disk_reads: Arc::clone(self.cache.disk_reads()),
         });
-        *self.super_version.write() = sv;
+        self.super_version.store(sv);
         self.writes_throttled
             .store(background_behind(&self.options, st), Ordering::Release);
     }
@@ -453,13 +478,14 @@ impl Core {
     /// first scan since the last consolidation wakes the job pool:
     /// it is otherwise woken only by flushes and merges, so a read-only
     /// phase would never have its UnsortedStores consolidated.
+    ///
+    /// Only the first scan writes: the flag is read first, and once set it
+    /// stays set until a consolidation clears it, so a scan that finds it
+    /// set changes nothing by setting it again. Writing it on every
+    /// iterator made all scanning cores share its cache line.
     pub fn note_scan(&self) {
-        if self
-            .counters
-            .scans_since_consolidation
-            .fetch_add(1, Ordering::Relaxed)
-            == 0
-        {
+        let flag = &self.counters.scanned_since_consolidation;
+        if !flag.load(Ordering::Relaxed) && !flag.swap(true, Ordering::Relaxed) {
             // Taking the lock orders the wake-up after a picker that saw no
             // scans and is about to wait: it cannot be lost.
             let _st = self.state.lock();
@@ -467,9 +493,20 @@ impl Core {
         }
     }
 
-    /// The current super version.
+    /// The current super version, owned (for iterators, which outlive the
+    /// call that makes them; an `Arc` clone writes its shared count).
     pub fn super_version(&self) -> Arc<SuperVersion> {
-        Arc::clone(&self.super_version.read())
+        self.super_version.load_full()
+    }
+
+    /// The current super version, pinned for a read that ends before the
+    /// caller returns (a get): no shared count is written, only this
+    /// thread's debt slot. Hold it briefly: a thread has a few such slots,
+    /// and a guard loaded while they are all taken falls back to an `Arc`
+    /// clone (still correct, no longer free); the writer that replaces the
+    /// super version also pays each held guard's debt.
+    pub fn pin_super_version(&self) -> Guard<Arc<SuperVersion>> {
+        self.super_version.load()
     }
 
     /// The latest visible sequence.

@@ -9,6 +9,7 @@ use super::watermark::OwnedReadGuard;
 use crate::error::Result;
 use crate::iter::MergingIter;
 use crate::key::ValueKind;
+use crate::stats::ReadPurpose;
 use crate::store::value_reader::ValueReader;
 
 /// A cursor over the database at one snapshot (an atomic scan), bounded by
@@ -27,11 +28,15 @@ pub struct DbIterator {
     resolved: Option<Vec<u8>>,
     /// Reads separated values, with readahead while the cursor walks a log
     /// in order.
-    values: ValueReader,
-    pin: Arc<SuperVersion>,
-    /// Counts the iterator as a reader in flight for its whole life, so the
-    /// memtables' read watermark stays at or below its sequence.
-    _reading: OwnedReadGuard,
+    /// Made at the first separated value: most scans meet none, and making
+    /// one clones the shared `Arc<DiskReads>` it counts in.
+    values: Option<ValueReader>,
+    /// What `values` counts its reads as.
+    purpose: ReadPurpose,
+    /// The super version it reads, held by the guard that counts the
+    /// iterator as a reader in flight for its whole life, so the memtables'
+    /// read watermark stays at or below its sequence.
+    pin: OwnedReadGuard<Arc<SuperVersion>>,
 }
 
 // A positioned cursor (RocksDB style), not a `std::iter::Iterator`: `next`
@@ -42,9 +47,8 @@ impl DbIterator {
         merged: MergingIter,
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
-        pin: Arc<SuperVersion>,
-        values: ValueReader,
-        reading: OwnedReadGuard,
+        purpose: ReadPurpose,
+        pin: OwnedReadGuard<Arc<SuperVersion>>,
     ) -> Self {
         DbIterator {
             merged,
@@ -52,9 +56,9 @@ impl DbIterator {
             upper,
             valid: false,
             resolved: None,
-            values,
+            values: None,
+            purpose,
             pin,
-            _reading: reading,
         }
     }
 
@@ -159,7 +163,11 @@ impl DbIterator {
             }
         }
         if self.valid && self.merged.kind() == ValueKind::Pointer {
-            match self.values.read(&self.pin.version, self.merged.value()) {
+            let sv = self.pin.holder();
+            let values = self
+                .values
+                .get_or_insert_with(|| ValueReader::new(self.purpose, Arc::clone(&sv.disk_reads)));
+            match values.read(&sv.version, self.merged.value()) {
                 Ok(v) => self.resolved = Some(v),
                 Err(e) => {
                     self.valid = false;

@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use parking_lot::Mutex;
 
 use self::core::{Core, SuperVersion};
-use self::watermark::OwnedReadGuard;
+use self::watermark::{OwnedReadGuard, ReadTracker};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::iter::visible::VisibleIter;
@@ -28,7 +28,6 @@ use crate::options::{prefix_successor, Options, ReadOptions, WriteOptions};
 use crate::snapshot::Snapshot;
 use crate::stats::ReadPurpose;
 use crate::stats::{PartitionStats, ReadStats, Stats};
-use crate::store::value_reader::ValueReader;
 use crate::wal::{LogRead, LogReader};
 pub use iter::{DbIterator, Range};
 
@@ -214,7 +213,7 @@ impl Db {
         // missing it still leaves a prefix of the history (a rotation cuts
         // the sequence order), never a hole.
         let _reading = core.read_tracker.enter();
-        let sv = core.super_version();
+        let sv = core.pin_super_version();
         let seq = self.read_sequence(opts);
         self.get_pinned(&sv, key, seq)
     }
@@ -246,7 +245,7 @@ impl Db {
                 .collect();
         }
         let _reading = core.read_tracker.enter();
-        let sv = core.super_version();
+        let sv = core.pin_super_version();
         let seq = self.read_sequence(opts);
         for key in keys {
             sv.mem.prefetch(key.as_ref());
@@ -272,7 +271,7 @@ impl Db {
         let reads = &core.reads;
         for m in std::iter::once(&sv.mem).chain(&sv.imms) {
             if let Some(f) = m.get(key, seq) {
-                reads.memtable_hits.fetch_add(1, Ordering::Relaxed);
+                reads.memtable_hits.add(1);
                 return Ok(found(f.kind, f.value));
             }
         }
@@ -318,19 +317,20 @@ impl Db {
     pub fn iter(&self, opts: &ReadOptions) -> Result<DbIterator> {
         self.core().check_open()?;
         self.core().note_scan();
-        let reading = self.core().read_tracker.enter_owned();
-        let sv = self.core().super_version();
+        // Pin, enter as a reader, then read the sequence (the order that
+        // matters: entered before the sequence is read, see `get_opt`).
+        let reading = ReadTracker::enter_owned(self.core().super_version());
         let seq = self.read_sequence(opts);
-        Ok(self.iter_at(opts, sv, seq, reading))
+        Ok(self.iter_at(opts, seq, reading))
     }
 
     fn iter_at(
         &self,
         opts: &ReadOptions,
-        sv: Arc<core::SuperVersion>,
         seq: SequenceNumber,
-        reading: OwnedReadGuard,
+        reading: OwnedReadGuard<Arc<SuperVersion>>,
     ) -> DbIterator {
+        let sv = reading.holder();
         let mut children = Vec::new();
         for m in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
             m.prepare_scan(seq);
@@ -340,18 +340,13 @@ impl Db {
             children.push(VisibleIter::new(it, seq));
         }
         let merged = MergingIter::new(children);
-        let values = ValueReader::new(
-            ReadPurpose::Scan {
-                fill_cache: opts.fill_cache,
-            },
-            Arc::clone(self.core().cache.disk_reads()),
-        );
         DbIterator::new(
             merged,
             opts.lower_bound.clone(),
             opts.upper_bound.clone(),
-            sv,
-            values,
+            ReadPurpose::Scan {
+                fill_cache: opts.fill_cache,
+            },
             reading,
         )
     }
@@ -359,12 +354,12 @@ impl Db {
     fn range_from(&self, opts: &ReadOptions) -> Result<Range> {
         self.core().check_open()?;
         self.core().note_scan();
-        let tracker = &self.core().read_tracker;
-        let (front_reading, back_reading) = (tracker.enter_owned(), tracker.enter_owned());
         let sv = self.core().super_version();
+        let front_reading = ReadTracker::enter_owned(Arc::clone(&sv));
+        let back_reading = ReadTracker::enter_owned(sv);
         let seq = self.read_sequence(opts);
-        let front = self.iter_at(opts, Arc::clone(&sv), seq, front_reading);
-        let back = self.iter_at(opts, sv, seq, back_reading);
+        let front = self.iter_at(opts, seq, front_reading);
+        let back = self.iter_at(opts, seq, back_reading);
         Ok(Range::new(front, back))
     }
 
@@ -610,12 +605,8 @@ impl Db {
                 .partitions
                 .iter()
                 .map(|p| {
-                    // One read guard, dropped before the next partition's:
-                    // two at once on one lock deadlock when a writer (a
-                    // flush or consolidation) queues between them, as
-                    // parking_lot's fair lock then blocks the second read.
                     let (index_entries, index_bytes) = {
-                        let index = p.index.read();
+                        let index = p.index.load();
                         (index.entries() as u64, index.memory_usage() as u64)
                     };
                     let (mut n, mut bytes, mut garbage) = (0, 0, 0);
@@ -680,14 +671,14 @@ impl Db {
             disk: core.disk_usage(),
             live_bytes_estimate: live_bytes_estimate(&sv.version),
             reads: ReadStats {
-                memtable_hits: load(&core.reads.memtable_hits),
-                unsorted_hits: load(&core.reads.unsorted_hits),
-                sorted_hits: load(&core.reads.sorted_hits),
-                misses: load(&core.reads.misses),
-                unsorted_probes: load(&core.reads.unsorted_probes),
-                unsorted_false_probes: load(&core.reads.unsorted_false_probes),
-                sorted_probes: load(&core.reads.sorted_probes),
-                value_log_reads: load(&core.reads.value_log_reads),
+                memtable_hits: core.reads.memtable_hits.load(),
+                unsorted_hits: core.reads.unsorted_hits.load(),
+                sorted_hits: core.reads.sorted_hits.load(),
+                misses: core.reads.misses.load(),
+                unsorted_probes: core.reads.unsorted_probes.load(),
+                unsorted_false_probes: core.reads.unsorted_false_probes.load(),
+                sorted_probes: core.reads.sorted_probes.load(),
+                value_log_reads: core.reads.value_log_reads.load(),
             },
         }
     }

@@ -226,8 +226,10 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         // The hash index: its checkpoint plus the tables flushed after it,
         // or, without a usable checkpoint, rebuilt from all the tables.
         let checkpoint = state.index_checkpoints.get(id).copied();
-        *p.index.write() =
-            restore_index(&*fs, &dir, checkpoint, &p.unsorted, options.unsorted_limit)?;
+        crate::store::replace_index(
+            &p.index,
+            restore_index(&*fs, &dir, checkpoint, &p.unsorted, options.unsorted_limit)?,
+        );
         partitions.push(Arc::new(p));
     }
     partitions.sort_by(|a, b| a.lower.cmp(&b.lower));

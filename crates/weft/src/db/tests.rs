@@ -22,7 +22,8 @@ fn wait_at_gate(point: &str, dir: &Path, db: &Db) {
 fn index_of(db: &Db) -> HashIndex {
     db.core().super_version().version.partitions[0]
         .index
-        .read()
+        .load()
+        .as_ref()
         .clone()
 }
 

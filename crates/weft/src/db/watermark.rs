@@ -46,9 +46,13 @@ use parking_lot::Mutex;
 use crate::key::SequenceNumber;
 use crate::util::stripe::{thread_stripe, CacheLine};
 
-/// Counter stripes per epoch (readers on different threads mostly touch
-/// different cache lines).
-const STRIPES: usize = 8;
+/// Counter stripes per epoch: enough that up to this many reader threads
+/// each count on a line of their own (the thread numbering of
+/// [`thread_stripe`] is dense). Threads sharing a stripe would pass its line
+/// back and forth on every get; with 8 stripes, 16 readers did. [`ReadTracker::advance`]
+/// reads one epoch's stripes per write group, and lines no reader wrote
+/// since stay in the writer's cache, so more stripes cost it little.
+const STRIPES: usize = 32;
 
 /// In-flight readers by epoch, and the candidate watermark waiting for its
 /// grace period. See the module docs.
@@ -74,17 +78,41 @@ impl Drop for ReadGuard<'_> {
     }
 }
 
+/// What an [`OwnedReadGuard`] owns to keep its tracker alive.
+pub(crate) trait TrackerHolder {
+    /// The tracker the guard entered.
+    fn tracker(&self) -> &ReadTracker;
+}
+
+impl TrackerHolder for Arc<ReadTracker> {
+    fn tracker(&self) -> &ReadTracker {
+        self
+    }
+}
+
 /// An entered reader that owns a handle on its tracker (for iterators,
 /// which outlive the call that made them).
-pub(crate) struct OwnedReadGuard {
-    tracker: Arc<ReadTracker>,
+///
+/// The handle is anything that reaches the tracker: an iterator's guard
+/// holds the super version it reads (which holds the tracker), so entering
+/// costs no reference count of its own. Cloning an `Arc<ReadTracker>` per
+/// iterator wrote the one count that every scanning core shares.
+pub(crate) struct OwnedReadGuard<H: TrackerHolder> {
+    holder: H,
     parity: usize,
     stripe: usize,
 }
 
-impl Drop for OwnedReadGuard {
+impl<H: TrackerHolder> OwnedReadGuard<H> {
+    /// What the guard holds.
+    pub(crate) fn holder(&self) -> &H {
+        &self.holder
+    }
+}
+
+impl<H: TrackerHolder> Drop for OwnedReadGuard<H> {
     fn drop(&mut self) {
-        self.tracker.readers[self.parity][self.stripe]
+        self.holder.tracker().readers[self.parity][self.stripe]
             .0
             .fetch_sub(1, Ordering::Release);
     }
@@ -116,11 +144,12 @@ impl ReadTracker {
         }
     }
 
-    /// Enters for a read that lives on in a returned object (an iterator).
-    pub(crate) fn enter_owned(self: &Arc<Self>) -> OwnedReadGuard {
-        let (parity, stripe) = self.enter_slot();
+    /// Enters the tracker `holder` reaches, for a read that lives on in a
+    /// returned object (an iterator) that keeps `holder`.
+    pub(crate) fn enter_owned<H: TrackerHolder>(holder: H) -> OwnedReadGuard<H> {
+        let (parity, stripe) = holder.tracker().enter_slot();
         OwnedReadGuard {
-            tracker: Arc::clone(self),
+            holder,
             parity,
             stripe,
         }
@@ -176,7 +205,7 @@ mod tests {
         assert_eq!(t.advance(10, || None), None);
         // A reader that entered before the flip... none did: the candidate
         // (10) is ready at the next call, which takes 20 as the next one.
-        let old = t.enter_owned();
+        let old = ReadTracker::enter_owned(Arc::clone(&t));
         assert_eq!(t.advance(20, || None), Some(10));
         // `old` entered in the epoch of candidate 20: 20 must wait for it.
         assert_eq!(t.advance(30, || None), None);

@@ -220,7 +220,7 @@ impl Core {
         self.publication.wait_visible(last);
         if (first - 1) / WATERMARK_EVERY != last / WATERMARK_EVERY {
             if let Some(w) = self.read_tracker.advance(last, || self.snapshots.oldest()) {
-                self.super_version().mem.set_read_watermark(w);
+                self.pin_super_version().mem.set_read_watermark(w);
             }
         }
     }

@@ -2,41 +2,45 @@
 //! (UnsortedStore by the hash index, newest first; then the SortedStore by
 //! fence keys), with the per-layer read accounting.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::error::Result;
 use crate::key::{SequenceNumber, ValueKind};
+use crate::util::stripe::StripedCounter;
 
-use super::{hash_index, SharedIndex, TableFile, INITIAL_INDEX_CAPACITY};
+use super::{hash_index, shared_index, SharedIndex, TableFile, INITIAL_INDEX_CAPACITY};
 
 /// Where point reads were answered and what they read: the per-layer I/O
 /// accounting of UniKV §III-B (a recent key costs one UnsortedStore block
 /// read, an old one a SortedStore block plus, if separated, one value read).
+///
+/// Every get bumps at least one of them, so each is striped
+/// ([`StripedCounter`]): one shared atomic each made every get on every core
+/// write the same cache lines.
 #[derive(Debug, Default)]
 pub struct ReadCounters {
     /// Gets answered from a memtable.
-    pub memtable_hits: std::sync::atomic::AtomicU64,
+    pub memtable_hits: StripedCounter,
     /// Gets answered from an UnsortedStore table.
-    pub unsorted_hits: std::sync::atomic::AtomicU64,
+    pub unsorted_hits: StripedCounter,
     /// Gets answered from the SortedStore.
-    pub sorted_hits: std::sync::atomic::AtomicU64,
+    pub sorted_hits: StripedCounter,
     /// Gets that found nothing.
-    pub misses: std::sync::atomic::AtomicU64,
+    pub misses: StripedCounter,
     /// UnsortedStore tables read by gets (index candidates and unknown tables).
-    pub unsorted_probes: std::sync::atomic::AtomicU64,
+    pub unsorted_probes: StripedCounter,
     /// ...of which held no version of the key visible to the get (tag
     /// collisions, tables the index did not know, only newer versions).
-    pub unsorted_false_probes: std::sync::atomic::AtomicU64,
+    pub unsorted_false_probes: StripedCounter,
     /// SortedStore tables read by gets.
-    pub sorted_probes: std::sync::atomic::AtomicU64,
+    pub sorted_probes: StripedCounter,
     /// Values read from value logs by gets.
-    pub value_log_reads: std::sync::atomic::AtomicU64,
+    pub value_log_reads: StripedCounter,
 }
 
 impl ReadCounters {
-    pub(super) fn bump(c: &std::sync::atomic::AtomicU64) {
-        c.fetch_add(1, Ordering::Relaxed);
+    pub(super) fn bump(c: &StripedCounter) {
+        c.add(1);
     }
 }
 
@@ -72,9 +76,7 @@ impl Partition {
             upper,
             unsorted: Vec::new(),
             sorted: Vec::new(),
-            index: Arc::new(parking_lot::RwLock::new(
-                hash_index::HashIndex::with_capacity(INITIAL_INDEX_CAPACITY),
-            )),
+            index: shared_index(hash_index::HashIndex::with_capacity(INITIAL_INDEX_CAPACITY)),
             index_changes: Arc::default(),
         }
     }
@@ -110,7 +112,7 @@ impl Partition {
         // Almost always every table is indexed; only when one is not is the
         // per-table list of unknown tables worth building.
         let unknown: Option<Vec<bool>> = {
-            let index = self.index.read();
+            let index = self.index.load();
             index.lookup(key, &mut candidates);
             let known = |t: &Arc<TableFile>| index.contains_table(t.meta.number);
             if self.unsorted.iter().all(known) {

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
+
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::stats::ReadPurpose;
@@ -12,17 +14,22 @@ use super::{hash_index, FileMeta, TableFile};
 
 /// The hash index of one partition's UnsortedStore, shared by every version
 /// of that partition (it only grows between merges; see [`super::Partition::get`]).
-pub type SharedIndex = Arc<parking_lot::RwLock<hash_index::HashIndex>>;
+///
+/// Only ever replaced whole ([`change_index`]), so readers load it from an
+/// `ArcSwap` instead of taking a read lock: a parking_lot read lock is an
+/// atomic add on a word every core reading the partition shares, and every
+/// get of a key past the memtables took one.
+pub type SharedIndex = Arc<ArcSwap<hash_index::HashIndex>>;
 
 /// Applies `change` to a partition's index without holding its readers up:
-/// the change is made to a copy (taken under the read lock, which readers
-/// share), and the write lock is held only to swap the copy in; the old
-/// index is freed after it is released.
+/// the change is made to a copy, which is then swapped in; readers that
+/// loaded the old index finish their lookup on it, and the last of them (or
+/// the swapper, usually) frees it.
 ///
 /// Why: a flush inserts a whole table's keys (~230 k for a 64 MiB memtable
 /// of 256-byte values) and a merge re-places every surviving entry, tens of
-/// milliseconds each, and under the write lock every `get` of the partition
-/// waited for them: `readwhilewriting` over a 3M-key store (`weft bench
+/// milliseconds each, and when they were made in place, under a write
+/// lock, every `get` of the partition waited for them: `readwhilewriting` over a 3M-key store (`weft bench
 /// --benchmarks=fillrandom,readwhilewriting --num=3000000 --histogram`)
 /// showed it in the reads' tail latency (see
 /// `bench/journal/2026-11-27-01-index-copies-sealed-wal.md`). The copy
@@ -34,17 +41,20 @@ pub fn change_index<T>(
     index: &SharedIndex,
     change: impl FnOnce(&mut hash_index::HashIndex) -> T,
 ) -> T {
-    let mut copy = index.read().clone();
+    let mut copy = hash_index::HashIndex::clone(&index.load());
     let out = change(&mut copy);
     replace_index(index, copy);
     out
 }
 
-/// Swaps `next` in as the partition's index; the write lock is held only
-/// for the swap (see [`change_index`]).
+/// Swaps `next` in as the partition's index (see [`change_index`]).
 pub fn replace_index(index: &SharedIndex, next: hash_index::HashIndex) {
-    let old = std::mem::replace(&mut *index.write(), next);
-    drop(old);
+    index.store(Arc::new(next));
+}
+
+/// A new shared index holding `index`.
+pub fn shared_index(index: hash_index::HashIndex) -> SharedIndex {
+    Arc::new(ArcSwap::from_pointee(index))
 }
 
 /// Initial capacity of a partition's hash index; it is rebuilt bigger (from
@@ -174,7 +184,7 @@ const HINT_MAX_GROWTH: usize = 8;
 /// store will hold at `unsorted_limit` ([`index_capacity_hint`], at most
 /// [`HINT_MAX_GROWTH`] times those keys). `None` while the new keys keep
 /// `index` within [`INDEX_GROW_LOAD`]. Reads the older tables: the caller
-/// may hold a read lock on `index`, not a write lock. Flush and open both
+/// should own `index` (a loaded `Arc`), not hold a short-lived guard. Flush and open both
 /// grow the index by this one rule (then [`install_table`]), so an index
 /// restored on open is laid out exactly as the one it replaces.
 pub fn grown_index(
