@@ -179,6 +179,11 @@ impl SortedBatch {
         }
     }
 
+    /// True while some chunk is left to claim.
+    fn has_unclaimed(&self) -> bool {
+        self.next.load(Ordering::Relaxed) < self.nodes.len()
+    }
+
     /// The next chunk nobody has claimed, now claimed by the caller.
     fn claim(&self) -> Option<&[Node]> {
         let start = self.next.fetch_add(LINK_CHUNK, Ordering::Relaxed);
@@ -310,12 +315,30 @@ impl Shared {
         }
         let mut round = 0u32;
         loop {
-            self.drain();
+            // Drain only when there is work: nodes queued, or chunks of a
+            // published batch to claim. A caller with nothing to do only
+            // watches. Every call used to drain, and a drain counts its
+            // thread as a drainer even when it takes nothing: with 16
+            // threads scanning at once some thread was always inside one,
+            // so none saw the queue idle and all of them went on looping
+            // (`seekrandom` and the memtable benchmark's `teks` part did
+            // not finish at 16 threads on 16 cores).
+            if !self.queue.is_empty() || self.has_unclaimed_chunks() {
+                self.drain();
+            }
             if self.queue.is_idle() {
                 return;
             }
             crate::util::sync::backoff(&mut round);
         }
+    }
+
+    /// A published sorted batch still has chunks nobody claimed.
+    fn has_unclaimed_chunks(&self) -> bool {
+        self.pending
+            .lock()
+            .as_ref()
+            .is_some_and(|sorted| sorted.has_unclaimed())
     }
 
     fn run_worker(&self) {

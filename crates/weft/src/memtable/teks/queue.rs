@@ -85,6 +85,12 @@ impl LinkQueue {
         self.queued.load(Ordering::Relaxed)
     }
 
+    /// Threads counted as drainers now.
+    #[cfg(test)]
+    pub(crate) fn drainers(&self) -> usize {
+        self.drainers.load(Ordering::SeqCst)
+    }
+
     /// Someone holds a taken batch it has not finished linking.
     pub(crate) fn is_draining(&self) -> bool {
         self.drainers.load(Ordering::Relaxed) > 0

@@ -156,6 +156,51 @@ fn helpers_link_a_published_backlog_in_parallel() {
     assert_eq!(m.weave_stats().linked, total);
 }
 
+/// A scan waiting for another thread's batch to be linked only watches:
+/// it never counts itself as a drainer while it has nothing to take or
+/// claim. When every waiting scan drained (taking nothing) on each turn of
+/// its loop, 16 scanners kept the drainer count above zero between them
+/// and none saw the queue idle (16 cores: `seekrandom` and the memtable
+/// benchmark did not finish).
+#[test]
+fn waiting_scans_do_not_count_as_drainers() {
+    let m = make();
+    m.freeze_worker(true);
+    let shared = &m.shared;
+    let node = shared
+        .nodes
+        .insert(random_height, b"k", 1, ValueKind::Put, b"v")
+        .expect("a new key");
+    shared.queue.push(node);
+    // A drainer took the node and has not linked it yet.
+    let batch = shared.queue.take();
+    assert_eq!(shared.queue.drainers(), 1);
+    let most = std::thread::scope(|s| {
+        let scans: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    shared.link_all();
+                })
+            })
+            .collect();
+        let mut most = 0;
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(200);
+        while std::time::Instant::now() < until {
+            most = most.max(shared.queue.drainers());
+        }
+        // Link what the drainer took, then let it go: the scans return.
+        let sorted = SortedBatch::new(shared.sorted(&batch));
+        shared.link_chunks(&sorted);
+        drop(batch);
+        for s in scans {
+            s.join().unwrap();
+        }
+        most
+    });
+    assert_eq!(most, 1, "a waiting scan counted itself as a drainer");
+    assert!(shared.queue.is_idle());
+}
+
 /// The worker links new keys by itself (no scan needed).
 #[test]
 fn worker_links_in_the_background() {
