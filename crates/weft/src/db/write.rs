@@ -333,7 +333,7 @@ impl Core {
         };
         crate::fault::crash_point("rotate.new_wal_created");
         let new_mem = new_memtable(self.options.memtable, self.options.write_buffer_size);
-        let last_sequence = {
+        {
             let mut wal = self.wal.lock();
             // The old WAL's records reach the OS before any write lands in
             // the new one, so a process crash keeps a prefix; its fdatasync
@@ -363,18 +363,23 @@ impl Core {
             self.closed_wals.push(st.mem_wal, old.writer);
             // Writers take sequences under this lock: none up to this one
             // goes to the new memtable, none after it to the old.
-            self.last_seq.load(Ordering::Relaxed)
-        };
-        let old = std::mem::replace(&mut st.mem, new_mem);
-        let old_wal = std::mem::replace(&mut st.mem_wal, number);
-        st.imms.push_back(ImmutableMemtable {
-            mem: old,
-            wal_number: old_wal,
-            made_immutable: Instant::now(),
-            last_sequence,
-        });
-        st.imm_created += 1;
-        self.install_super_version(st);
+            let last_sequence = self.last_seq.load(Ordering::Relaxed);
+            let old = std::mem::replace(&mut st.mem, new_mem);
+            let old_wal = std::mem::replace(&mut st.mem_wal, number);
+            st.imms.push_back(ImmutableMemtable {
+                mem: old,
+                wal_number: old_wal,
+                made_immutable: Instant::now(),
+                last_sequence,
+            });
+            st.imm_created += 1;
+            // Published before the WAL lock is released: a writer that puts
+            // into the new memtable (it takes it under this lock) and then
+            // reads must pin a super version that holds it. Installed after
+            // the lock, a writer's own acknowledged write could be missing
+            // from its next scan (the 32-thread stress test caught it).
+            self.install_super_version(st);
+        }
         self.state_cv.notify_all();
         Ok(())
     }
