@@ -22,7 +22,7 @@ pub struct Stats {
     pub live_snapshots: usize,
     /// The memtables' read watermark: no reader in flight or to come reads
     /// below it, so older versions hidden behind a newer one at or below it
-    /// may be unlinked (0 until the first write groups).
+    /// may be unlinked (0 until the first writes advance it).
     pub read_watermark: u64,
     /// Every partition, in key order.
     pub partitions: Vec<PartitionStats>,

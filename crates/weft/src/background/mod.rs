@@ -45,8 +45,8 @@
 //! * Manifest edits ([`commit::commit_edit`]): a job makes its edit under
 //!   the state lock, appends it (an fdatasync) with the state lock
 //!   released, and installs it under the state lock again, holding
-//!   [`Core::manifest`] throughout. Writers, whose every write group takes
-//!   the state lock, go on during the fdatasync, which can take
+//!   [`Core::manifest`] throughout. Writers, who take the state lock when a
+//!   memtable fills or work falls behind, go on during the fdatasync, which can take
 //!   milliseconds while the disk writes tables back; the manifest's order
 //!   stays the install order, and no version changes between an edit and
 //!   its install (only these jobs change it, each under the manifest lock).

@@ -33,8 +33,8 @@
 //!   each, six times over for a 64 MiB buffer, with new keys waiting
 //!   meanwhile, and kept every retired table. Measured with `weft serve`
 //!   under `redis-benchmark -t set -P 16`: sizing up front cut the
-//!   server's CPU and raised its SETs/s. A write group that overshoots
-//!   still finds room (the table grows again); inserts never fail.
+//!   server's CPU and raised its SETs/s. Writers that overshoot
+//!   still find room (the table grows again); inserts never fail.
 //! * The read watermark truncates version lists as in `jellyfish`.
 
 pub(crate) mod map;

@@ -41,7 +41,7 @@
 //!
 //! * A version arriving out of sequence order is inserted at its place,
 //!   never dropped (Algorithm 1 line 20 drops it: wrong for Weft, whose
-//!   group commit inserts a batch's versions concurrently and whose
+//!   writers insert their batches concurrently and whose
 //!   snapshots may need the older version).
 //! * The search runs *before* allocation, so an update allocates only a
 //!   20-byte version record (+ value), not a tower (the paper's §5.1 notes

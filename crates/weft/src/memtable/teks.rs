@@ -39,8 +39,8 @@
 //!
 //! Why no visible key is missed by a scan: a writer's key is claimed in the
 //! hash and queued *before* its insert returns, and its sequence becomes
-//! visible only after the insert returns (group commit publishes a group
-//! after every insert is done). So when `prepare_scan` starts, every key
+//! visible only after the insert returns (a write is published only once
+//! its insert and every earlier write's are done, `db::publish`). So when `prepare_scan` starts, every key
 //! with a version `<=` the snapshot is linked, queued, or held by a drainer
 //! that counted itself in `LinkQueue::drainers` before taking it;
 //! `prepare_scan` returns only once the queue is empty and no drainer is

@@ -242,7 +242,7 @@ pub(crate) fn stress_version(seq: u64, keys: u64) -> (Vec<u8>, ValueKind, Vec<u8
 
 /// Concurrent stress: `writers` threads insert batches of sequences in a
 /// shuffled (so out-of-order) way, publishing a batch's last sequence once
-/// the whole batch is in (group commit); `readers` threads check that a
+/// the whole batch is in (as the write path does); `readers` threads check that a
 /// scan or get at any published snapshot `s` sees exactly the versions
 /// `<= s`. With `watermark`, a thread raises the read watermark to the
 /// oldest snapshot in use, and the memtable may unlink older versions.

@@ -15,7 +15,7 @@ pub const MAX_DEFERRED: usize = 1 << 20;
 
 /// Appends checksummed records to a log file.
 ///
-/// Not internally synchronized: the WAL's group commit (or the manifest's
+/// Not internally synchronized: the engine's WAL lock (or the manifest's
 /// lock) serializes writers, so `&mut self` is all that is needed.
 pub struct LogWriter {
     path: PathBuf,
