@@ -147,17 +147,18 @@ pub(crate) fn background_behind(opts: &Options, st: &EngineState) -> bool {
         || unsorted >= opts.unsorted_stop_tables
 }
 
-/// The WAL being appended to, and the memtable its records go to.
+/// The WAL being appended to.
 ///
-/// Kept together under one lock: a writer takes its sequences, appends its
-/// record and picks its memtable in one critical section, so a record in
-/// one WAL always lands in that WAL's memtable, whatever rotation follows.
+/// Its records go to the active memtable of the super version published
+/// when its lock is free: rotation swaps the WAL and installs the super
+/// version with the new memtable under this lock, so a writer that takes
+/// its sequences, appends its record and pins the super version in one
+/// critical section inserts into that WAL's memtable, whatever rotation
+/// follows.
 pub(crate) struct ActiveWal {
     pub writer: LogWriter,
     /// The WAL's file number (`EngineState::mem_wal`).
     pub number: u64,
-    /// `EngineState::mem`.
-    pub mem: Arc<dyn Memtable>,
 }
 
 /// WALs rotated out whose records may not be on disk yet, oldest first.

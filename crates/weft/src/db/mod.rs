@@ -448,19 +448,9 @@ impl Db {
     pub fn sync_wal(&self) -> Result<()> {
         let core = self.core();
         core.check_writable()?;
-        // WALs rotated out before the current one first (`ClosedWals`).
-        core.closed_wals
-            .sync_all()
-            .inspect_err(|e| core.poison(e))?;
-        // Deferred records (`manual_wal_flush`) are written first. The WAL
-        // lock is released before a failure poisons (see `poison`).
-        let handle = core.wal.lock().writer.sync_handle();
-        let handle = handle.inspect_err(|e| core.poison(e))?;
-        handle.sync_data().map_err(|e| {
-            let e = Error::io("syncing the write-ahead log", e);
-            core.poison(&e);
-            e
-        })
+        // Closed WALs first, deferred records written, a failure poisons:
+        // the same sync sync writers share.
+        core.sync_wal_all()
     }
 
     /// Hands the WAL records that [`Options::manual_wal_flush`] left in the

@@ -270,7 +270,6 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     let wal = ActiveWal {
         writer: wal_writer,
         number: engine.mem_wal,
-        mem: Arc::clone(&engine.mem),
     };
     let core = Arc::new(Core::new(
         dir, options, cache, engine, manifest, wal, last_seq, counters,

@@ -31,7 +31,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
-use super::core::{background_behind, ActiveWal, Core, Counters, EngineState, ImmutableMemtable};
+use arc_swap::Guard;
+
+use super::core::{
+    background_behind, ActiveWal, Core, Counters, EngineState, ImmutableMemtable, SuperVersion,
+};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::SequenceNumber;
@@ -71,7 +75,12 @@ fn insert_batch(mem: &dyn Memtable, batch: &WriteBatch) {
 
 /// What a writer holds between its WAL append and its publication.
 struct Appended {
-    mem: Arc<dyn Memtable>,
+    /// The super version pinned under the WAL lock: its active memtable is
+    /// the WAL's (rotation swaps both, and installs the super version,
+    /// under that lock). A pin writes only this thread's debt slot, where
+    /// an `Arc` clone of the memtable wrote its count, a line every writer
+    /// shares.
+    pinned: Guard<Arc<SuperVersion>>,
     /// The WAL (and so the memtable generation) it went to.
     wal_number: u64,
     /// The write's place in the publication order.
@@ -102,7 +111,8 @@ impl Core {
         }
         let bytes = batch.approximate_size() as u64;
         let appended = self.append(&mut batch, sync, logged)?;
-        if !self.has_room(&appended.mem) {
+        let mem = &appended.pinned.mem;
+        if !self.has_room(mem) {
             // Outside the WAL lock (a memtable's size reads lines every
             // insert writes): the next writer takes the slow path.
             self.full_memtable_wal
@@ -116,7 +126,7 @@ impl Core {
         // caller sees the error), but its sequences are still published so
         // that the writers after it are not left waiting.
         if synced.is_ok() {
-            insert_batch(appended.mem.as_ref(), &batch);
+            insert_batch(mem.as_ref(), &batch);
         }
         self.publish(appended.ticket, appended.first, appended.last);
         if synced.is_ok() {
@@ -154,11 +164,12 @@ impl Core {
                 return Err(e);
             }
             batch.set_sequence(first);
+            let pinned = self.pin_super_version();
             if ops <= PREFETCH_MAX_OPS {
                 // The hash kinds' bucket lines load while the record is
                 // copied.
                 for op in batch.iter().flatten() {
-                    wal.mem.prefetch(op.key);
+                    pinned.mem.prefetch(op.key);
                 }
             }
             if logged {
@@ -183,7 +194,7 @@ impl Core {
             return Ok(Appended {
                 wal_number: wal.number,
                 ticket: self.publication.ticket(),
-                mem: Arc::clone(&wal.mem),
+                pinned,
                 first,
                 last,
                 sync_to: sync.then(|| (wal.number, wal.writer.size())),
@@ -223,6 +234,16 @@ impl Core {
                 self.pin_super_version().mem.set_read_watermark(w);
             }
         }
+    }
+
+    /// Makes every WAL record appended so far durable (`Db::sync_wal`),
+    /// sharing the fdatasync with sync writers.
+    pub(crate) fn sync_wal_all(&self) -> Result<()> {
+        let (number, end) = {
+            let wal = self.wal.lock();
+            (wal.number, wal.writer.size())
+        };
+        self.sync_wal_through(number, end)
     }
 
     /// Makes every WAL record up to `end` of WAL `number` durable (and so
@@ -354,11 +375,7 @@ impl Core {
                 self.poison_holding_state(&e, st);
                 return Err(e);
             }
-            let active = ActiveWal {
-                writer,
-                number,
-                mem: Arc::clone(&new_mem),
-            };
+            let active = ActiveWal { writer, number };
             let old = std::mem::replace(&mut *wal, active);
             self.closed_wals.push(st.mem_wal, old.writer);
             // Writers take sequences under this lock: none up to this one
