@@ -2,10 +2,12 @@
 //! in-order publication of the visible sequence.
 //!
 //! Every writer does its own work, and holds a lock only for the part that
-//! must be serial. Under the WAL lock it checks that the active memtable
-//! has room, takes consecutive sequences for its batch and appends the
-//! batch to the WAL as **one record** (so the batch is atomic on
-//! recovery). Then, with no lock held, it inserts the batch into the
+//! must be serial. Under the WAL lock it checks that no earlier writer
+//! found the memtable full and that background work is not behind (else it
+//! takes the slow path, `make_room`), takes consecutive sequences and a
+//! ticket for its batch, pins the super version (whose memtable is this
+//! WAL's) and appends the batch to the WAL as **one record** (so the batch
+//! is atomic on recovery). Then, with no lock held, it inserts the batch into the
 //! memtable — concurrently with every other writer — and publishes its
 //! ticket (`db::publish`): the visible sequence covers only a prefix of
 //! writes whose inserts are done, and the writer returns once it covers its
