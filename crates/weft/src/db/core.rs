@@ -467,12 +467,11 @@ impl Core {
     /// took them have inserted. Used by background work that reads a
     /// memtable whole (a flush), which must not miss a write still being
     /// inserted into it. Writers never wait for background threads here,
-    /// so this ends as soon as the writers in flight do.
+    /// so this ends as soon as the writers in flight do. The same wait a
+    /// writer's acknowledgement makes (spin, yield, then block until an
+    /// advance wakes it).
     pub fn wait_visible(&self, seq: SequenceNumber) {
-        let mut round = 0;
-        while self.visible() < seq {
-            crate::util::sync::backoff(&mut round);
-        }
+        self.publication.wait_visible(seq);
     }
 
     /// Counts a scan for UniKV's scan-time consolidation (§III-F). The
