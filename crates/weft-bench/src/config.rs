@@ -128,6 +128,8 @@ pub struct StoreKnobs {
     pub max_value_logs: Option<usize>,
     /// `--mmap_read` ([`weft::Options::mmap_reads`]).
     pub mmap_read: Option<bool>,
+    /// `--values_in_wal` ([`weft::Options::values_in_wal`]).
+    pub values_in_wal: Option<bool>,
     /// `--max_background_jobs` ([`weft::Options::background_jobs`]).
     pub max_background_jobs: Option<usize>,
     /// `--rate_limiter_bytes_per_sec` ([`weft::Options::background_write_rate`]).

@@ -125,6 +125,9 @@ pub fn weft_options(c: &BenchConfig) -> Options {
     if let Some(v) = s.mmap_read {
         o = o.mmap_reads(v);
     }
+    if let Some(v) = s.values_in_wal {
+        o = o.values_in_wal(v);
+    }
     if let Some(v) = s.scan_merge_limit {
         o = o.scan_merge_limit(v);
     }

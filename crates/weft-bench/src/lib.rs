@@ -559,6 +559,7 @@ pub fn config_json(c: &BenchConfig) -> serde_json::Value {
         "max_background_jobs": c.store.max_background_jobs,
         "rate_limiter_bytes_per_sec": c.store.rate_limiter_bytes_per_sec,
         "mmap_read": c.store.mmap_read,
+        "values_in_wal": c.store.values_in_wal,
         "record_count": c.record_count(),
         "operation_count": c.operation_count(),
         "field_count": c.field_count,

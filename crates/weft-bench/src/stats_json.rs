@@ -70,6 +70,7 @@ pub fn to_json(s: &Stats) -> Value {
         "flush_bytes_written": s.flush_bytes_written,
         "merge_bytes_written": s.merge_bytes_written,
         "value_log_bytes_written": s.value_log_bytes_written,
+        "values_kept_in_wal_bytes": s.values_kept_in_wal_bytes,
         "split_bytes_written": s.split_bytes_written,
         "consolidation_bytes_written": s.consolidation_bytes_written,
         "manifest_bytes_written": s.manifest_bytes_written,

@@ -245,6 +245,11 @@ pub struct BenchArgs {
     /// instead of through the block cache [default: true]
     #[arg(long = "mmap_read", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub mmap_read: Option<bool>,
+    /// Weft: keep values of at least min_blob_size bytes where the WAL
+    /// wrote them, flushes pointing at them (values written once)
+    /// [default: true]
+    #[arg(long = "values_in_wal", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub values_in_wal: Option<bool>,
     /// YCSB records loaded by ycsb_load, in total [default: num]
     #[arg(long = "record_count")]
     pub record_count: Option<u64>,
@@ -387,6 +392,7 @@ impl BenchArgs {
             gc_min_garbage_bytes,
             max_value_logs,
             mmap_read,
+            values_in_wal,
             max_background_jobs,
             rate_limiter_bytes_per_sec
         );
@@ -490,6 +496,7 @@ mod tests {
             "--gc_garbage_ratio=0.3",
             "--gc_min_garbage_bytes=77",
             "--mmap_read=0",
+            "--values_in_wal=false",
             "--record_count=1000",
             "--operation_count=500",
             "--field_count=4",
@@ -513,6 +520,7 @@ mod tests {
         assert_eq!(c.store.gc_garbage_ratio, Some(0.3));
         assert_eq!(c.store.gc_min_garbage_bytes, Some(77));
         assert_eq!(c.store.mmap_read, Some(false));
+        assert_eq!(c.store.values_in_wal, Some(false));
         assert_eq!(c.record_count(), 1000);
         assert_eq!(c.operation_count(), 500);
         assert_eq!(c.record_size(), 32);

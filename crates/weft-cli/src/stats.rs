@@ -32,6 +32,10 @@ pub fn to_table(s: &Stats) -> String {
         "value-log bytes written",
         s.value_log_bytes_written.to_string(),
     );
+    row(
+        "values kept in WAL (bytes not copied)",
+        s.values_kept_in_wal_bytes.to_string(),
+    );
     row("split bytes written", s.split_bytes_written.to_string());
     row(
         "consolidation bytes written",

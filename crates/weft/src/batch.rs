@@ -6,14 +6,28 @@
 //!
 //! ```text
 //! batch   := seq: u64 LE | count: u32 LE | op*
-//! op      := kind: u8 | varint32 key_len | key | (kind == Put: varint32 value_len | value)
+//! op      := 0 (delete) | varint32 key_len | key
+//!          | 1 (put)    | varint32 key_len | key | varint32 value_len | value
+//!          | 3 (logged put) | varint32 key_len | key | crc: u32 LE | len: u32 LE | value
 //! ```
+//!
+//! A *logged put* (store format 3) carries its value as a value-log record
+//! (`crc` is the masked CRC32C over the four `len` bytes and the value, as
+//! `store::value_log` frames every record), so once the WAL record holding
+//! it is durable, a `ValuePointer` into the WAL file can name the value and
+//! a read of it checks its own checksum. This is what lets a flush keep
+//! large values where the WAL wrote them instead of copying them
+//! (`Options::values_in_wal`, `docs/DESIGN.md` §1.2). Kind 2 is the tables'
+//! pointer kind and never appears in a batch.
 
 use crate::error::{Error, Result};
 use crate::key::{SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::util::coding::{get_varint32, put_varint32};
+use crate::util::crc::RECORD_HEADER_SIZE as RECORD_HEADER;
 
 const HEADER: usize = 12;
+/// The op tag of a logged put (module docs).
+const LOGGED_PUT: u8 = 3;
 /// Most bytes an operation adds besides its key and value: the kind tag and
 /// two varint32 lengths.
 const OP_OVERHEAD: usize = 1 + 5 + 5;
@@ -72,6 +86,57 @@ impl WriteBatch {
     /// per put).
     pub(crate) fn of_put(key: &[u8], value: &[u8]) -> Self {
         Self::of_one(ValueKind::Put, key, Some(value))
+    }
+
+    /// [`WriteBatch::of_put`], with the value as a logged put when it is at
+    /// least `logged_from` bytes.
+    pub(crate) fn of_put_logged_from(key: &[u8], value: &[u8], logged_from: usize) -> Self {
+        if value.len() < logged_from {
+            return Self::of_put(key, value);
+        }
+        let mut b = Self::with_capacity(OP_OVERHEAD + key.len() + value.len());
+        b.push_logged_put(key, value);
+        b
+    }
+
+    /// This batch with every put of a value of at least `logged_from`
+    /// bytes re-encoded as a logged put; `None` when there is none to
+    /// re-encode (the batch is written as it is).
+    pub(crate) fn with_puts_logged_from(&self, logged_from: usize) -> Option<WriteBatch> {
+        let plain_large = |op: &BatchOp<'_>| {
+            op.kind == ValueKind::Put && op.logged.is_none() && op.value.len() >= logged_from
+        };
+        if !self.iter().flatten().any(|op| plain_large(&op)) {
+            return None;
+        }
+        let mut out = Self::with_capacity(self.rep.len() + 8 * self.len());
+        out.rep[..8].copy_from_slice(&self.rep[..8]);
+        for op in self.iter().flatten() {
+            match op.kind {
+                ValueKind::Put if op.logged.is_some() || op.value.len() >= logged_from => {
+                    out.push_logged_put(op.key, op.value)
+                }
+                kind => {
+                    let value = (kind == ValueKind::Put).then_some(op.value);
+                    out.push_parts(kind, &[op.key], value.as_ref().map(std::slice::from_ref))
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// Appends a logged put (module docs).
+    fn push_logged_put(&mut self, key: &[u8], value: &[u8]) {
+        let n = self.len() as u32 + 1;
+        self.rep[8..12].copy_from_slice(&n.to_le_bytes());
+        self.rep.push(LOGGED_PUT);
+        self.push_slice(&[key]);
+        // Oversized values are rejected by `validate`; clamped only so the
+        // encoding stays parseable.
+        let len = value.len().min(u32::MAX as usize) as u32;
+        self.rep
+            .extend_from_slice(&crate::util::crc::record_header(len, value));
+        self.rep.extend_from_slice(value);
     }
 
     /// A batch of the one delete of `key`, allocated once at its final size.
@@ -162,6 +227,7 @@ impl WriteBatch {
     pub fn iter(&self) -> BatchIter<'_> {
         BatchIter {
             data: &self.rep[HEADER..],
+            pos: HEADER,
             remaining: self.len(),
         }
     }
@@ -212,7 +278,20 @@ impl WriteBatch {
         let mut seen = 0;
         let mut ops = b.iter();
         for op in ops.by_ref() {
-            op.map_err(|e| e.to_string())?;
+            let op = op.map_err(|e| e.to_string())?;
+            if let Some(at) = op.logged {
+                // The record's CRC holds, so a bad embedded one is a writer
+                // bug or damage that recomputed the outer CRC: never trust it.
+                let header = b.rep[at..at + RECORD_HEADER]
+                    .try_into()
+                    .map_err(|_| "short logged-put header".to_string())?;
+                let (crc, _) = crate::util::crc::parse_record_header(header);
+                if crc != crate::util::crc::record_checksum(op.value.len() as u32, op.value) {
+                    return Err(format!(
+                        "logged put at byte {at} of the batch fails its own checksum"
+                    ));
+                }
+            }
             seen += 1;
         }
         if seen != b.len() {
@@ -239,12 +318,43 @@ pub(crate) fn encoded_len(bytes: &[u8]) -> Option<usize> {
     let count = u32::from_le_bytes(count.try_into().ok()?) as usize;
     let mut ops = BatchIter {
         data: &bytes[HEADER..],
+        pos: HEADER,
         remaining: count,
     };
     for op in ops.by_ref() {
         op.ok()?;
     }
     Some(bytes.len() - ops.data.len())
+}
+
+/// The logged puts of the encoded batch `payload` (a WAL record's payload
+/// whose record checksum held): `(sequence, offset of the embedded
+/// value-log record in the payload, value length)` each. Structural damage
+/// is an error; the embedded checksums are left to the reads that use them.
+pub(crate) fn logged_puts(
+    payload: &[u8],
+) -> std::result::Result<Vec<(SequenceNumber, usize, u32)>, String> {
+    let count = payload.get(8..HEADER).ok_or_else(|| {
+        format!(
+            "batch of {} bytes is shorter than its header",
+            payload.len()
+        )
+    })?;
+    let count = u32::from_le_bytes(count.try_into().map_err(|_| "short header")?) as usize;
+    let first = u64::from_le_bytes(payload[..8].try_into().map_err(|_| "short header")?);
+    let ops = BatchIter {
+        data: &payload[HEADER..],
+        pos: HEADER,
+        remaining: count,
+    };
+    let mut out = Vec::new();
+    for (i, op) in ops.enumerate() {
+        let op = op.map_err(|e| e.to_string())?;
+        if let Some(at) = op.logged {
+            out.push((first + i as u64, at, op.value.len() as u32));
+        }
+    }
+    Ok(out)
 }
 
 /// One operation of a batch.
@@ -256,11 +366,16 @@ pub struct BatchOp<'a> {
     pub key: &'a [u8],
     /// The value (empty for a delete).
     pub value: &'a [u8],
+    /// For a logged put: where its value-log record (header, then the
+    /// value) starts in the encoded batch.
+    pub logged: Option<usize>,
 }
 
 /// Iterator over the operations of a [`WriteBatch`].
 pub struct BatchIter<'a> {
     data: &'a [u8],
+    /// Offset of `data` in the encoded batch.
+    pos: usize,
     remaining: usize,
 }
 
@@ -281,9 +396,14 @@ impl<'a> Iterator for BatchIter<'a> {
             self.remaining = 0;
             return bad("truncated op");
         };
-        let Some(kind) = ValueKind::from_u8(tag).filter(|k| *k != ValueKind::Pointer) else {
-            self.remaining = 0;
-            return bad("unknown op kind");
+        let logged_put = tag == LOGGED_PUT;
+        let kind = match ValueKind::from_u8(tag) {
+            _ if logged_put => ValueKind::Put,
+            Some(k) if k != ValueKind::Pointer => k,
+            _ => {
+                self.remaining = 0;
+                return bad("unknown op kind");
+            }
         };
         let take = |d: &mut &'a [u8]| -> Option<&'a [u8]> {
             let (len, n) = get_varint32(d, 0)?;
@@ -297,7 +417,25 @@ impl<'a> Iterator for BatchIter<'a> {
             self.remaining = 0;
             return bad("truncated key");
         };
-        let value = if kind == ValueKind::Put {
+        let mut logged = None;
+        let value = if logged_put {
+            // A value-log record: crc, len, value.
+            let record = d.get(4..RECORD_HEADER).and_then(|len| {
+                let len = u32::from_le_bytes(len.try_into().ok()?) as usize;
+                d.get(RECORD_HEADER..RECORD_HEADER.checked_add(len)?)
+            });
+            match record {
+                Some(v) => {
+                    logged = Some(self.pos + (self.data.len() - d.len()));
+                    d = &d[RECORD_HEADER + v.len()..];
+                    v
+                }
+                None => {
+                    self.remaining = 0;
+                    return bad("truncated logged value");
+                }
+            }
+        } else if kind == ValueKind::Put {
             match take(&mut d) {
                 Some(v) => v,
                 None => {
@@ -308,8 +446,14 @@ impl<'a> Iterator for BatchIter<'a> {
         } else {
             &[][..]
         };
+        self.pos += self.data.len() - d.len();
         self.data = d;
-        Some(Ok(BatchOp { kind, key, value }))
+        Some(Ok(BatchOp {
+            kind,
+            key,
+            value,
+            logged,
+        }))
     }
 }
 
@@ -343,6 +487,71 @@ mod tests {
             assert!(
                 WriteBatch::decode(enc[..cut].to_vec()).is_err(),
                 "cut at {cut}"
+            );
+        }
+    }
+
+    /// A logged put reads back as a put whose value sits behind a
+    /// value-log record header at `logged`; re-encoding a plain batch
+    /// logs exactly the values at or above the threshold.
+    #[test]
+    fn logged_puts_round_trip_and_carry_their_own_record() {
+        let big = vec![9u8; 300];
+        let mut plain = WriteBatch::new();
+        plain.put(b"a", b"small").delete(b"b").put(b"c", &big);
+        assert!(plain.with_puts_logged_from(usize::MAX).is_none());
+        let mut logged = plain.with_puts_logged_from(100).unwrap();
+        assert!(
+            logged.with_puts_logged_from(100).is_none(),
+            "already logged"
+        );
+        logged.set_sequence(7);
+        let d = WriteBatch::decode(logged.encoded().to_vec()).unwrap();
+        let ops: Vec<_> = d.iter().map(|o| o.unwrap()).collect();
+        let plain_ops: Vec<_> = plain.iter().map(|o| o.unwrap()).collect();
+        for (a, b) in ops.iter().zip(&plain_ops) {
+            assert_eq!((a.kind, a.key, a.value), (b.kind, b.key, b.value));
+        }
+        assert_eq!((ops[0].logged, ops[1].logged), (None, None));
+        let at = ops[2].logged.unwrap();
+        let rep = d.encoded();
+        let header: &[u8; RECORD_HEADER] = rep[at..at + RECORD_HEADER].try_into().unwrap();
+        let (crc, len) = crate::util::crc::parse_record_header(header);
+        assert_eq!(len as usize, big.len());
+        assert_eq!(crc, crate::util::crc::record_checksum(len, &big));
+        assert_eq!(
+            &rep[at + RECORD_HEADER..at + RECORD_HEADER + big.len()],
+            &big[..]
+        );
+        let one = WriteBatch::of_put_logged_from(b"c", &big, 300);
+        assert_eq!(
+            one.iter().next().unwrap().unwrap().logged,
+            Some(HEADER + 1 + 1 + 1)
+        );
+        assert!(WriteBatch::of_put_logged_from(b"c", &big, 301)
+            .iter()
+            .all(|o| o.unwrap().logged.is_none()));
+    }
+
+    /// A logged value whose own checksum fails is refused even when the
+    /// rest of the batch parses (the WAL record's CRC would have held).
+    #[test]
+    fn a_logged_put_with_a_bad_embedded_checksum_does_not_decode() {
+        let mut b = WriteBatch::new();
+        b.put(b"k", vec![1u8; 64]);
+        let b = b.with_puts_logged_from(1).unwrap();
+        let at = b.iter().next().unwrap().unwrap().logged.unwrap();
+        for flip in [at, at + RECORD_HEADER + 10] {
+            let mut enc = b.encoded().to_vec();
+            enc[flip] ^= 1;
+            let e = WriteBatch::decode(enc).unwrap_err();
+            assert!(e.contains("own checksum"), "{e}");
+        }
+        let enc = b.encoded().to_vec();
+        for cut in 0..enc.len() {
+            assert!(
+                WriteBatch::decode(enc[..cut].to_vec()).is_err(),
+                "cut {cut}"
             );
         }
     }

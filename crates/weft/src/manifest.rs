@@ -42,8 +42,11 @@ use crate::util::fs::{write_new_synced, FileSystem};
 use crate::wal::{LogRead, LogReader, LogWriter};
 
 /// The store format version this build reads and writes. 2: a WAL started
-/// by a rotation begins with a link record (`wal::LogLink`).
-pub const FORMAT_VERSION: u64 = 2;
+/// by a rotation begins with a link record (`wal::LogLink`). 3: a write
+/// batch may hold logged puts (op kind 3, `crate::batch`), and a flushed
+/// WAL may stay as a value log (`NNNNNN.log` below the log number, named
+/// by tag 8 like a `.vlog`).
+pub const FORMAT_VERSION: u64 = 3;
 
 /// Tag of the format-version field.
 const FORMAT_VERSION_TAG: u8 = 12;

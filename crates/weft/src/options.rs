@@ -58,6 +58,15 @@ pub struct Options {
     /// (UniKV's partial key-value separation); smaller values stay inline.
     /// `usize::MAX` disables separation. Default 256.
     pub min_blob_size: usize,
+    /// Keep values of at least `min_blob_size` bytes where the WAL wrote
+    /// them (EvenDB's and WiscKey's "values written once"): such a value is
+    /// logged as a value-log record inside its WAL record, the flush writes
+    /// a pointer into the WAL file instead of the value, and the flushed
+    /// WAL stays as a value log until GC has moved its live values out.
+    /// Off, a large value is written three times before GC: WAL,
+    /// UnsortedStore table, and the value log of its first merge. Default
+    /// `true`. See `docs/DESIGN.md` §1.2 and §5.3.
+    pub values_in_wal: bool,
     /// While scans run, a partition whose UnsortedStore holds more than this
     /// many tables has them consolidated into one sorted UnsortedStore table
     /// in the background, so a scan opens one cursor there instead of many
@@ -155,6 +164,7 @@ impl Default for Options {
             unsorted_slowdown_tables: 24,
             unsorted_stop_tables: 48,
             min_blob_size: 256,
+            values_in_wal: true,
             partition_size: 1 << 30,
             scan_merge_limit: 8,
             gc_garbage_ratio: 0.5,
@@ -215,6 +225,8 @@ impl Options {
         unsorted_stop_tables: usize,
         /// Sets [`Options::min_blob_size`].
         min_blob_size: usize,
+        /// Sets [`Options::values_in_wal`].
+        values_in_wal: bool,
         /// Sets [`Options::partition_size`].
         partition_size: u64,
         /// Sets [`Options::scan_merge_limit`].

@@ -36,6 +36,11 @@ pub struct Stats {
     pub merge_bytes_written: u64,
     /// Bytes of value logs written by merges (separated values).
     pub value_log_bytes_written: u64,
+    /// Bytes of values flushes left where the WAL wrote them, pointing at
+    /// them instead of writing them again (`Options::values_in_wal`): the
+    /// writes that keeping values in the WAL saved. Not written, so not in
+    /// `write_amplification`.
+    pub values_kept_in_wal_bytes: u64,
     /// Bytes of tables written by partition splits.
     pub split_bytes_written: u64,
     /// Bytes of tables written by UnsortedStore consolidations (for scans).
@@ -210,7 +215,7 @@ pub struct BackgroundJobStats {
 pub struct DiskUsage {
     /// Tables (`.sst`).
     pub tables: u64,
-    /// Value logs (`.vlog`).
+    /// Value logs (`.vlog`, and WALs kept as value logs: `Options::values_in_wal`).
     pub value_logs: u64,
     /// Write-ahead logs (`.log`), including space reserved ahead of the
     /// records.

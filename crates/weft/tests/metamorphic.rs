@@ -948,6 +948,10 @@ fn configs() -> Vec<Config> {
         tiny().min_blob_size(usize::MAX),
     ));
     v.push(config(
+        "tiny-separate-at-merge",
+        tiny().values_in_wal(false),
+    ));
+    v.push(config(
         "tiny-separate-all-one-log",
         tiny().min_blob_size(1).max_value_logs(1),
     ));

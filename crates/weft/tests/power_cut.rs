@@ -135,14 +135,19 @@ fn random_options(rng: &mut StdRng, fs: &Arc<FaultFs>) -> (Options, String) {
         o = o.min_blob_size(usize::MAX);
     }
     if rng.gen_ratio(1, 4) {
+        o = o.values_in_wal(false);
+    }
+    if rng.gen_ratio(1, 4) {
         o = o.partition_size(1 << 30);
     }
     let desc = format!(
-        "{kind:?} wb={} mmap_reads={} manual_wal_flush={} blob={} partition={} jobs={}",
+        "{kind:?} wb={} mmap_reads={} manual_wal_flush={} blob={} values_in_wal={} partition={} \
+         jobs={}",
         o.write_buffer_size,
         o.mmap_reads,
         o.manual_wal_flush,
         o.min_blob_size,
+        o.values_in_wal,
         o.partition_size,
         o.background_jobs
     );

@@ -1,4 +1,6 @@
-//! Partial key-value separation and value-log GC (UniKV §III-C):
+//! Partial key-value separation and value-log GC (UniKV §III-C), with
+//! values separated by merges (`Options::values_in_wal` off; with it on,
+//! the flush points into the WAL instead: `tests/values_in_wal.rs`):
 //!
 //! * large values move to value logs at merge time, small ones stay inline;
 //! * overwrites turn separated values into garbage, GC reclaims it and disk
@@ -22,6 +24,7 @@ fn options() -> Options {
         .table_size(64 << 10)
         .unsorted_limit(128 << 10)
         .min_blob_size(100)
+        .values_in_wal(false)
         .gc_min_garbage_bytes(GC_MIN_GARBAGE)
         .gc_garbage_ratio(0.5)
 }

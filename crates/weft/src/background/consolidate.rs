@@ -74,6 +74,7 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
         upper: None,
         min_blob_size: None,
         collect_keys: true,
+        logged: None,
     };
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();

@@ -13,9 +13,11 @@ use crate::key::MAX_SEQUENCE;
 use crate::manifest::VersionEdit;
 use crate::memtable::Memtable;
 use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
+use crate::store::logged_values::LoggedValues;
+use crate::store::value_log::ValueLogFile;
 use crate::store::{
-    grown_index, install_table, replace_index, FileMeta, KeyList, Partition, Placement, TableFile,
-    Version,
+    grown_index, install_table, replace_index, FileMeta, KeyList, LiveValueLog, Partition,
+    Placement, TableFile, Version,
 };
 
 /// A partition's id, inclusive lower and exclusive upper bound.
@@ -25,6 +27,12 @@ pub(crate) type PartitionBounds = (u64, Vec<u8>, Option<Vec<u8>>);
 /// Returns the tables written, by partition id; on failure none is left
 /// behind. Recovery (`db::open`) flushes the memtables it replays with it
 /// too, before any version or manifest exists.
+///
+/// With `logged` (the puts logged in `mem`'s WAL), a put logged there is
+/// written as a pointer into the WAL; the partitions whose tables hold
+/// such a pointer are added to `stats.logged_partitions`. Recovery passes
+/// none: its tables hold every value, and the WALs it replayed are
+/// deleted as before (DESIGN §5.9).
 #[allow(clippy::too_many_arguments)] // open calls it before a Core exists
 pub(crate) fn write_memtable(
     fs: &crate::util::fs::Fs,
@@ -33,6 +41,7 @@ pub(crate) fn write_memtable(
     mem: &Arc<dyn Memtable>,
     partitions: &[PartitionBounds],
     snapshots: Vec<u64>,
+    logged: Option<&LoggedValues>,
     new_file: &mut dyn FnMut() -> u64,
     stats: &mut JobStats,
 ) -> Result<Vec<(u64, FileMeta)>> {
@@ -55,8 +64,13 @@ pub(crate) fn write_memtable(
             upper: upper.as_deref(),
             min_blob_size: None,
             collect_keys: true,
+            logged,
         };
+        let logged_before = stats.logged_bytes;
         let files = write_tables(&mut input, &policy, &spec, new_file, stats)?;
+        if stats.logged_bytes > logged_before {
+            (stats.logged_partitions).push((*id, stats.logged_bytes - logged_before));
+        }
         written.add_tables(&files);
         out.extend(files.into_iter().map(|f| (*id, f)));
     }
@@ -75,7 +89,7 @@ fn partition_bounds(v: &Version) -> Vec<PartitionBounds> {
 /// Flushes the oldest immutable memtable, then checkpoints the indexes
 /// that are due.
 pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
-    let (mem, wal_number, last_sequence, bounds) = {
+    let (mem, wal_number, wal_size, last_sequence, bounds) = {
         let st = core.state.lock();
         let Some(imm) = st.imms.front() else {
             return Ok(());
@@ -83,6 +97,7 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
         (
             Arc::clone(&imm.mem),
             imm.wal_number,
+            imm.wal_size,
             imm.last_sequence,
             partition_bounds(&st.version),
         )
@@ -94,6 +109,14 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     // it would have been at rotation (see `ClosedWals`).
     crate::fault::pause_point("flush.started", &core.dir);
     core.closed_wals.sync_through(wal_number)?;
+    // Values logged in the WAL stay there: the tables point at them.
+    let wal_path = crate::filename::wal_path(&core.dir, wal_number);
+    let logged = match core.logged_from(true) {
+        Some(_) => Some(LoggedValues::read(
+            &*core.fs, &wal_path, wal_number, wal_size,
+        )?),
+        None => None,
+    };
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();
     let files = write_memtable(
@@ -103,6 +126,7 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
         &mem,
         &bounds,
         core.snapshots.sequences(),
+        logged.as_ref().filter(|l| !l.is_empty()),
         &mut new_file,
         &mut stats,
     )?;
@@ -118,6 +142,19 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
         .map(|(p, _)| *p)
         .zip(open_new_tables(core, &metas)?)
         .collect();
+    // The WAL stays, as a value log, when any table points into it; what
+    // no table points at (keys, small values, deletes, overwritten
+    // values) is its garbage from the start.
+    let kept_wal = match stats.logged_partitions.is_empty() {
+        true => None,
+        false => Some(ValueLogFile::open_path(
+            &core.fs,
+            wal_path.clone(),
+            wal_number,
+            wal_size,
+        )?),
+    };
+    let wal_garbage = wal_size.saturating_sub(stats.logged_bytes);
 
     commit_edit(
         core,
@@ -126,6 +163,7 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
         |st| {
             debug_assert!(st.imms.front().is_some_and(|i| Arc::ptr_eq(&i.mem, &mem)));
             let next_log = st.imms.get(1).map(|i| i.wal_number).unwrap_or(st.mem_wal);
+            let kept = kept_wal.is_some();
             let edit = VersionEdit {
                 log_number: Some(next_log),
                 next_file_number: Some(st.next_file_number),
@@ -133,6 +171,13 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
                 added_files: files
                     .iter()
                     .map(|(p, f)| (*p, Placement::Unsorted, f.clone()))
+                    .collect(),
+                added_value_logs: (stats.logged_partitions.iter())
+                    .map(|(p, _)| (*p, wal_number, wal_size))
+                    .collect(),
+                value_log_garbage: (kept && wal_garbage > 0)
+                    .then_some((wal_number, wal_garbage))
+                    .into_iter()
                     .collect(),
                 ..Default::default()
             };
@@ -147,6 +192,16 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
                     Arc::make_mut(slot).unsorted.push(tf);
                 }
             }
+            if let Some(file) = kept_wal.clone() {
+                version.value_logs.insert(
+                    wal_number,
+                    LiveValueLog {
+                        file,
+                        garbage: wal_garbage.min(wal_size),
+                        refs: stats.logged_partitions.iter().map(|(p, _)| *p).collect(),
+                    },
+                );
+            }
             st.version = Arc::new(version);
             st.imms.pop_front();
             st.imm_flushed += 1;
@@ -154,19 +209,28 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
         },
     )?;
 
-    // The flushed memtable's WAL is no longer needed.
-    let _ = core
-        .fs
-        .remove_file(&crate::filename::wal_path(&core.dir, wal_number));
+    // The flushed memtable's WAL is no longer needed, unless it is a value
+    // log now.
+    if kept_wal.is_none() {
+        let _ = core.fs.remove_file(&wal_path);
+    } else {
+        Counters::add(&core.counters.wal_kept_bytes, stats.logged_bytes);
+    }
     Counters::add(&core.counters.flush_bytes, stats.bytes_written);
     Counters::add(&core.counters.flushes, 1);
 
     // UniKV §III-G: checkpoint a partition's index every half
-    // `unsorted_limit` of flushed bytes, so open replays few tables.
+    // `unsorted_limit` of flushed bytes, so open replays few tables. The
+    // bytes are those the tables stand for, values kept in the WAL
+    // included: a table of keys and pointers holds many more keys per
+    // byte, and keys are what an open re-reads.
     let due: Vec<u64> = {
         let mut st = core.state.lock();
         for (pid, f) in &files {
             *st.flushed_since_checkpoint.entry(*pid).or_default() += f.size;
+        }
+        for (pid, logged) in &stats.logged_partitions {
+            *st.flushed_since_checkpoint.entry(*pid).or_default() += logged;
         }
         let half = (core.options.unsorted_limit / 2).max(1);
         st.flushed_since_checkpoint

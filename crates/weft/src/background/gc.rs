@@ -73,11 +73,13 @@ mod tests {
     use super::super::test_support::*;
     use crate::{Db, Options};
 
-    /// Values of 200 bytes are separated; a log is collected once 60 % of
-    /// it is dead, whatever the bytes. No merge starts on its own.
+    /// Values of 200 bytes are separated by merges (the logs these tests
+    /// collect); a log is collected once 60 % of it is dead, whatever the
+    /// bytes. No merge starts on its own.
     fn options() -> Options {
         Options::default()
             .min_blob_size(64)
+            .values_in_wal(false)
             .unsorted_limit(64 << 20)
             .gc_garbage_ratio(0.6)
             .gc_min_garbage_bytes(1)

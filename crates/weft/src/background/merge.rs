@@ -38,9 +38,23 @@ pub(super) fn pick_merge(core: &Core, st: &mut EngineState) -> Option<(u64, bool
     // (short sessions each recover their WAL into one) slow reads and would
     // otherwise reach `unsorted_stop_tables` and stall writers with nothing
     // scheduled to free them.
+    //
+    // With values kept in the WAL (`Options::values_in_wal`), half the
+    // slowdown count is due too, before writers are slowed: a flushed
+    // table then holds keys and pointers, tens of times smaller than the
+    // data it stands for, so the byte limit alone would leave merges to
+    // the slowdown trigger.
+    let due_by_count = match core.logged_from(true) {
+        Some(_) => (opts.unsorted_slowdown_tables / 2).max(2),
+        None => usize::MAX,
+    };
     let by_size = st
         .idle_partitions()
-        .filter(|p| p.unsorted_bytes() > opts.unsorted_limit || urgent(p))
+        .filter(|p| {
+            p.unsorted_bytes() > opts.unsorted_limit
+                || p.unsorted.len() >= due_by_count
+                || urgent(p)
+        })
         .max_by_key(|p| (urgent(p), p.unsorted_bytes()))
         .map(|p| (p.id, urgent(p)));
     match by_size {
@@ -64,11 +78,12 @@ mod tests {
     use crate::store::Placement;
     use crate::{Db, Options};
 
-    /// Values of 100 bytes are separated into a value log; no merge starts
-    /// on its own.
+    /// Values of 100 bytes are separated into a value log by the merge
+    /// (not kept in the WAL); no merge starts on its own.
     fn options() -> Options {
         Options::default()
             .min_blob_size(64)
+            .values_in_wal(false)
             .unsorted_limit(64 << 20)
     }
 

@@ -85,23 +85,34 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
     let (inputs_unsorted, inputs_sorted, mut children): RewriteInputs = match &job {
         Rewrite::Merge if part.unsorted.is_empty() => return Ok(()),
         Rewrite::Merge => merge_inputs(&part),
-        Rewrite::Collect(_) => (Vec::new(), part.sorted.clone(), Vec::new()),
+        // The whole partition: UnsortedStore tables may point into a victim
+        // too (a flushed WAL kept as a value log, `Options::values_in_wal`),
+        // and the reference is dropped only once no table of the partition
+        // points into it. So a GC is a merge that also moves values.
+        Rewrite::Collect(_) => {
+            let (unsorted, _, children) = merge_inputs(&part);
+            (unsorted, part.sorted.clone(), children)
+        }
     };
     if !inputs_sorted.is_empty() {
-        let run: Box<dyn InternalIterator> = Box::new(SortedRunIter::new(
+        children.push(Box::new(SortedRunIter::new(
             inputs_sorted.clone(),
             ReadPurpose::Background,
-        ));
-        children.push(match &job {
-            Rewrite::Merge => run,
-            Rewrite::Collect(victims) => Box::new(ResolvingIter::new(
-                run,
-                Arc::clone(&version),
-                victims.clone(),
-                ValueReader::new(ReadPurpose::Background, Arc::clone(core.cache.disk_reads())),
-                Arc::clone(&moved),
-            )),
-        });
+        )));
+    }
+    if let Rewrite::Collect(victims) = &job {
+        children = children
+            .into_iter()
+            .map(|child| {
+                Box::new(ResolvingIter::new(
+                    child,
+                    Arc::clone(&version),
+                    victims.clone(),
+                    ValueReader::new(ReadPurpose::Background, Arc::clone(core.cache.disk_reads())),
+                    Arc::clone(&moved),
+                )) as Box<dyn InternalIterator>
+            })
+            .collect();
     }
     if children.is_empty() {
         return Ok(());
@@ -124,6 +135,7 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
         upper: None,
         min_blob_size: (blob != usize::MAX).then_some(blob),
         collect_keys: false,
+        logged: None,
     };
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();

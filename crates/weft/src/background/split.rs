@@ -98,6 +98,7 @@ fn cut_table(core: &Core, t: &TableFile, new_files: &mut NewFiles<'_>) -> Result
         // values stay inline.
         min_blob_size: None,
         collect_keys: false,
+        logged: None,
     };
     let mut input = MergedEntries::new(vec![Box::new(t.table.iter_for(ReadPurpose::Background))]);
     input.seek_to_first()?;

@@ -71,6 +71,10 @@ pub(crate) struct ImmutableMemtable {
     /// so it is complete once the visible sequence reaches this
     /// ([`Core::wait_visible`]).
     pub last_sequence: SequenceNumber,
+    /// Bytes of records its WAL holds (the WAL is complete once the
+    /// memtable is immutable): the size it has as a value log if a flush
+    /// keeps it (`Options::values_in_wal`).
+    pub wal_size: u64,
 }
 
 /// Everything guarded by `Core::state`.
@@ -242,6 +246,9 @@ pub(crate) struct Counters {
     pub merge_bytes: AtomicU64,
     /// Value logs written by merges.
     pub value_log_bytes: AtomicU64,
+    /// Bytes of logged values flushes left in their WALs, pointed at
+    /// instead of copied (`Options::values_in_wal`).
+    pub wal_kept_bytes: AtomicU64,
     /// Tables written by partition splits.
     pub split_bytes: AtomicU64,
     /// Tables written by UnsortedStore consolidations (for scans).
@@ -580,6 +587,15 @@ impl Core {
     pub fn disk_usage(&self) -> DiskUsage {
         use crate::filename::{parse_file_name, FileKind};
         let mut usage = DiskUsage::default();
+        // WALs kept as value logs (`Options::values_in_wal`) count as logs.
+        let logs: Vec<u64> = self
+            .state
+            .lock()
+            .version
+            .value_logs
+            .keys()
+            .copied()
+            .collect();
         let Ok(paths) = self.fs.read_dir(&self.dir) else {
             return usage;
         };
@@ -591,6 +607,7 @@ impl Core {
             let slot = match parse_file_name(&name) {
                 Some(FileKind::Table(_)) => &mut usage.tables,
                 Some(FileKind::ValueLog(_)) => &mut usage.value_logs,
+                Some(FileKind::Wal(n)) if logs.binary_search(&n).is_ok() => &mut usage.value_logs,
                 Some(FileKind::Wal(_)) => &mut usage.wals,
                 Some(FileKind::Manifest(_) | FileKind::Current) => &mut usage.manifest,
                 Some(FileKind::IndexCheckpoint(_)) => &mut usage.index_checkpoints,

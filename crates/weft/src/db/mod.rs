@@ -164,7 +164,12 @@ impl Db {
         value: impl AsRef<[u8]>,
         opts: &WriteOptions,
     ) -> Result<()> {
-        self.write(WriteBatch::of_put(key.as_ref(), value.as_ref()), opts)
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let batch = match self.core().logged_from(!opts.disable_wal) {
+            Some(from) => WriteBatch::of_put_logged_from(key, value, from),
+            None => WriteBatch::of_put(key, value),
+        };
+        self.write(batch, opts)
     }
 
     /// Deletes `key` (a no-op if absent).
@@ -627,6 +632,7 @@ impl Db {
             flush_bytes_written: load(&c.flush_bytes),
             merge_bytes_written: load(&c.merge_bytes),
             value_log_bytes_written: load(&c.value_log_bytes),
+            values_kept_in_wal_bytes: load(&c.wal_kept_bytes),
             split_bytes_written: load(&c.split_bytes),
             consolidation_bytes_written: load(&c.consolidation_bytes),
             manifest_bytes_written: load(&c.manifest_bytes),

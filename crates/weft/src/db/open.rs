@@ -553,6 +553,7 @@ fn flush_recovered(
         mem,
         &bounds,
         Vec::new(),
+        None,
         &mut new_file,
         &mut JobStats::default(),
     )?;
@@ -607,7 +608,7 @@ fn check_dropped_tail_was_torn(
     }
     for n in state.value_logs.keys() {
         let l = filename::value_log_path(dir, *n);
-        if !fs.exists(&l) {
+        if !fs.exists(&l) && !fs.exists(&filename::wal_path(dir, *n)) {
             return damaged(format!("{} is gone", l.display()));
         }
     }
@@ -637,7 +638,8 @@ fn remove_obsolete_files(
         };
         let remove = match filename::parse_file_name(name) {
             Some(FileKind::Manifest(n)) => Some(n) != manifest,
-            Some(FileKind::Wal(n)) => n < wals_below,
+            // A flushed WAL tables point into is a value log now.
+            Some(FileKind::Wal(n)) => n < wals_below && !state.value_logs.contains_key(&n),
             Some(FileKind::Table(n)) => !live.contains(&n),
             Some(FileKind::ValueLog(n)) => !state.value_logs.contains_key(&n),
             Some(FileKind::IndexCheckpoint(n)) => {

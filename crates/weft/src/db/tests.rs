@@ -558,7 +558,8 @@ fn stats_count_each_background_job_with_its_bytes_and_time() {
     let opts = Options::default()
         .write_buffer_size(64 << 10)
         .unsorted_limit(256 << 10)
-        .min_blob_size(64);
+        .min_blob_size(64)
+        .values_in_wal(false);
     let db = Db::open(dir.path(), opts).unwrap();
     for i in 0..4000u32 {
         db.put(format!("key{i:06}"), [b'v'; 200]).unwrap();
@@ -663,6 +664,7 @@ fn stats_show_space_on_disk_live_data_and_partition_size() {
         .write_buffer_size(64 << 10)
         .unsorted_limit(256 << 10)
         .min_blob_size(64)
+        .values_in_wal(false)
         .partition_size(64 << 20)
         .gc_min_garbage_bytes(u64::MAX);
     let db = Db::open(dir.path(), opts).unwrap();

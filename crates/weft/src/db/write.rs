@@ -112,6 +112,13 @@ impl Core {
             return Ok(());
         }
         let bytes = batch.approximate_size() as u64;
+        if let Some(from) = self.logged_from(logged) {
+            // On the writer's own thread, outside the WAL lock: `Db::put`
+            // builds its batch logged already; a user's batch is copied.
+            if let Some(logged) = batch.with_puts_logged_from(from) {
+                batch = logged;
+            }
+        }
         let appended = self.append(&mut batch, sync, logged)?;
         let mem = &appended.pinned.mem;
         if !self.has_room(mem) {
@@ -135,6 +142,13 @@ impl Core {
             self.counters.user_bytes.add(bytes);
         }
         synced
+    }
+
+    /// The size from which a value written to the WAL goes as a logged put
+    /// (`Options::values_in_wal`), for a write that is `logged`.
+    pub(crate) fn logged_from(&self, logged: bool) -> Option<usize> {
+        let o = &self.options;
+        (logged && o.values_in_wal && o.min_blob_size != usize::MAX).then_some(o.min_blob_size)
     }
 
     /// Takes the batch's sequences and appends it to the WAL, under the WAL
@@ -369,9 +383,10 @@ impl Core {
             // recovery can tell when the old one lost its last records
             // (`LogLink`).
             let mut writer = writer;
+            let wal_size = wal.writer.size();
             let link = crate::wal::LogLink {
                 previous: st.mem_wal,
-                previous_size: wal.writer.size(),
+                previous_size: wal_size,
             };
             if let Err(e) = writer.add_record(&link.encode()) {
                 self.poison_holding_state(&e, st);
@@ -390,6 +405,7 @@ impl Core {
                 wal_number: old_wal,
                 made_immutable: Instant::now(),
                 last_sequence,
+                wal_size,
             });
             st.imm_created += 1;
             // Published before the WAL lock is released: a writer that puts

@@ -63,6 +63,10 @@ pub struct OutputSpec<'a> {
     /// Record each output table's distinct user keys in
     /// [`JobStats::table_keys`] (flushes, for the hash index).
     pub collect_keys: bool,
+    /// A flush of a memtable whose WAL holds logged puts: a put logged
+    /// there is written as a pointer into the WAL, not as its value
+    /// (`Options::values_in_wal`).
+    pub logged: Option<&'a super::logged_values::LoggedValues>,
 }
 
 /// Counters of one job.
@@ -80,6 +84,12 @@ pub struct JobStats {
     pub garbage: std::collections::BTreeMap<u64, u64>,
     /// Distinct user keys of each output table, when asked for.
     pub table_keys: Vec<(u64, super::KeyList)>,
+    /// Bytes of logged-put records (header and value) the tables point to
+    /// instead of holding the values ([`OutputSpec::logged`]).
+    pub logged_bytes: u64,
+    /// Partitions whose new tables point into the flushed WAL, with the
+    /// bytes of logged-put records they point at (flushes).
+    pub logged_partitions: Vec<(u64, u64)>,
 }
 
 /// Writes the versions of `input` (positioned on its first entry) that
@@ -99,6 +109,7 @@ pub fn write_tables(
         done: Vec::new(),
         value_log: None,
         keys: Vec::new(),
+        logged_bytes: 0,
     };
     let result = run(input, policy, &mut out, new_file, stats).and_then(|()| out.finish_current());
     let result = result.and_then(|()| match out.value_log.take() {
@@ -114,6 +125,7 @@ pub fn write_tables(
     match result {
         Ok(()) => {
             stats.bytes_written += out.done.iter().map(|m| m.size).sum::<u64>();
+            stats.logged_bytes += out.logged_bytes;
             stats.table_keys.append(&mut out.keys);
             Ok(out.done)
         }
@@ -243,6 +255,8 @@ struct Outputs<'a> {
     value_log: Option<ValueLogWriter>,
     /// Keys of each table (when `spec.collect_keys`), the last one in progress.
     keys: Vec<(u64, super::KeyList)>,
+    /// See [`JobStats::logged_bytes`].
+    logged_bytes: u64,
 }
 
 struct Building {
@@ -278,6 +292,15 @@ impl Outputs<'_> {
         }
         if let Some((_, keys)) = self.keys.last_mut() {
             keys.push_distinct(key);
+        }
+        let logged = match (kind, self.spec.logged) {
+            (ValueKind::Put, Some(l)) => l.pointer(seq, value.len()),
+            _ => None,
+        };
+        if let Some(ptr) = logged {
+            self.logged_bytes += ptr.record_size();
+            let b = self.builder.as_mut().expect("builder was just created");
+            return b.builder.add(key, seq, ValueKind::Pointer, &ptr.encode());
         }
         let separate =
             kind == ValueKind::Put && self.spec.min_blob_size.is_some_and(|m| value.len() >= m);

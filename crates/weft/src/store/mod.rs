@@ -36,6 +36,7 @@
 pub mod compaction;
 pub mod gc;
 pub mod hash_index;
+pub mod logged_values;
 mod partition;
 pub mod sorted_run;
 mod table_file;

@@ -180,9 +180,20 @@ pub struct ValueLogFile {
 }
 
 impl ValueLogFile {
-    /// Opens value log `number` of `size` bytes.
+    /// Opens value log `number` of `size` bytes: `NNNNNN.vlog`, written by
+    /// a merge or GC, or else `NNNNNN.log`, a flushed WAL kept as a value
+    /// log because tables point at the values logged in it
+    /// (`Options::values_in_wal`).
     pub fn open(fs: &Fs, dir: &Path, number: u64, size: u64) -> Result<Arc<ValueLogFile>> {
         let path = filename::value_log_path(dir, number);
+        if fs.exists(&path) {
+            return Self::open_path(fs, path, number, size);
+        }
+        Self::open_path(fs, filename::wal_path(dir, number), number, size)
+    }
+
+    /// Opens the value log of `size` bytes at `path`.
+    pub fn open_path(fs: &Fs, path: PathBuf, number: u64, size: u64) -> Result<Arc<ValueLogFile>> {
         let file = fs
             .open(&path)
             .context(|| format!("opening value log {}", path.display()))?;
