@@ -14,6 +14,12 @@
 //! | `analytics_ingest` | `--num` events in time order (fresh database)     |
 //! | `analytics_scan`   | `--reads` operations: `--analytics_scan_percent` (95) % scans of one app's recent events, the rest puts of new events |
 //!
+//! Both counts are totals shared by the threads (as YCSB's counts, unlike
+//! db_bench's per-thread `--num`), so the dataset is `--num` events whatever
+//! `--threads` is. Run them as `--benchmarks=analytics_ingest,analytics_scan`
+//! (`bench/analytics` does, on Weft and RocksDB), or the scan phase alone
+//! with `--use_existing_db` on a database an earlier ingest left.
+//!
 //! Keys are [`KEY_BYTES`] (16) bytes, all big-endian so byte order is
 //! numeric order:
 //!
