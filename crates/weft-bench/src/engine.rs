@@ -1,8 +1,9 @@
 //! The engines under test, behind one small trait so every workload runs
 //! unchanged against Weft and the stores users would pick instead.
 //!
-//! The trait is the intersection of what db_bench and YCSB need: put, get,
-//! delete and a bounded scan. Durability is fixed when the engine is opened
+//! The trait is the intersection of what db_bench, YCSB and the analytics
+//! stream need: put, get, delete, a scan bounded by a count, and one bounded
+//! by a count and an end key. Durability is fixed when the engine is opened
 //! (`--sync`), as with db_bench's `WriteOptions`, so the hot path carries no
 //! per-call options.
 //!
@@ -36,6 +37,20 @@ pub trait Engine: Send + Sync {
         &self,
         start: Option<&[u8]>,
         reverse: bool,
+        limit: u64,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<u64>;
+    /// Visits up to `limit` entries with keys in `[start, end)`, in key
+    /// order; returns the entries visited. The analytics scans read one
+    /// app's events: the end key (the next app's prefix) is handed to the
+    /// engine as its iterator bound (RocksDB's `iterate_upper_bound`, a
+    /// range elsewhere), as an application reading one prefix would, so a
+    /// scan of a rare app stops at its last event instead of reading its
+    /// neighbours' events up to `limit` and dropping them.
+    fn scan_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
         limit: u64,
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<u64>;
@@ -209,6 +224,29 @@ impl Engine for WeftEngine {
         }
         Ok(n)
     }
+    fn scan_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: u64,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<u64> {
+        let mut it = self
+            .db
+            .iter(&ReadOptions::new().upper_bound(end.to_vec()))?;
+        it.seek(start)?;
+        let mut n = 0;
+        while n < limit && it.valid() {
+            visit(it.key(), it.value());
+            n += 1;
+            if n == limit {
+                // As `scan`: no step past the last entry wanted.
+                break;
+            }
+            it.next()?;
+        }
+        Ok(n)
+    }
     fn stats(&self) -> Value {
         crate::stats_json::to_json(&self.db.stats())
     }
@@ -313,6 +351,35 @@ mod peers {
                     visit(&k, &v);
                     n += 1;
                 }
+                Ok(n)
+            }
+            fn scan_range(
+                &self,
+                start: &[u8],
+                end: &[u8],
+                limit: u64,
+                visit: &mut dyn FnMut(&[u8], &[u8]),
+            ) -> Result<u64> {
+                // The raw iterator, as Weft's adapter walks its own: no
+                // copy of each entry into boxes (the crate's `Iterator`
+                // makes two per entry) and no step past the last one
+                // wanted.
+                let mut ro = rocksdb::ReadOptions::default();
+                ro.set_iterate_upper_bound(end.to_vec());
+                let mut it = self.db.raw_iterator_opt(ro);
+                it.seek(start);
+                let mut n = 0;
+                while n < limit {
+                    let Some((k, v)) = it.item() else {
+                        break;
+                    };
+                    visit(k, v);
+                    n += 1;
+                    if n < limit {
+                        it.next();
+                    }
+                }
+                it.status().map_err(err)?;
                 Ok(n)
             }
             fn stats(&self) -> Value {
@@ -450,6 +517,21 @@ mod peers {
                 }
                 Ok(n)
             }
+            fn scan_range(
+                &self,
+                start: &[u8],
+                end: &[u8],
+                limit: u64,
+                visit: &mut dyn FnMut(&[u8], &[u8]),
+            ) -> Result<u64> {
+                let mut n = 0;
+                for item in self.ks.range(start..end).take(limit as usize) {
+                    let (k, v) = item.into_inner().map_err(err)?;
+                    visit(&k, &v);
+                    n += 1;
+                }
+                Ok(n)
+            }
             fn stats(&self) -> Value {
                 json!({
                     "disk_space": self.db.disk_space().ok(),
@@ -581,6 +663,23 @@ mod peers {
                     range.rev().take(limit as usize).try_for_each(&mut each)?;
                 } else {
                     range.take(limit as usize).try_for_each(&mut each)?;
+                }
+                Ok(n)
+            }
+            fn scan_range(
+                &self,
+                start: &[u8],
+                end: &[u8],
+                limit: u64,
+                visit: &mut dyn FnMut(&[u8], &[u8]),
+            ) -> Result<u64> {
+                let tx = self.db.begin_read().map_err(err)?;
+                let t = tx.open_table(TABLE).map_err(err)?;
+                let mut n = 0;
+                for item in t.range(start..end).map_err(err)?.take(limit as usize) {
+                    let (k, v) = item.map_err(err)?;
+                    visit(k.value(), v.value());
+                    n += 1;
                 }
                 Ok(n)
             }

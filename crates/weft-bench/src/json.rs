@@ -18,7 +18,8 @@
 //!       "found": 632000, "attempted": 1000000,     // null unless a read benchmark
 //!       "background_ops": 0,                       // readwhilewriting's writer
 //!       "runs_ops_per_sec": [801000.0, 812345.0, 820000.0],  // every run
-//!       "latency_us": { "read": { count, mean, min, p50, p95, p99, p999, max } }
+//!       "latency_us": { "read": { count, mean, min, p50, p95, p99, p999, max } },
+//!       "ops_by_kind": { "scan": { ops, ops_per_sec }, "insert": { ... } }
 //!   } ],
 //!   "end": { write_amplification, read_amplification, space_amplification,
 //!            disk_bytes, live_bytes, engine_memory_bytes, rss_bytes,
@@ -95,6 +96,20 @@ pub struct BenchEntry {
     pub runs_ops_per_sec: Vec<f64>,
     /// Latency percentiles by operation kind (microseconds).
     pub latency_us: BTreeMap<String, LatencySummary>,
+    /// Operations and throughput by operation kind (a mixed workload's
+    /// scans and puts apart). Added after the first files of this schema
+    /// were written, so a file without it reads as empty.
+    #[serde(default)]
+    pub ops_by_kind: BTreeMap<String, KindEntry>,
+}
+
+/// One operation kind's share of a benchmark.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KindEntry {
+    /// Operations of this kind.
+    pub ops: u64,
+    /// Their rate over the benchmark's wall-clock span.
+    pub ops_per_sec: f64,
 }
 
 /// Statistics collected after the last benchmark.
@@ -173,6 +188,13 @@ pub(crate) mod tests {
                 background_ops: 0,
                 runs_ops_per_sec: vec![20.0],
                 latency_us,
+                ops_by_kind: BTreeMap::from([(
+                    "read".to_string(),
+                    KindEntry {
+                        ops: 10,
+                        ops_per_sec: 20.0,
+                    },
+                )]),
             }],
             end: Some(EndStats {
                 write_amplification: Some(2.0),
@@ -234,6 +256,15 @@ pub(crate) mod tests {
         w["schema"] = "weft-bench/0".into();
         assert!(parse(&w.to_string()).unwrap_err().contains("schema"));
         assert!(parse("{}").is_err());
+        // Files written before `ops_by_kind` existed still read.
+        let mut w = v.clone();
+        w["benchmarks"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("ops_by_kind");
+        assert!(parse(&w.to_string()).unwrap().benchmarks[0]
+            .ops_by_kind
+            .is_empty());
         // Fields added by a later minor revision are ignored.
         let mut w = v.clone();
         w["added_later"] = 1.into();

@@ -6,10 +6,12 @@
 //! written for db_bench can drive and parse Weft unchanged. YCSB A–F and
 //! EvenDB's P ([`ycsb`]) are benchmarks of the same list, with YCSB's
 //! request distributions ([`dist`]) and per-operation latency histograms
-//! ([`histogram`]). Every workload runs against an [`engine::Engine`], so
-//! peers (RocksDB, fjall, redb, behind cargo features) run the identical
-//! workload. Results can be written as JSON ([`json`]) and drawn as PNG
-//! charts ([`plot`]).
+//! ([`histogram`]). EvenDB's production analytics stream (its §5.2: app
+//! events ingested in time order under app-major keys, then scans of one
+//! app's recent events) is [`analytics`]. Every workload runs against an
+//! [`engine::Engine`], so peers (RocksDB, fjall, redb, behind cargo
+//! features) run the identical workload. Results can be written as JSON
+//! ([`json`]) and drawn as PNG charts ([`plot`]).
 //!
 //! As in db_bench, benchmarks marked `fresh_db` (fillseq, fillrandom,
 //! ycsb_load) start from an empty database: the runner closes, wipes and
@@ -24,6 +26,7 @@
 // than the macro's default recursion allows.
 #![recursion_limit = "256"]
 
+pub mod analytics;
 pub mod config;
 pub mod dist;
 pub mod engine;
@@ -210,6 +213,9 @@ pub fn run(config: &BenchConfig, out: &mut dyn Write) -> Result<Vec<BenchResult>
             if let Some(s) = &r.summary {
                 if !bench.prints_stats {
                     emit(out, &s.report_line(bench.name))?;
+                    for l in s.kind_lines(bench.name) {
+                        emit(out, &l)?;
+                    }
                 }
             }
         }
@@ -282,6 +288,8 @@ fn run_list(
                 old.close()?;
             }
             wipe_db_dir(&config.db)?;
+            // The analytics stream's clock belonged to the wiped data.
+            shared.analytics_clock.store(0, Ordering::Relaxed);
             db = Some(open(config)?);
         }
         let handle: &dyn Engine = match &db {
@@ -302,6 +310,9 @@ fn run_list(
         threads_started += config.threads as u64 + 1;
         let summary = run_one(bench, config, handle, &shared, first_seed)?;
         emit(out, &summary.report_line(bench.name))?;
+        for l in summary.kind_lines(bench.name) {
+            emit(out, &l)?;
+        }
         if bench.always_timed {
             for l in summary.latency_lines() {
                 emit(out, &l)?;
@@ -512,6 +523,23 @@ fn json_report(
                 background_ops: s.map_or(0, |s| s.background_ops),
                 runs_ops_per_sec: r.runs_ops_per_sec.clone(),
                 latency_us,
+                ops_by_kind: s
+                    .map(|s| {
+                        s.ops_by_kind
+                            .iter()
+                            .map(|&(k, ops)| {
+                                let rate = s.kind_ops_per_sec(k);
+                                (
+                                    k.name().to_string(),
+                                    json::KindEntry {
+                                        ops,
+                                        ops_per_sec: rate,
+                                    },
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             }
         })
         .collect();
@@ -567,6 +595,11 @@ pub fn config_json(c: &BenchConfig) -> serde_json::Value {
         "distribution": c.distribution.map(|d| d.to_string()),
         "zipf_theta": c.zipf_theta,
         "max_scan_length": c.max_scan_length,
+        "analytics_apps": c.analytics.apps,
+        "analytics_theta": c.analytics.theta,
+        "analytics_scan_percent": c.analytics.scan_percent,
+        "analytics_scan_len": c.analytics.scan_len,
+        "analytics_window": c.analytics.window,
         "runs": c.runs,
     })
 }
@@ -669,6 +702,7 @@ fn run_one(
     let (fg, bg) = stats.split_at(config.threads);
     let mut summary = Summary::merge(fg);
     summary.background_ops = bg.iter().map(|t| t.done).sum();
+    summary.split_by_kind = workload.split_by_kind();
     Ok(summary)
 }
 

@@ -51,6 +51,12 @@ impl OpKind {
         OpKind::Seek,
     ];
 
+    /// This kind's position in [`OpKind::ALL`] (an index into per-kind
+    /// counters).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The lower-case name used in JSON and reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -79,6 +85,10 @@ pub struct ThreadStats {
     pub found: Option<(u64, u64)>,
     /// Latency histograms by operation kind (only when timing is on).
     pub latency: Vec<(OpKind, Histogram)>,
+    /// Operations completed by kind, indexed by [`OpKind::index`]: counted
+    /// whether or not timing is on, so a mixed workload can report each
+    /// kind's throughput without paying for clock reads.
+    pub kinds: [u64; OpKind::ALL.len()],
 }
 
 impl ThreadStats {
@@ -92,6 +102,7 @@ impl ThreadStats {
             bytes: 0,
             found: None,
             latency: Vec::new(),
+            kinds: [0; OpKind::ALL.len()],
         }
     }
 
@@ -110,6 +121,13 @@ impl ThreadStats {
     /// Counts `n` finished operations.
     pub fn finished_ops(&mut self, n: u64) {
         self.done += n;
+    }
+
+    /// Counts `n` finished operations of `kind` in the per-kind counters
+    /// (the total is [`Self::finished_ops`]'s).
+    #[inline]
+    pub fn count_kind(&mut self, kind: OpKind, n: u64) {
+        self.kinds[kind.index()] += n;
     }
 
     /// Counts `n` bytes moved.
@@ -148,6 +166,13 @@ pub struct Summary {
     /// Operations of a background thread not counted above
     /// (`readwhilewriting`'s writer).
     pub background_ops: u64,
+    /// Operations by kind, in [`OpKind::ALL`] order, kinds with none left
+    /// out.
+    pub ops_by_kind: Vec<(OpKind, u64)>,
+    /// Print one result line per operation kind under the benchmark's
+    /// line ([`Self::kind_lines`]): set for workloads whose kinds are
+    /// compared separately (the analytics scan phase's scans and puts).
+    pub split_by_kind: bool,
 }
 
 impl Summary {
@@ -177,7 +202,54 @@ impl Summary {
             found,
             latency: merge_latency(threads),
             background_ops: 0,
+            ops_by_kind: OpKind::ALL
+                .into_iter()
+                .map(|k| (k, threads.iter().map(|t| t.kinds[k.index()]).sum()))
+                .filter(|&(_, n)| n > 0)
+                .collect(),
+            split_by_kind: false,
         }
+    }
+
+    /// Operations of `kind` per second over the wall-clock span.
+    pub fn kind_ops_per_sec(&self, kind: OpKind) -> f64 {
+        let n = self
+            .ops_by_kind
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(0, |&(_, n)| n);
+        n as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+
+    /// With [`Self::split_by_kind`], one db_bench-style line per operation
+    /// kind, named `benchmark.kind` (`analytics_scan.scan : ...`), so the
+    /// scripts that parse result lines pick each kind up as a benchmark of
+    /// its own. ops/sec is the kind's operations over the benchmark's
+    /// wall-clock span; micros/op is the kind's mean latency when timed,
+    /// else the benchmark's micros/op. Empty without the flag.
+    pub fn kind_lines(&self, name: &str) -> Vec<String> {
+        if !self.split_by_kind {
+            return Vec::new();
+        }
+        let elapsed = self.wall.as_secs_f64().max(1e-9);
+        self.ops_by_kind
+            .iter()
+            .map(|&(kind, n)| {
+                let micros = self
+                    .latency
+                    .iter()
+                    .find(|(k, _)| *k == kind)
+                    .map_or_else(|| self.micros_per_op(), |(_, h)| h.summary().mean);
+                format!(
+                    "{:<12} : {:11.3} micros/op {} ops/sec {:.3} seconds {} operations;",
+                    format!("{name}.{}", kind.name()),
+                    micros,
+                    (n as f64 / elapsed) as i64,
+                    self.wall.as_secs_f64(),
+                    n
+                )
+            })
+            .collect()
     }
 
     /// Operations per second over the wall-clock span.
@@ -315,6 +387,8 @@ mod tests {
             found: None,
             latency: Vec::new(),
             background_ops: 0,
+            ops_by_kind: Vec::new(),
+            split_by_kind: false,
         }
     }
 
@@ -395,6 +469,37 @@ mod tests {
         assert!(s.wall >= Duration::from_millis(5));
         assert!(s.thread_time >= a.finish - a.start);
         assert_eq!(Summary::merge(&[]).done, 0);
+    }
+
+    #[test]
+    fn kind_lines_split_a_mix() {
+        let mut a = ThreadStats::start();
+        for _ in 0..3 {
+            a.finished_ops(1);
+            a.count_kind(OpKind::Scan, 1);
+        }
+        a.finished_ops(1);
+        a.count_kind(OpKind::Insert, 1);
+        a.record_latency(OpKind::Scan, 4000);
+        a.stop();
+        let mut s = Summary::merge(&[a]);
+        assert_eq!(s.ops_by_kind, [(OpKind::Insert, 1), (OpKind::Scan, 3)]);
+        // Only workloads that ask for it get the extra lines.
+        assert!(s.kind_lines("analytics_scan").is_empty());
+        s.split_by_kind = true;
+        s.wall = Duration::from_secs(1);
+        s.thread_time = Duration::from_secs(1);
+        assert_eq!(s.kind_ops_per_sec(OpKind::Scan), 3.0);
+        assert_eq!(s.kind_ops_per_sec(OpKind::Read), 0.0);
+        // Timed kinds show their mean latency; untimed ones the
+        // benchmark's micros/op.
+        assert_eq!(
+            s.kind_lines("analytics_scan"),
+            [
+                "analytics_scan.insert :  250000.000 micros/op 1 ops/sec 1.000 seconds 1 operations;",
+                "analytics_scan.scan :       4.000 micros/op 3 ops/sec 1.000 seconds 3 operations;",
+            ]
+        );
     }
 
     #[test]

@@ -24,6 +24,11 @@ pub struct Shared {
     /// Foreground threads of the current benchmark still running; the
     /// background writer of `readwhilewriting` stops when it reaches 0.
     pub readers_left: AtomicUsize,
+    /// Analytics: the next timestamp of the event stream in this database
+    /// (`analytics_ingest` leaves it at the events it wrote, the scan
+    /// phase's puts advance it). 0 means unknown: the scan phase then
+    /// recovers it from the data, as after `--use_existing_db`.
+    pub analytics_clock: AtomicU64,
 }
 
 /// Everything one thread of one benchmark owns.
@@ -100,6 +105,7 @@ impl<'a> ThreadContext<'a> {
     pub fn op_done(&mut self, kind: OpKind, started: Option<Instant>) {
         self.op_time(kind, started);
         self.stats.finished_ops(1);
+        self.stats.count_kind(kind, 1);
         self.unreported += 1;
         // Batched so the shared counter is not a contention point.
         if self.unreported >= 512 {
@@ -130,6 +136,13 @@ pub trait Workload: Send + Sync {
     /// True when the runner must add one background writer thread
     /// (`readwhilewriting`); its operations are not counted in the line.
     fn background_writer(&self) -> bool {
+        false
+    }
+
+    /// True when the report should add one line per operation kind
+    /// ([`crate::report::Summary::kind_lines`]): for mixes whose kinds are
+    /// compared on their own (the analytics scan phase).
+    fn split_by_kind(&self) -> bool {
         false
     }
 }
@@ -274,6 +287,8 @@ pub static REGISTRY: &[BenchmarkInfo] = &[
     crate::ycsb::info("ycsb_e"),
     crate::ycsb::info("ycsb_f"),
     crate::ycsb::info("ycsb_p"),
+    crate::analytics::info("analytics_ingest"),
+    crate::analytics::info("analytics_scan"),
 ];
 
 /// Looks a benchmark up by name.
@@ -371,6 +386,7 @@ impl Workload for ReadSeq {
             }
         }
         ctx.stats.finished_ops(n);
+        ctx.stats.count_kind(OpKind::Read, n);
         ctx.shared.progress.fetch_add(n, Ordering::Relaxed);
         Ok(())
     }

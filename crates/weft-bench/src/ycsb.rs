@@ -125,13 +125,13 @@ fn make_run<const I: usize>(c: &BenchConfig) -> Box<dyn Workload> {
 }
 
 /// Operations thread `tid` of `threads` does out of `total`.
-fn share(total: u64, tid: usize, threads: usize) -> u64 {
+pub(crate) fn share(total: u64, tid: usize, threads: usize) -> u64 {
     let t = threads as u64;
     total / t + u64::from((tid as u64) < total % t)
 }
 
 /// A multiplier coprime with `n` near `n · 0.618`, for the load permutation.
-fn coprime_step(n: u64) -> u64 {
+pub(crate) fn coprime_step(n: u64) -> u64 {
     fn gcd(a: u64, b: u64) -> u64 {
         if b == 0 {
             a

@@ -272,6 +272,22 @@ pub struct BenchArgs {
     /// YCSB E scans 1..=N entries [default: 100]
     #[arg(long = "max_scan_length")]
     pub max_scan_length: Option<u64>,
+    /// Analytics: app ids events are spread over [default: 10000]
+    #[arg(long = "analytics_apps")]
+    pub analytics_apps: Option<u64>,
+    /// Analytics: Zipf exponent of app popularity, any θ > 0 [default: 1.35]
+    #[arg(long = "analytics_theta")]
+    pub analytics_theta: Option<f64>,
+    /// Analytics: percent of analytics_scan's operations that are scans,
+    /// the rest puts [default: 95]
+    #[arg(long = "analytics_scan_percent")]
+    pub analytics_scan_percent: Option<f64>,
+    /// Analytics: most events one scan reads [default: 100]
+    #[arg(long = "analytics_scan_len")]
+    pub analytics_scan_len: Option<u64>,
+    /// Analytics: scans start this many events before now [default: 100000]
+    #[arg(long = "analytics_window")]
+    pub analytics_window: Option<u64>,
     /// Also write results as JSON (schema weft-bench/1) to FILE
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -395,6 +411,18 @@ impl BenchArgs {
             values_in_wal,
             max_background_jobs,
             rate_limiter_bytes_per_sec
+        );
+        macro_rules! analytics {
+            ($($f:ident => $g:ident),*) => {
+                $( if let Some(v) = self.$f { c.analytics.$g = v; } )*
+            };
+        }
+        analytics!(
+            analytics_apps => apps,
+            analytics_theta => theta,
+            analytics_scan_percent => scan_percent,
+            analytics_scan_len => scan_len,
+            analytics_window => window
         );
         c.json = self.json.clone();
         c
@@ -531,6 +559,19 @@ mod tests {
         assert_eq!(c.runs, 3);
         assert_eq!(c.memtable, MemtableKind::Esl);
         // db_bench's -1 keeps the engine default.
+        let (b, db) = bench(&["bench", "--bloom_bits=-1"]);
+        assert_eq!(b.to_config(db).analytics, Default::default());
+        let (b, db) = bench(&[
+            "bench",
+            "--analytics_apps=500",
+            "--analytics_theta=1.2",
+            "--analytics_scan_percent=90",
+            "--analytics_scan_len=50",
+            "--analytics_window=1000",
+        ]);
+        let a = b.to_config(db).analytics;
+        assert_eq!((a.apps, a.scan_len, a.window), (500, 50, 1000));
+        assert_eq!((a.theta, a.scan_percent), (1.2, 90.0));
         let (b, db) = bench(&["bench", "--bloom_bits=-1"]);
         assert_eq!(b.to_config(db).bloom_bits, None);
         assert!(Cli::try_parse_from(["weft", "bench", "--distribution=pareto"]).is_err());
