@@ -14,12 +14,14 @@
 //!
 //! # Shape: a coarse LRU of a few tables (EvenDB)
 //!
-//! Each shard holds a ring of [`TABLES`] hash tables, each charged at most
-//! a [`TABLES`]th of the shard's bytes. A new entry goes into the *head*
+//! Each shard holds a ring of [`TABLES`] tables, each charged at most a
+//! [`TABLES`]th of the shard's bytes. A new entry goes into the *head*
 //! table; when the head has no room for it, the oldest (*tail*) table is
 //! dropped whole and an empty one becomes the head. Unpopular keys thus
 //! leave in bulk, and a hit costs no list splicing: the order is kept only
-//! at the granularity of tables.
+//! at the granularity of tables. The tables are generations of one hash
+//! map (each entry names its table), so that a lookup probes once rather
+//! than once per table (see [`Shard`]).
 //!
 //! A hit in an older table **moves** the entry into the head (EvenDB
 //! instead shares the value between the two tables, so that the older copy
@@ -32,8 +34,7 @@
 //! Sharded by key hash (up to [`MAX_SHARDS`]): a get locks only its key's
 //! shard, and each shard's lock sits in a cache line of its own, so gets on
 //! many cores write no shared line except the shard's (hit counters live
-//! inside the shard, under the lock the get holds anyway). Dropping a tail
-//! table frees its entries after the shard lock is released.
+//! inside the shard, under the lock the get holds anyway).
 //!
 //! # What it holds, and the rule that it is never stale
 //!
@@ -119,15 +120,17 @@ pub const MIN_SHARD_CAPACITY: usize = 64 * 1024;
 /// so writers of different keys rarely write the same one.
 pub const STRIPES: usize = 4096;
 
-/// Bytes charged per entry besides its key and value: the table slot (two
-/// boxed slices and a sequence, about 40 bytes, at a load below 7/8), the
-/// two heap allocations' headers and rounding.
+/// Bytes charged per entry besides its key and value: the map slot (two
+/// boxed slices, a sequence and a generation, 48 bytes, at a load below
+/// 7/8), the two heap allocations' headers and rounding.
 pub const ENTRY_OVERHEAD: usize = 80;
 
-/// A cached value and the sequence of the version it is.
+/// A cached value, the sequence of the version it is, and the table
+/// (generation) it belongs to.
 struct Entry {
     value: Box<[u8]>,
     seq: SequenceNumber,
+    gen: u64,
 }
 
 /// Hashes keys with wyhash under a per-cache random seed (keys come from
@@ -163,33 +166,26 @@ impl Hasher for KeyHasher {
     }
 }
 
-/// One table of a shard's ring.
-struct Table {
-    map: HashMap<Box<[u8]>, Entry, KeyHash>,
-    /// Bytes charged for its entries.
-    bytes: usize,
-}
-
-impl Table {
-    fn new(hash: &KeyHash) -> Self {
-        Table {
-            map: HashMap::with_hasher(hash.clone()),
-            bytes: 0,
-        }
-    }
-}
-
 fn charge(key: &[u8], value: &[u8]) -> usize {
     key.len() + value.len() + ENTRY_OVERHEAD
 }
 
-/// One shard: a ring of tables, newest (head) first.
+/// One shard: the ring of tables, kept as one map whose entries carry
+/// their table's generation.
+///
+/// Separate maps made every miss probe all [`TABLES`] of them (each probe
+/// a likely cache miss at this size), and a fill probe them all again;
+/// with one map a lookup, a fill and a refresh each probe once. Dropping
+/// the tail is a sweep of the map for the oldest generation, once per
+/// table's worth of inserts: a few bucket visits per insert, amortized.
 struct Shard {
-    /// `tables[head]` is the head; `tables[(head + 1) % TABLES]` the next
-    /// newest, and so on to the tail.
-    tables: [Table; TABLES],
-    head: usize,
-    /// Bytes one table may be charged.
+    map: HashMap<Box<[u8]>, Entry, KeyHash>,
+    /// The head table's generation; live generations are
+    /// `head + 1 - TABLES ..= head`.
+    head: u64,
+    /// Bytes charged to each live generation, at `gen % TABLES`.
+    bytes: [usize; TABLES],
+    /// Bytes one table (generation) may be charged.
     table_capacity: usize,
     hits: u64,
     misses: u64,
@@ -198,18 +194,12 @@ struct Shard {
     refreshes: u64,
 }
 
-/// A lookup's answer.
-enum Found {
-    /// The entry, in table `i`.
-    At(usize),
-    Absent,
-}
-
 impl Shard {
     fn new(capacity: usize, hash: &KeyHash) -> Self {
         Shard {
-            tables: std::array::from_fn(|_| Table::new(hash)),
-            head: 0,
+            map: HashMap::with_hasher(hash.clone()),
+            head: (TABLES - 1) as u64,
+            bytes: [0; TABLES],
             table_capacity: capacity / TABLES,
             hits: 0,
             misses: 0,
@@ -219,96 +209,93 @@ impl Shard {
         }
     }
 
-    /// The table holding `key`, newest first.
-    fn find(&self, key: &[u8]) -> Found {
-        for age in 0..TABLES {
-            let i = (self.head + age) % TABLES;
-            if self.tables[i].map.contains_key(key) {
-                return Found::At(i);
+    fn slot(gen: u64) -> usize {
+        (gen % TABLES as u64) as usize
+    }
+
+    /// True when the head table cannot take `charge` more bytes.
+    fn head_full(&self, charge: usize) -> bool {
+        self.bytes[Self::slot(self.head)] + charge > self.table_capacity
+    }
+
+    /// Starts a new head table and drops the tail's entries.
+    fn rotate(&mut self) {
+        self.head += 1;
+        let head = self.head;
+        // The new head reuses the dropped tail's slot.
+        self.bytes[Self::slot(head)] = 0;
+        self.map.retain(|_, e| e.gen + TABLES as u64 > head);
+    }
+
+    /// Inserts `key → value` into the head (the key is in no table).
+    fn insert_head(&mut self, key: &[u8], value: &[u8], seq: SequenceNumber) {
+        let c = charge(key, value);
+        if c > self.table_capacity {
+            return;
+        }
+        if self.head_full(c) {
+            self.rotate();
+        }
+        self.bytes[Self::slot(self.head)] += c;
+        let entry = Entry {
+            value: value.into(),
+            seq,
+            gen: self.head,
+        };
+        self.map.insert(key.into(), entry);
+    }
+
+    /// Replaces the value of the entry of `key` (a newer version), or drops
+    /// the entry for `None` or when the new value does not fit its table.
+    fn replace(&mut self, key: &[u8], value: Option<&[u8]>, seq: SequenceNumber) {
+        let cap = self.table_capacity;
+        let Some(e) = self.map.get_mut(key) else {
+            return;
+        };
+        let bytes = &mut self.bytes[Self::slot(e.gen)];
+        let old = e.value.len();
+        match value {
+            Some(v) if *bytes - old + v.len() <= cap => {
+                e.value = v.into();
+                e.seq = seq;
+                *bytes = *bytes - old + v.len();
+            }
+            // Dropping the entry is always safe: a later write finds
+            // nothing to refresh, and a fill must pass the stripe check.
+            _ => {
+                *bytes -= key.len() + old + ENTRY_OVERHEAD;
+                self.map.remove(key);
             }
         }
-        Found::Absent
     }
 
-    /// Makes the head able to take `charge` more bytes: when it cannot, the
-    /// tail is taken out (returned, to be freed outside the lock) and an
-    /// empty table becomes the head.
-    fn make_room(&mut self, charge: usize, hash: &KeyHash) -> Option<Table> {
-        if self.tables[self.head].bytes + charge <= self.table_capacity {
-            return None;
-        }
-        // The tail is the table after the last one of the ring, i.e. the
-        // one just before the head.
-        let tail = (self.head + TABLES - 1) % TABLES;
-        let dropped = std::mem::replace(&mut self.tables[tail], Table::new(hash));
-        self.head = tail;
-        Some(dropped)
-    }
-
-    /// Inserts `key → entry` into the head (the key is in no table).
-    /// Returns a dropped tail, to be freed by the caller after unlocking.
-    fn insert_head(&mut self, key: Box<[u8]>, entry: Entry, hash: &KeyHash) -> Option<Table> {
-        let c = charge(&key, &entry.value);
-        if c > self.table_capacity {
-            return None;
-        }
-        let dropped = self.make_room(c, hash);
-        let head = &mut self.tables[self.head];
-        head.bytes += c;
-        head.map.insert(key, entry);
-        dropped
-    }
-
-    fn get(&mut self, key: &[u8], seq: SequenceNumber, hash: &KeyHash) -> Lookup {
-        let Found::At(i) = self.find(key) else {
+    fn get(&mut self, key: &[u8], seq: SequenceNumber) -> Option<Vec<u8>> {
+        let head = self.head;
+        let Some(e) = self.map.get_mut(key) else {
             self.misses += 1;
-            return Lookup::miss(None);
+            return None;
         };
-        let entry = &self.tables[i].map[key];
-        if entry.seq > seq {
+        if e.seq > seq {
             // Refreshed after the read's sequence: storage answers.
             self.misses += 1;
-            return Lookup::miss(None);
+            return None;
+        }
+        let value = e.value.to_vec();
+        if e.gen != head {
+            // A hit in an older table: the entry moves into the head. When
+            // the head is full it joins a new head, so the rotation that
+            // drops the tail keeps it.
+            let c = charge(key, &e.value);
+            self.bytes[Self::slot(e.gen)] -= c;
+            let full = self.bytes[Self::slot(head)] + c > self.table_capacity;
+            e.gen = if full { head + 1 } else { head };
+            if full {
+                self.rotate();
+            }
+            self.bytes[Self::slot(self.head)] += c;
         }
         self.hits += 1;
-        let value = entry.value.to_vec();
-        if i == self.head {
-            return Lookup {
-                value: Some(value),
-                dropped: None,
-            };
-        }
-        // A hit in an older table: move the entry into the head.
-        let (k, e) = match self.tables[i].map.remove_entry(key) {
-            Some(kv) => kv,
-            None => {
-                return Lookup {
-                    value: Some(value),
-                    dropped: None,
-                }
-            }
-        };
-        self.tables[i].bytes -= charge(&k, &e.value);
-        let dropped = self.insert_head(k, e, hash);
-        Lookup {
-            value: Some(value),
-            dropped,
-        }
-    }
-}
-
-/// A shard lookup's value and any table it dropped.
-struct Lookup {
-    value: Option<Vec<u8>>,
-    dropped: Option<Table>,
-}
-
-impl Lookup {
-    fn miss(dropped: Option<Table>) -> Self {
-        Lookup {
-            value: None,
-            dropped,
-        }
+        Some(value)
     }
 }
 
@@ -369,9 +356,7 @@ impl RowCache {
     /// when the entry is newer than `seq` (the caller reads storage).
     pub fn get(&self, key: &[u8], seq: SequenceNumber) -> Option<Vec<u8>> {
         let h = self.hash_of(key);
-        let lookup = self.shard(h).lock().get(key, seq, &self.hash);
-        drop(lookup.dropped);
-        lookup.value
+        self.shard(h).lock().get(key, seq)
     }
 
     /// Offers `value`, the version of `key` at `found_seq` that a get read
@@ -382,46 +367,23 @@ impl RowCache {
     pub fn fill(&self, key: &[u8], value: &[u8], found_seq: SequenceNumber, bound: SequenceNumber) {
         debug_assert!(found_seq <= bound);
         let h = self.hash_of(key);
-        let dropped = {
-            let mut shard = self.shard(h).lock();
-            // Relaxed: a writer's `fetch_max` comes before its refresh's
-            // lock, so if that lock was held before this one, the unlock
-            // made the raise visible here; if not, the refresh will find
-            // this entry.
-            if self.stripe(h).load(Ordering::Relaxed) > bound {
-                shard.skipped_fills += 1;
-                return;
+        let mut shard = self.shard(h).lock();
+        // Relaxed: a writer's `fetch_max` comes before its refresh's lock,
+        // so if that lock was held before this one, the unlock made the
+        // raise visible here; if not, the refresh will find this entry.
+        if self.stripe(h).load(Ordering::Relaxed) > bound {
+            shard.skipped_fills += 1;
+            return;
+        }
+        match shard.map.get(key).map(|e| e.seq) {
+            // Another get filled it first; keep the newer version.
+            Some(seq) if seq >= found_seq => {}
+            Some(_) => shard.replace(key, Some(value), found_seq),
+            None => {
+                shard.fills += 1;
+                shard.insert_head(key, value, found_seq);
             }
-            match shard.find(key) {
-                Found::At(i) => {
-                    let cap = shard.table_capacity;
-                    let table = &mut shard.tables[i];
-                    if let Some(e) = table.map.get_mut(key) {
-                        if e.seq < found_seq {
-                            let (old, new) = (e.value.len(), value.len());
-                            if table.bytes - old + new <= cap {
-                                e.value = value.into();
-                                e.seq = found_seq;
-                                table.bytes = table.bytes - old + new;
-                            } else {
-                                table.map.remove(key);
-                                table.bytes -= key.len() + old + ENTRY_OVERHEAD;
-                            }
-                        }
-                    }
-                    None
-                }
-                Found::Absent => {
-                    shard.fills += 1;
-                    let entry = Entry {
-                        value: value.into(),
-                        seq: found_seq,
-                    };
-                    shard.insert_head(key.into(), entry, &self.hash)
-                }
-            }
-        };
-        drop(dropped);
+        }
     }
 
     /// Brings a cached `key` up to the write at `seq` (`value` for a put,
@@ -432,34 +394,15 @@ impl RowCache {
         // Raised before the shard lock is taken: see `fill`.
         self.stripe(h).fetch_max(seq, Ordering::Relaxed);
         let mut shard = self.shard(h).lock();
-        let Found::At(i) = shard.find(key) else {
-            return;
-        };
-        let cap = shard.table_capacity;
-        let table = &mut shard.tables[i];
-        let Some(e) = table.map.get_mut(key) else {
-            return;
-        };
-        if e.seq >= seq {
+        match shard.map.get(key).map(|e| e.seq) {
+            None => {}
             // A racing write with a higher sequence refreshed it first.
-            return;
-        }
-        let old = e.value.len();
-        match value {
-            Some(v) if table.bytes - old + v.len() <= cap => {
-                e.value = v.into();
-                e.seq = seq;
-                table.bytes = table.bytes - old + v.len();
-            }
-            // A delete, or a value that no longer fits its table: dropping
-            // the entry is always safe (a later write finds nothing to
-            // refresh, and a fill must pass the stripe check).
-            _ => {
-                table.map.remove(key);
-                table.bytes -= key.len() + old + ENTRY_OVERHEAD;
+            Some(cached) if cached >= seq => {}
+            Some(_) => {
+                shard.replace(key, value, seq);
+                shard.refreshes += 1;
             }
         }
-        shard.refreshes += 1;
     }
 
     /// Refreshes every key `batch` writes (sequences assigned), in the
@@ -489,10 +432,8 @@ impl RowCache {
             s.fills += shard.fills;
             s.skipped_fills += shard.skipped_fills;
             s.refreshes += shard.refreshes;
-            for t in &shard.tables {
-                s.entries += t.map.len() as u64;
-                s.usage += t.bytes as u64;
-            }
+            s.entries += shard.map.len() as u64;
+            s.usage += shard.bytes.iter().sum::<usize>() as u64;
         }
         s
     }
@@ -659,15 +600,24 @@ mod tests {
                     assert!(s.usage <= capacity as u64, "{capacity}: {}", s.usage);
                 }
             }
-            // The charges match the entries.
+            // The charges match the entries, table by table.
             let mut counted = 0;
             for shard in c.shards.iter() {
                 let shard = shard.lock();
-                for t in &shard.tables {
-                    let sum: usize = t.map.iter().map(|(k, e)| charge(k, &e.value)).sum();
-                    assert_eq!(sum, t.bytes);
+                for (slot, &bytes) in shard.bytes.iter().enumerate() {
+                    let sum: usize = shard
+                        .map
+                        .iter()
+                        .filter(|(_, e)| Shard::slot(e.gen) == slot)
+                        .map(|(k, e)| charge(k, &e.value))
+                        .sum();
+                    assert_eq!(sum, bytes);
                     counted += sum;
                 }
+                assert!(shard
+                    .map
+                    .values()
+                    .all(|e| e.gen + TABLES as u64 > shard.head));
             }
             assert_eq!(counted as u64, c.stats().usage);
             if capacity == 1 << 20 {
