@@ -120,45 +120,74 @@ pub const MIN_SHARD_CAPACITY: usize = 64 * 1024;
 /// so writers of different keys rarely write the same one.
 pub const STRIPES: usize = 4096;
 
-/// Bytes charged per entry besides its key and value: the map slot (two
-/// boxed slices, a sequence and a generation, 48 bytes, at a load below
-/// 7/8), the two heap allocations' headers and rounding.
+/// Bytes charged per entry besides its key and value: the map slot (a
+/// hash, a boxed slice, a length, a sequence and a generation: 48 bytes,
+/// at a load below 7/8), the allocation's header and rounding.
 pub const ENTRY_OVERHEAD: usize = 80;
 
-/// A cached value, the sequence of the version it is, and the table
-/// (generation) it belongs to.
+/// A cached key and value, the sequence of the version it is, and the
+/// table (generation) it belongs to. Key and value share one allocation.
 struct Entry {
-    value: Box<[u8]>,
+    /// The key's bytes, then the value's.
+    data: Box<[u8]>,
+    key_len: usize,
     seq: SequenceNumber,
     gen: u64,
 }
 
-/// Hashes keys with wyhash under a per-cache random seed (keys come from
-/// users: an unkeyed hash would let them pick colliding keys).
-#[derive(Clone)]
-struct KeyHash {
-    seed: u64,
-}
+impl Entry {
+    fn new(key: &[u8], value: &[u8], seq: SequenceNumber, gen: u64) -> Entry {
+        let mut data = Vec::with_capacity(key.len() + value.len());
+        data.extend_from_slice(key);
+        data.extend_from_slice(value);
+        Entry {
+            data: data.into_boxed_slice(),
+            key_len: key.len(),
+            seq,
+            gen,
+        }
+    }
 
-impl BuildHasher for KeyHash {
-    type Hasher = KeyHasher;
+    fn key(&self) -> &[u8] {
+        &self.data[..self.key_len]
+    }
 
-    fn build_hasher(&self) -> KeyHasher {
-        KeyHasher(self.seed)
+    fn value(&self) -> &[u8] {
+        &self.data[self.key_len..]
+    }
+
+    fn charge(&self) -> usize {
+        self.data.len() + ENTRY_OVERHEAD
     }
 }
 
-/// The state of one [`KeyHash`] hashing: a `[u8]` key hashes as its
-/// length, then its bytes.
-struct KeyHasher(u64);
+/// Maps are keyed by the key's 64-bit hash (already computed to pick the
+/// shard and stripe, and keyed by a per-cache random seed): this hasher
+/// passes it through, so a map operation hashes nothing again.
+#[derive(Clone, Copy, Default)]
+struct HashIsKey;
 
-impl Hasher for KeyHasher {
+impl BuildHasher for HashIsKey {
+    type Hasher = PassThrough;
+
+    fn build_hasher(&self) -> PassThrough {
+        PassThrough(0)
+    }
+}
+
+/// The [`HashIsKey`] hasher: the `u64` written is the hash.
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
     fn write(&mut self, bytes: &[u8]) {
-        self.0 = wyhash64(bytes, self.0);
+        // Only `u64` keys are hashed; fold anything else anyway.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
     }
 
-    fn write_usize(&mut self, n: usize) {
-        self.0 = crate::util::hash::fmix64(self.0 ^ n as u64);
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
     }
 
     fn finish(&self) -> u64 {
@@ -178,8 +207,13 @@ fn charge(key: &[u8], value: &[u8]) -> usize {
 /// with one map a lookup, a fill and a refresh each probe once. Dropping
 /// the tail is a sweep of the map for the oldest generation, once per
 /// table's worth of inserts: a few bucket visits per insert, amortized.
+///
+/// The map is keyed by the key's hash, the entry holding the key: two keys
+/// of one hash (a 2^-64 chance per pair) share a slot, the later one
+/// evicting the earlier. Evicting is always safe, and a refresh or lookup
+/// of the other key compares the key and finds nothing.
 struct Shard {
-    map: HashMap<Box<[u8]>, Entry, KeyHash>,
+    map: HashMap<u64, Entry, HashIsKey>,
     /// The head table's generation; live generations are
     /// `head + 1 - TABLES ..= head`.
     head: u64,
@@ -195,9 +229,9 @@ struct Shard {
 }
 
 impl Shard {
-    fn new(capacity: usize, hash: &KeyHash) -> Self {
+    fn new(capacity: usize) -> Self {
         Shard {
-            map: HashMap::with_hasher(hash.clone()),
+            map: HashMap::with_hasher(HashIsKey),
             head: (TABLES - 1) as u64,
             bytes: [0; TABLES],
             table_capacity: capacity / TABLES,
@@ -213,9 +247,16 @@ impl Shard {
         (gen % TABLES as u64) as usize
     }
 
-    /// True when the head table cannot take `charge` more bytes.
-    fn head_full(&self, charge: usize) -> bool {
-        self.bytes[Self::slot(self.head)] + charge > self.table_capacity
+    /// The entry of `key` (hash `h`), if cached.
+    fn entry(&mut self, h: u64, key: &[u8]) -> Option<&mut Entry> {
+        self.map.get_mut(&h).filter(|e| e.key() == key)
+    }
+
+    /// Drops the entry under `h`, whatever its key.
+    fn evict(&mut self, h: u64) {
+        if let Some(e) = self.map.remove(&h) {
+            self.bytes[Self::slot(e.gen)] -= e.charge();
+        }
     }
 
     /// Starts a new head table and drops the tail's entries.
@@ -227,51 +268,45 @@ impl Shard {
         self.map.retain(|_, e| e.gen + TABLES as u64 > head);
     }
 
-    /// Inserts `key → value` into the head (the key is in no table).
-    fn insert_head(&mut self, key: &[u8], value: &[u8], seq: SequenceNumber) {
+    /// Inserts `key → value` into the head (replacing any entry of the
+    /// same hash).
+    fn insert_head(&mut self, h: u64, key: &[u8], value: &[u8], seq: SequenceNumber) {
         let c = charge(key, value);
         if c > self.table_capacity {
             return;
         }
-        if self.head_full(c) {
+        self.evict(h);
+        if self.bytes[Self::slot(self.head)] + c > self.table_capacity {
             self.rotate();
         }
         self.bytes[Self::slot(self.head)] += c;
-        let entry = Entry {
-            value: value.into(),
-            seq,
-            gen: self.head,
-        };
-        self.map.insert(key.into(), entry);
+        self.map.insert(h, Entry::new(key, value, seq, self.head));
     }
 
-    /// Replaces the value of the entry of `key` (a newer version), or drops
-    /// the entry for `None` or when the new value does not fit its table.
-    fn replace(&mut self, key: &[u8], value: Option<&[u8]>, seq: SequenceNumber) {
+    /// Replaces the value of the cached `key` (a newer version at `seq`),
+    /// or drops the entry for `None` or when the new value does not fit
+    /// its table.
+    fn replace(&mut self, h: u64, key: &[u8], value: Option<&[u8]>, seq: SequenceNumber) {
         let cap = self.table_capacity;
-        let Some(e) = self.map.get_mut(key) else {
+        let Some(e) = self.map.get_mut(&h).filter(|e| e.key() == key) else {
             return;
         };
         let bytes = &mut self.bytes[Self::slot(e.gen)];
-        let old = e.value.len();
         match value {
-            Some(v) if *bytes - old + v.len() <= cap => {
-                e.value = v.into();
-                e.seq = seq;
-                *bytes = *bytes - old + v.len();
+            Some(v) if *bytes - e.charge() + charge(key, v) <= cap => {
+                *bytes = *bytes - e.charge() + charge(key, v);
+                *e = Entry::new(key, v, seq, e.gen);
             }
             // Dropping the entry is always safe: a later write finds
             // nothing to refresh, and a fill must pass the stripe check.
-            _ => {
-                *bytes -= key.len() + old + ENTRY_OVERHEAD;
-                self.map.remove(key);
-            }
+            _ => self.evict(h),
         }
     }
 
-    fn get(&mut self, key: &[u8], seq: SequenceNumber) -> Option<Vec<u8>> {
+    fn get(&mut self, h: u64, key: &[u8], seq: SequenceNumber) -> Option<Vec<u8>> {
         let head = self.head;
-        let Some(e) = self.map.get_mut(key) else {
+        let cap = self.table_capacity;
+        let Some(e) = self.map.get_mut(&h).filter(|e| e.key() == key) else {
             self.misses += 1;
             return None;
         };
@@ -280,15 +315,16 @@ impl Shard {
             self.misses += 1;
             return None;
         }
-        let value = e.value.to_vec();
+        let value = e.value().to_vec();
         if e.gen != head {
             // A hit in an older table: the entry moves into the head. When
             // the head is full it joins a new head, so the rotation that
             // drops the tail keeps it.
-            let c = charge(key, &e.value);
-            self.bytes[Self::slot(e.gen)] -= c;
-            let full = self.bytes[Self::slot(head)] + c > self.table_capacity;
+            let c = e.charge();
+            let old = Self::slot(e.gen);
+            let full = self.bytes[Self::slot(head)] + c > cap;
             e.gen = if full { head + 1 } else { head };
+            self.bytes[old] -= c;
             if full {
                 self.rotate();
             }
@@ -303,7 +339,9 @@ impl Shard {
 /// module docs for the invariant and the race it closes).
 pub(crate) struct RowCache {
     capacity: usize,
-    hash: KeyHash,
+    /// Seeds the key hash: keys come from users, and an unkeyed hash would
+    /// let them choose keys that crowd one shard and one map slot.
+    seed: u64,
     /// Each in a cache line of its own: a get writes its shard's lock word
     /// and nothing a neighbouring shard's gets read.
     shards: Box<[CacheLine<Mutex<Shard>>]>,
@@ -322,41 +360,39 @@ impl RowCache {
         while n > 1 && capacity / n < MIN_SHARD_CAPACITY {
             n /= 2;
         }
-        let hash = KeyHash {
-            seed: RandomState::new().hash_one(0x726f_775f_6361_6368_u64),
-        };
         let shards = (0..n)
             .map(|i| {
                 let c = capacity / n + usize::from(i < capacity % n);
-                CacheLine(Mutex::new(Shard::new(c, &hash)))
+                CacheLine(Mutex::new(Shard::new(c)))
             })
             .collect();
         let stripes = (0..STRIPES).map(|_| AtomicU64::new(0)).collect();
         Some(RowCache {
             capacity,
-            hash,
+            seed: RandomState::new().hash_one(0x726f_775f_6361_6368_u64),
             shards,
             stripes,
         })
     }
 
     fn hash_of(&self, key: &[u8]) -> u64 {
-        wyhash64(key, self.hash.seed)
+        wyhash64(key, self.seed)
     }
 
     fn shard(&self, h: u64) -> &Mutex<Shard> {
+        // Bits the map's bucket index (low) and tag (top 7) do not use.
         &self.shards[(h >> 40) as usize % self.shards.len()]
     }
 
     fn stripe(&self, h: u64) -> &AtomicU64 {
-        &self.stripes[h as usize % STRIPES]
+        &self.stripes[(h >> 20) as usize % STRIPES]
     }
 
     /// The cached value of `key` for a read at `seq`: `None` when absent or
     /// when the entry is newer than `seq` (the caller reads storage).
     pub fn get(&self, key: &[u8], seq: SequenceNumber) -> Option<Vec<u8>> {
         let h = self.hash_of(key);
-        self.shard(h).lock().get(key, seq)
+        self.shard(h).lock().get(h, key, seq)
     }
 
     /// Offers `value`, the version of `key` at `found_seq` that a get read
@@ -375,13 +411,13 @@ impl RowCache {
             shard.skipped_fills += 1;
             return;
         }
-        match shard.map.get(key).map(|e| e.seq) {
+        match shard.entry(h, key).map(|e| e.seq) {
             // Another get filled it first; keep the newer version.
             Some(seq) if seq >= found_seq => {}
-            Some(_) => shard.replace(key, Some(value), found_seq),
+            Some(_) => shard.replace(h, key, Some(value), found_seq),
             None => {
                 shard.fills += 1;
-                shard.insert_head(key, value, found_seq);
+                shard.insert_head(h, key, value, found_seq);
             }
         }
     }
@@ -394,12 +430,12 @@ impl RowCache {
         // Raised before the shard lock is taken: see `fill`.
         self.stripe(h).fetch_max(seq, Ordering::Relaxed);
         let mut shard = self.shard(h).lock();
-        match shard.map.get(key).map(|e| e.seq) {
+        match shard.entry(h, key).map(|e| e.seq) {
             None => {}
             // A racing write with a higher sequence refreshed it first.
             Some(cached) if cached >= seq => {}
             Some(_) => {
-                shard.replace(key, value, seq);
+                shard.replace(h, key, value, seq);
                 shard.refreshes += 1;
             }
         }
@@ -609,7 +645,7 @@ mod tests {
                         .map
                         .iter()
                         .filter(|(_, e)| Shard::slot(e.gen) == slot)
-                        .map(|(k, e)| charge(k, &e.value))
+                        .map(|(_, e)| e.charge())
                         .sum();
                     assert_eq!(sum, bytes);
                     counted += sum;
@@ -725,3 +761,4 @@ mod tests {
         assert_eq!(c.get(b"c", 100), None, "never added");
     }
 }
+
