@@ -761,4 +761,3 @@ mod tests {
         assert_eq!(c.get(b"c", 100), None, "never added");
     }
 }
-
