@@ -36,7 +36,7 @@ pub struct Options {
     /// (EvenDB's row cache, `cache::row_cache`). Each entry is charged its
     /// key, its value and a fixed overhead. A put or delete of a cached key
     /// updates it, never adds one, and no get is ever served a stale
-    /// value. Default 0 (off): see `docs/DESIGN.md` §1.3 for the measured
+    /// value. Default 0 (off): see `docs/DESIGN.md` §1.3.1 for the measured
     /// trade-off; while on, every write also takes a shard lock per key.
     pub row_cache_size: usize,
     /// Gets and scans read table data blocks from a read-only mapping of
@@ -349,8 +349,10 @@ pub struct ReadOptions {
     pub lower_bound: Option<Vec<u8>>,
     /// Iterators: the key they stop before (exclusive).
     pub upper_bound: Option<Vec<u8>>,
-    /// Put blocks read by this call into the block cache. Default `true`
-    /// (set by `new()`; a `Default` value leaves it `false` for bulk scans).
+    /// Put blocks read by this call into the block cache, and values gets
+    /// read from storage into the row cache ([`Options::row_cache_size`]).
+    /// Default `true` (set by `new()`; a `Default` value leaves it `false`
+    /// for bulk scans).
     pub fill_cache: bool,
 }
 
