@@ -181,6 +181,9 @@ pub struct StoreKnobs {
     pub max_background_jobs: Option<usize>,
     /// `--rate_limiter_bytes_per_sec` ([`weft::Options::background_write_rate`]).
     pub rate_limiter_bytes_per_sec: Option<u64>,
+    /// `--row_cache_size` ([`weft::Options::row_cache_size`]): bytes of
+    /// values cached by key; 0 = off.
+    pub row_cache_size: Option<usize>,
 }
 
 impl Default for BenchConfig {

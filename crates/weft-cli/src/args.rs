@@ -241,6 +241,10 @@ pub struct BenchArgs {
     /// [default: 0]
     #[arg(long = "rate_limiter_bytes_per_sec")]
     pub rate_limiter_bytes_per_sec: Option<u64>,
+    /// Weft: bytes of the row cache (single values gets read from
+    /// storage, by key); 0 = off [default: 0]
+    #[arg(long = "row_cache_size")]
+    pub row_cache_size: Option<usize>,
     /// Weft: read table blocks from a mapping of each table (page cache)
     /// instead of through the block cache [default: true]
     #[arg(long = "mmap_read", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
@@ -410,7 +414,8 @@ impl BenchArgs {
             mmap_read,
             values_in_wal,
             max_background_jobs,
-            rate_limiter_bytes_per_sec
+            rate_limiter_bytes_per_sec,
+            row_cache_size
         );
         macro_rules! analytics {
             ($($f:ident => $g:ident),*) => {
@@ -514,6 +519,7 @@ mod tests {
         let (b, db) = bench(&[
             "bench",
             "--cache_size=1048576",
+            "--row_cache_size=2097152",
             "--bloom_bits=12",
             "--disable_wal",
             "--histogram=1",
@@ -539,6 +545,7 @@ mod tests {
         ]);
         let c = b.to_config(db);
         assert_eq!(c.cache_size, 1 << 20);
+        assert_eq!(c.store.row_cache_size, Some(2 << 20));
         assert_eq!(c.bloom_bits, Some(12));
         assert!(c.disable_wal && c.histogram && !c.progress);
         assert_eq!(c.engine, "weft");

@@ -74,6 +74,32 @@ pub fn to_table(s: &Stats) -> String {
             c.hits, c.misses, c.usage, c.capacity
         ),
     );
+    let r = &s.row_cache;
+    if r.capacity == 0 {
+        row("row cache", "off".to_string());
+    } else {
+        let lookups = r.hits + r.misses;
+        let ratio = if lookups == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.1}%", r.hits as f64 * 100.0 / lookups as f64)
+        };
+        row(
+            "row cache",
+            format!(
+                "{} hits, {} misses ({ratio} hit), {} fills ({} skipped), {} refreshes, \
+                 {} entries, {} of {} bytes used",
+                r.hits,
+                r.misses,
+                r.fills,
+                r.skipped_fills,
+                r.refreshes,
+                r.entries,
+                r.usage,
+                r.capacity
+            ),
+        );
+    }
     row(
         "tables",
         format!(
@@ -267,6 +293,7 @@ mod tests {
         assert_eq!(j["sequence"], 0);
         assert!(j["partitions"].as_array().unwrap().is_empty());
         assert_eq!(j["block_cache"]["hits"], 0);
+        assert_eq!(j["row_cache"]["capacity"], 0);
         let text = serde_json::to_string(&j).unwrap();
         let back: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(back, j);
@@ -274,6 +301,7 @@ mod tests {
         assert!(t.contains("sequence"));
         assert!(t.contains("partitions: 0"));
         assert!(t.contains("ratio -"), "{t}");
+        assert!(t.contains("row cache"), "{t}");
     }
 
     #[test]

@@ -31,6 +31,14 @@ pub struct Options {
     /// 64 MiB. With [`Options::mmap_reads`] it holds only the blocks of
     /// tables the kernel would not map.
     pub block_cache_size: usize,
+    /// Capacity in bytes of the row cache: single values that gets read
+    /// from tables and value logs, kept for the next get of the same key
+    /// (EvenDB's row cache, `cache::row_cache`). Each entry is charged its
+    /// key, its value and a fixed overhead. A put or delete of a cached key
+    /// updates it, never adds one, and no get is ever served a stale
+    /// value. Default 0 (off): see `docs/DESIGN.md` §1.3.1 for the measured
+    /// trade-off; while on, every write also takes a shard lock per key.
+    pub row_cache_size: usize,
     /// Gets and scans read table data blocks from a read-only mapping of
     /// each table, the kernel's page cache standing in for the block cache
     /// (RocksDB's `allow_mmap_reads`; each block's checksum is verified the
@@ -157,6 +165,7 @@ impl Default for Options {
             max_immutable_memtables: 2,
             block_size: 4 << 10,
             block_cache_size: 64 << 20,
+            row_cache_size: 0,
             mmap_reads: true,
             bloom_bits_per_key: 10,
             table_size: 32 << 20,
@@ -211,6 +220,8 @@ impl Options {
         block_size: usize,
         /// Sets [`Options::block_cache_size`].
         block_cache_size: usize,
+        /// Sets [`Options::row_cache_size`].
+        row_cache_size: usize,
         /// Sets [`Options::mmap_reads`].
         mmap_reads: bool,
         /// Sets [`Options::bloom_bits_per_key`].
@@ -350,8 +361,10 @@ pub struct ReadOptions {
     pub lower_bound: Option<Vec<u8>>,
     /// Iterators: the key they stop before (exclusive).
     pub upper_bound: Option<Vec<u8>>,
-    /// Put blocks read by this call into the block cache. Default `true`
-    /// (set by `new()`; a `Default` value leaves it `false` for bulk scans).
+    /// Put blocks read by this call into the block cache, and values gets
+    /// read from storage into the row cache ([`Options::row_cache_size`]).
+    /// Default `true` (set by `new()`; a `Default` value leaves it `false`
+    /// for bulk scans).
     pub fill_cache: bool,
 }
 

@@ -61,6 +61,8 @@ pub struct Stats {
     pub background_bytes_read: u64,
     /// Block cache counters.
     pub block_cache: CacheStats,
+    /// Row cache counters (all zero when `Options::row_cache_size` is 0).
+    pub row_cache: RowCacheStats,
     /// Live tables whose blocks gets and scans read from a mapping
     /// (`Options::mmap_reads`) rather than through the block cache.
     pub mapped_tables: u64,
@@ -308,6 +310,31 @@ pub struct CacheStats {
     pub hits: u64,
     /// Lookups that did not.
     pub misses: u64,
+}
+
+/// Row cache counters (`Options::row_cache_size`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RowCacheStats {
+    /// Capacity in bytes (0: the row cache is off).
+    pub capacity: u64,
+    /// Bytes currently charged (key + value + a fixed overhead per entry).
+    pub usage: u64,
+    /// Keys cached.
+    pub entries: u64,
+    /// Gets that missed the memtables and were answered here.
+    pub hits: u64,
+    /// Gets that missed the memtables and then this cache (absent, or an
+    /// entry newer than the read's sequence), and so read storage.
+    pub misses: u64,
+    /// Values read from storage and added.
+    pub fills: u64,
+    /// Values read from storage and not added because a write to a key of
+    /// the same stripe came after the read's state (it might be missing
+    /// from what the get read).
+    pub skipped_fills: u64,
+    /// Cached keys brought up to date (or dropped) by puts and deletes.
+    pub refreshes: u64,
 }
 
 /// Who a read from disk is for.

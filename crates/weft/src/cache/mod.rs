@@ -26,6 +26,8 @@
 //! place every read path already reaches; its counters are striped, so
 //! counting adds to a line of the reading thread's own.
 
+pub(crate) mod row_cache;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 

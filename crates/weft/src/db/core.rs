@@ -23,6 +23,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::publish::Publication;
 use super::watermark::ReadTracker;
+use crate::cache::row_cache::RowCache;
 use crate::error::{Error, Result};
 use crate::key::SequenceNumber;
 use crate::manifest::ManifestWriter;
@@ -348,6 +349,10 @@ pub(crate) struct Core {
     pub options: Options,
     pub table_options: TableOptions,
     pub cache: Arc<BlockCache>,
+    /// Values gets read from storage (`None` when
+    /// [`Options::row_cache_size`] is 0): consulted after the memtables,
+    /// refreshed by every write before it becomes visible.
+    pub row_cache: Option<RowCache>,
     pub snapshots: Arc<SnapshotList>,
     /// Reads in flight, for the memtables' read watermark.
     pub read_tracker: Arc<ReadTracker>,
@@ -414,6 +419,8 @@ impl Core {
         };
         let throttled = background_behind(&options, &state);
         let read_tracker = Arc::new(ReadTracker::default());
+        // Recovery starts with an empty row cache: it is memory only.
+        let row_cache = RowCache::new(options.row_cache_size);
         let sv = Arc::new(SuperVersion {
             mem: Arc::clone(&state.mem),
             imms: Vec::new(),
@@ -433,6 +440,7 @@ impl Core {
             },
             options,
             table_options,
+            row_cache,
             cache,
             snapshots: Arc::new(SnapshotList::default()),
             read_tracker,

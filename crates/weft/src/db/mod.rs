@@ -218,9 +218,14 @@ impl Db {
         // missing it still leaves a prefix of the history (a rotation cuts
         // the sequence order), never a hole.
         let _reading = core.read_tracker.enter();
+        let fill_bound = self.row_cache_fill_bound(opts);
         let sv = core.pin_super_version();
+        if fill_bound.is_some() {
+            // The unit tests' window between the pin and the sequence.
+            crate::fault::pause_point("get.pinned", &core.dir);
+        }
         let seq = self.read_sequence(opts);
-        self.get_pinned(&sv, key, seq)
+        self.get_pinned(&sv, key, seq, fill_bound)
     }
 
     /// The latest values of `keys`, in order, all read at one sequence.
@@ -250,6 +255,7 @@ impl Db {
                 .collect();
         }
         let _reading = core.read_tracker.enter();
+        let fill_bound = self.row_cache_fill_bound(opts);
         let sv = core.pin_super_version();
         let seq = self.read_sequence(opts);
         for key in keys {
@@ -259,17 +265,36 @@ impl Db {
             .map(|key| {
                 let key = key.as_ref();
                 check_key(key)?;
-                self.get_pinned(&sv, key, seq)
+                self.get_pinned(&sv, key, seq, fill_bound)
             })
             .collect()
     }
 
-    /// The value of `key` at `seq` in the pinned `sv`.
+    /// The sequence up to which a get's pinned state holds every write,
+    /// taken *before* the pin: the row cache takes a value the get read
+    /// only if no write to its key came after it (`cache::row_cache`).
+    /// The read sequence itself, loaded after the pin, may be past a write
+    /// that went to a memtable rotated in after the pin and is missing from
+    /// the pinned state. A snapshot's sequence serves as it is: its writes
+    /// were all published before the snapshot was taken. `None` when the
+    /// row cache is off or the read asks not to fill caches.
+    fn row_cache_fill_bound(&self, opts: &ReadOptions) -> Option<SequenceNumber> {
+        if self.core().row_cache.is_none() || !opts.fill_cache {
+            return None;
+        }
+        Some(self.read_sequence(opts))
+    }
+
+    /// The value of `key` at `seq` in the pinned `sv`: the memtables, then
+    /// the row cache, then storage. A value read from storage is offered to
+    /// the row cache when `fill_bound` is set (see
+    /// [`Db::row_cache_fill_bound`]).
     fn get_pinned(
         &self,
         sv: &SuperVersion,
         key: &[u8],
         seq: SequenceNumber,
+        fill_bound: Option<SequenceNumber>,
     ) -> Result<Option<Vec<u8>>> {
         let core = self.core();
         let found = |kind: ValueKind, v: &[u8]| kind.is_value().then(|| v.to_vec());
@@ -280,9 +305,26 @@ impl Db {
                 return Ok(found(f.kind, f.value));
             }
         }
+        let rows = core.row_cache.as_ref();
+        if let Some(v) = rows.and_then(|rows| rows.get(key, seq)) {
+            return Ok(Some(v));
+        }
         Ok(
             match sv.version.get(key, seq, reads, core.cache.disk_reads())? {
-                Some((_, ValueKind::Put, v)) => Some(v),
+                Some((found_seq, ValueKind::Put, v)) => {
+                    if let (Some(rows), Some(bound)) = (rows, fill_bound) {
+                        // The unit tests' window between the read and the
+                        // fill (`cache::row_cache`'s race tests).
+                        crate::fault::pause_point("get.fill", &core.dir);
+                        // `found_seq <= seq`, but it may exceed the bound
+                        // (a write after the bound, which its stripe
+                        // would refuse anyway).
+                        if found_seq <= bound {
+                            rows.fill(key, &v, found_seq, bound);
+                        }
+                    }
+                    Some(v)
+                }
                 _ => None,
             },
         )
@@ -646,6 +688,11 @@ impl Db {
                 written as f64 / user as f64
             },
             block_cache: core.cache.stats(),
+            row_cache: core
+                .row_cache
+                .as_ref()
+                .map(|rows| rows.stats())
+                .unwrap_or_default(),
             mapped_tables: sv
                 .version
                 .all_tables()

@@ -135,6 +135,12 @@ impl Core {
         // caller sees the error), but its sequences are still published so
         // that the writers after it are not left waiting.
         if synced.is_ok() {
+            if let Some(rows) = &self.row_cache {
+                // Before the insert, so before the write is visible: a
+                // cached key is never older than a visible write
+                // (`cache::row_cache`).
+                rows.refresh_batch(&batch);
+            }
             insert_batch(mem.as_ref(), &batch);
         }
         self.publish(appended.ticket, appended.first, appended.last);
