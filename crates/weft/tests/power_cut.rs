@@ -195,8 +195,23 @@ fn file_kind(p: &Path) -> String {
 
 /// Opens `dir`, maybe cutting the power during recovery first (then the
 /// loss is applied and it opens again, fault-free).
-fn reopen(dir: &Path, fs: &Arc<FaultFs>, rng: &mut StdRng, t: &mut Tally, ctx: &str) -> Db {
-    let (opts, desc) = random_options(rng, fs);
+fn reopen(
+    dir: &Path,
+    fs: &Arc<FaultFs>,
+    rng: &mut StdRng,
+    t: &mut Tally,
+    ctx: &str,
+    target: Option<&str>,
+) -> Db {
+    let (mut opts, mut desc) = random_options(rng, fs);
+    if target == Some("checkpoint") {
+        // A checkpoint is due every half `unsorted_limit` of flushed table
+        // bytes; with values kept in the WAL the tables are keys and
+        // pointers, and the tiny options' limit is rarely reached within a
+        // cycle.
+        opts = opts.unsorted_limit(4 << 10);
+        desc.push_str(" unsorted_limit=4096");
+    }
     if rng.gen_ratio(1, 5) {
         fs.cut_power_in("open", rng.gen_range(1..=16));
         let attempt = Db::open(dir, opts.clone());
@@ -279,7 +294,11 @@ fn run_seed(seed: u64, cycles: usize, deadline: Option<Instant>, t: &mut Tally) 
             break;
         }
         let ctx = format!("seed {seed} cycle {cycle}");
-        let db = reopen(dir.path(), &fs, &mut rng, t, &ctx);
+        // The power goes out, later in the cycle, a few file operations
+        // into the next run of a job picked at random, or a few operations
+        // (any thread's) after a random batch, or after the last batch.
+        let target = JOBS.get(rng.gen_range(0..=JOBS.len())).copied();
+        let db = reopen(dir.path(), &fs, &mut rng, t, &ctx, target);
 
         // Recovery gave a prefix holding everything acknowledged durable.
         let n = recovered_batches(&db);
@@ -300,17 +319,13 @@ fn run_seed(seed: u64, cycles: usize, deadline: Option<Instant>, t: &mut Tally) 
         t.batches_lost += history.len() - n;
         history.truncate(n);
 
-        // Write on. The power goes out a few file operations into the next
-        // run of a job picked at random, or a few operations (any thread's)
-        // after a random batch, or after the last batch.
-        let target = JOBS.get(rng.gen_range(0..=JOBS.len())).copied();
-        // A cycle aimed at a job that needs data to pile up (a merge, a
+        // Write on, toward the cut drawn above. A cycle aimed at a job that needs data to pile up (a merge, a
         // split, GC) writes the most batches and reads by gets only: a
         // scan asks for a consolidation (UniKV's scan-time merge of an
         // UnsortedStore), which keeps the tiny partitions' UnsortedStores
         // small and their partitions busy, and a CI run then saw no cut
         // strike a split in 240 cycles.
-        let piles_up = matches!(target, Some("merge" | "split" | "gc"));
+        let piles_up = matches!(target, Some("merge" | "split" | "gc" | "checkpoint"));
         let batches = if piles_up {
             300
         } else {

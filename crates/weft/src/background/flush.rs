@@ -220,17 +220,17 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     Counters::add(&core.counters.flushes, 1);
 
     // UniKV §III-G: checkpoint a partition's index every half
-    // `unsorted_limit` of flushed bytes, so open replays few tables. The
-    // bytes are those the tables stand for, values kept in the WAL
-    // included: a table of keys and pointers holds many more keys per
-    // byte, and keys are what an open re-reads.
+    // `unsorted_limit` of flushed table bytes, so open replays few tables.
+    // Table bytes, not the values kept in the WAL they point at: what an
+    // open re-reads without a checkpoint is the tables. With values in the
+    // WAL the tables are keys and pointers, merged (at half
+    // `unsorted_slowdown_tables`) long before they add up to that, so
+    // checkpoints become rare; counting the values too made checkpoints a
+    // tenth of all bytes written (bench/journal/2026-11-27-12).
     let due: Vec<u64> = {
         let mut st = core.state.lock();
         for (pid, f) in &files {
             *st.flushed_since_checkpoint.entry(*pid).or_default() += f.size;
-        }
-        for (pid, logged) in &stats.logged_partitions {
-            *st.flushed_since_checkpoint.entry(*pid).or_default() += logged;
         }
         let half = (core.options.unsorted_limit / 2).max(1);
         st.flushed_since_checkpoint
