@@ -60,6 +60,15 @@ pub const READAHEAD_BUDGET: usize = 1 << 20;
 /// Largest gap between consecutive records that still counts as reading a
 /// log in order.
 pub const NEAR: u64 = 64 << 10;
+/// For a mapped log, the gaps between consecutive records, in record
+/// sizes, up to which a walk in order is dense enough to read ahead. A
+/// sparse walk — one key range's values
+/// in a WAL kept as a value log, written in time order among every other
+/// range's — gains nothing from a window, since most of it is other
+/// records, and on cached data the `MADV_WILLNEED` of each window only
+/// walks the page cache: it cost scans of one range's recent values
+/// about 40 % (bench/journal/2026-11-27-12).
+pub const DENSE_GAP_RECORDS: u64 = 1;
 /// Logs with a window kept at once.
 pub const MAX_LOGS: usize = 32;
 
@@ -156,13 +165,20 @@ impl ValueReader {
         cap: usize,
     ) -> Result<Vec<u8>> {
         let (offset, end) = (ptr.offset, ptr.offset + ptr.record_size());
+        let mapped = log.mapped_record(ptr);
+        // A pread window holds the gaps too, but costs one read either way;
+        // a mapped log is read ahead only for a dense walk.
+        let near = match mapped {
+            Some(_) => DENSE_GAP_RECORDS * ptr.record_size(),
+            None => NEAR,
+        };
         // At most one holds: the record starts after the last one ended, or
         // ends before it started.
-        let forward = offset >= w.last.1 && offset - w.last.1 <= NEAR;
-        let backward = end <= w.last.0 && w.last.0 - end <= NEAR;
+        let forward = offset >= w.last.1 && offset - w.last.1 <= near;
+        let backward = end <= w.last.0 && w.last.0 - end <= near;
         w.last = (offset, end);
         w.streak = if forward || backward { w.streak + 1 } else { 0 };
-        if let Some(record) = log.mapped_record(ptr) {
+        if let Some(record) = mapped {
             // Served from the page cache; a cursor going one way through the
             // log asks the kernel to read the next window ahead of it.
             if w.streak >= STREAK && !w.holds(offset, end) {
@@ -322,6 +338,21 @@ mod tests {
             assert_eq!(r.read(&v, &ptrs[i].encode()).unwrap(), vals[i]);
         }
         assert!(reads.totals().1 <= log_size + MAX_WINDOW as u64);
+
+        // Sparse in order (every 40th record, ~25 KB apart, as one key
+        // range's values among others' in a WAL): a mapped log is not read
+        // ahead; a pread window still is (one read serves several).
+        let reads = Arc::new(DiskReads::default());
+        let mut r = ValueReader::new(scan, reads.clone());
+        let sparse: Vec<usize> = (0..vals.len()).step_by(40).collect();
+        for &i in &sparse {
+            assert_eq!(r.read(&v, &ptrs[i].encode()).unwrap(), vals[i]);
+        }
+        if mapped {
+            assert_eq!(r.reads_issued(), 0, "a sparse walk asked for readahead");
+            let exact: u64 = sparse.iter().map(|&i| ptrs[i].record_size()).sum();
+            assert_eq!(reads.totals().1, exact);
+        }
 
         // Far jumps: each read is exact.
         let reads = Arc::new(DiskReads::default());
