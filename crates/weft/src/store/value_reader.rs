@@ -33,7 +33,9 @@
 //! window bytes: every record is copied straight out of the mapping, and
 //! where the reader would have refilled a window it asks the kernel to read
 //! that range ahead instead (`MADV_WILLNEED`), so a long scan over a cold
-//! log still streams while a short one issues no system call at all. The
+//! log still streams while a short one issues no system call at all. For
+//! a mapped log "in order" is stricter ([`DENSE_GAP_RECORDS`]): a walk
+//! whose records lie farther apart is served record by record. The
 //! `pread` windows above serve logs the kernel would not map.
 //!
 //! UniKV also reads values with a thread pool; here a cursor is driven by
