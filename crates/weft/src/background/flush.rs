@@ -1,6 +1,7 @@
 //! Flush: writes the oldest immutable memtable into one UnsortedStore
 //! table per partition it touches, indexes them, makes them live, and
-//! deletes the memtable's WAL.
+//! deletes the memtable's WAL — or, when the tables point at values logged
+//! in it (`Options::values_in_wal`), keeps it as a value log.
 
 use std::sync::Arc;
 
