@@ -90,7 +90,7 @@ fn partition_bounds(v: &Version) -> Vec<PartitionBounds> {
 /// Flushes the oldest immutable memtable, then checkpoints the indexes
 /// that are due.
 pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
-    let (mem, wal_number, wal_size, last_sequence, bounds) = {
+    let (mem, wal_number, wal_size, has_logged_puts, last_sequence, bounds) = {
         let st = core.state.lock();
         let Some(imm) = st.imms.front() else {
             return Ok(());
@@ -99,6 +99,7 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
             Arc::clone(&imm.mem),
             imm.wal_number,
             imm.wal_size,
+            imm.wal_has_logged_puts,
             imm.last_sequence,
             partition_bounds(&st.version),
         )
@@ -112,11 +113,12 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     core.closed_wals.sync_through(wal_number)?;
     // Values logged in the WAL stay there: the tables point at them.
     let wal_path = crate::filename::wal_path(&core.dir, wal_number);
-    let logged = match core.logged_from(true) {
-        Some(_) => Some(LoggedValues::read(
+    // A WAL without one (small values only) is not read back.
+    let logged = match has_logged_puts {
+        true => Some(LoggedValues::read(
             &*core.fs, &wal_path, wal_number, wal_size,
         )?),
-        None => None,
+        false => None,
     };
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();
@@ -198,7 +200,7 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
                     wal_number,
                     LiveValueLog {
                         file,
-                        garbage: wal_garbage.min(wal_size),
+                        garbage: wal_garbage,
                         refs: stats.logged_partitions.iter().map(|(p, _)| *p).collect(),
                     },
                 );

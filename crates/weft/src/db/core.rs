@@ -76,6 +76,8 @@ pub(crate) struct ImmutableMemtable {
     /// memtable is immutable): the size it has as a value log if a flush
     /// keeps it (`Options::values_in_wal`).
     pub wal_size: u64,
+    /// [`ActiveWal::has_logged_puts`] of its WAL, final at the rotation.
+    pub wal_has_logged_puts: bool,
 }
 
 /// Everything guarded by `Core::state`.
@@ -164,6 +166,10 @@ pub(crate) struct ActiveWal {
     pub writer: LogWriter,
     /// The WAL's file number (`EngineState::mem_wal`).
     pub number: u64,
+    /// Whether a record holds a logged put (`Options::values_in_wal`): set
+    /// under the WAL lock by the append, so it costs no line of its own;
+    /// a flush reads the WAL back for the puts' offsets only when it is.
+    pub has_logged_puts: bool,
 }
 
 /// WALs rotated out whose records may not be on disk yet, oldest first.

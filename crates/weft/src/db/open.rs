@@ -268,6 +268,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         shutting_down: false,
     };
     let wal = ActiveWal {
+        has_logged_puts: false,
         writer: wal_writer,
         number: engine.mem_wal,
     };

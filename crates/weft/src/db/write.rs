@@ -112,14 +112,19 @@ impl Core {
             return Ok(());
         }
         let bytes = batch.approximate_size() as u64;
+        let mut has_logged_puts = false;
         if let Some(from) = self.logged_from(logged) {
             // On the writer's own thread, outside the WAL lock: `Db::put`
             // builds its batch logged already; a user's batch is copied.
-            if let Some(logged) = batch.with_puts_logged_from(from) {
-                batch = logged;
+            // A batch smaller than the threshold holds no value that large.
+            if batch.approximate_size() >= from {
+                if let Some(logged) = batch.with_puts_logged_from(from) {
+                    batch = logged;
+                }
+                has_logged_puts = batch.iter().flatten().any(|op| op.logged.is_some());
             }
         }
-        let appended = self.append(&mut batch, sync, logged)?;
+        let appended = self.append(&mut batch, sync, logged, has_logged_puts)?;
         let mem = &appended.pinned.mem;
         if !self.has_room(mem) {
             // Outside the WAL lock (a memtable's size reads lines every
@@ -160,7 +165,13 @@ impl Core {
     /// Takes the batch's sequences and appends it to the WAL, under the WAL
     /// lock; goes to [`Core::make_room`] first whenever the memtable is
     /// full or background work is behind.
-    fn append(&self, batch: &mut WriteBatch, sync: bool, logged: bool) -> Result<Appended> {
+    fn append(
+        &self,
+        batch: &mut WriteBatch,
+        sync: bool,
+        logged: bool,
+        has_logged_puts: bool,
+    ) -> Result<Appended> {
         let ops = batch.len();
         let defer = self.options.manual_wal_flush && !sync;
         // The slow path slows a writer once at most; after it, only a full
@@ -195,7 +206,12 @@ impl Core {
                 }
             }
             if logged {
-                let ActiveWal { writer, .. } = &mut *wal;
+                let ActiveWal {
+                    writer,
+                    has_logged_puts: wal_has_logged_puts,
+                    ..
+                } = &mut *wal;
+                *wal_has_logged_puts |= has_logged_puts;
                 // With `manual_wal_flush`, the record waits in the writer's
                 // buffer for `Db::flush_wal` (a sync writes it anyway).
                 let added = match defer {
@@ -398,8 +414,13 @@ impl Core {
                 self.poison_holding_state(&e, st);
                 return Err(e);
             }
-            let active = ActiveWal { writer, number };
+            let active = ActiveWal {
+                writer,
+                number,
+                has_logged_puts: false,
+            };
             let old = std::mem::replace(&mut *wal, active);
+            let wal_has_logged_puts = old.has_logged_puts;
             self.closed_wals.push(st.mem_wal, old.writer);
             // Writers take sequences under this lock: none up to this one
             // goes to the new memtable, none after it to the old.
@@ -412,6 +433,7 @@ impl Core {
                 made_immutable: Instant::now(),
                 last_sequence,
                 wal_size,
+                wal_has_logged_puts,
             });
             st.imm_created += 1;
             // Published before the WAL lock is released: a writer that puts
