@@ -184,6 +184,9 @@ pub struct StoreKnobs {
     /// `--row_cache_size` ([`weft::Options::row_cache_size`]): bytes of
     /// values cached by key; 0 = off.
     pub row_cache_size: Option<usize>,
+    /// `--munk_cache_size` ([`weft::Options::munk_cache_size`]): bytes of
+    /// hot partitions held in memory; 0 = off.
+    pub munk_cache_size: Option<usize>,
 }
 
 impl Default for BenchConfig {

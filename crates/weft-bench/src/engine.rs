@@ -161,6 +161,9 @@ pub fn weft_options(c: &BenchConfig) -> Options {
     if let Some(v) = s.rate_limiter_bytes_per_sec {
         o = o.background_write_rate(v);
     }
+    if let Some(v) = s.munk_cache_size {
+        o = o.munk_cache_size(v);
+    }
     if let Some(v) = s.row_cache_size {
         o = o.row_cache_size(v);
     }

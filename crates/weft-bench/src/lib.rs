@@ -587,6 +587,7 @@ pub fn config_json(c: &BenchConfig) -> serde_json::Value {
         "max_background_jobs": c.store.max_background_jobs,
         "rate_limiter_bytes_per_sec": c.store.rate_limiter_bytes_per_sec,
         "row_cache_size": c.store.row_cache_size,
+        "munk_cache_size": c.store.munk_cache_size,
         "mmap_read": c.store.mmap_read,
         "values_in_wal": c.store.values_in_wal,
         "record_count": c.record_count(),

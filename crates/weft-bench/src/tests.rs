@@ -202,6 +202,7 @@ fn store_knobs_reach_weft_options() {
     cfg.store.gc_garbage_ratio = Some(0.25);
     cfg.store.gc_min_garbage_bytes = Some(99);
     cfg.store.row_cache_size = Some(1 << 22);
+    cfg.store.munk_cache_size = Some(1 << 23);
     let o = engine::weft_options(&cfg);
     assert_eq!(o.block_cache_size, 12345);
     assert_eq!(o.bloom_bits_per_key, 7);
@@ -212,6 +213,7 @@ fn store_knobs_reach_weft_options() {
     assert_eq!(o.gc_garbage_ratio, 0.25);
     assert_eq!(o.gc_min_garbage_bytes, 99);
     assert_eq!(o.row_cache_size, 1 << 22);
+    assert_eq!(o.munk_cache_size, 1 << 23);
     // Unset knobs keep the engine's defaults.
     let d = engine::weft_options(&BenchConfig::default());
     assert_eq!(d.partition_size, weft::Options::default().partition_size);

@@ -245,6 +245,10 @@ pub struct BenchArgs {
     /// storage, by key); 0 = off [default: 0]
     #[arg(long = "row_cache_size")]
     pub row_cache_size: Option<usize>,
+    /// Weft: bytes of munks, hot partitions held whole in memory; 0 = off
+    /// [default: 0]
+    #[arg(long = "munk_cache_size")]
+    pub munk_cache_size: Option<usize>,
     /// Weft: read table blocks from a mapping of each table (page cache)
     /// instead of through the block cache [default: true]
     #[arg(long = "mmap_read", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
@@ -415,7 +419,8 @@ impl BenchArgs {
             values_in_wal,
             max_background_jobs,
             rate_limiter_bytes_per_sec,
-            row_cache_size
+            row_cache_size,
+            munk_cache_size
         );
         macro_rules! analytics {
             ($($f:ident => $g:ident),*) => {
@@ -520,6 +525,7 @@ mod tests {
             "bench",
             "--cache_size=1048576",
             "--row_cache_size=2097152",
+            "--munk_cache_size=4194304",
             "--bloom_bits=12",
             "--disable_wal",
             "--histogram=1",
@@ -546,6 +552,7 @@ mod tests {
         let c = b.to_config(db);
         assert_eq!(c.cache_size, 1 << 20);
         assert_eq!(c.store.row_cache_size, Some(2 << 20));
+        assert_eq!(c.store.munk_cache_size, Some(4 << 20));
         assert_eq!(c.bloom_bits, Some(12));
         assert!(c.disable_wal && c.histogram && !c.progress);
         assert_eq!(c.engine, "weft");

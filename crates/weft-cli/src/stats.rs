@@ -74,6 +74,28 @@ pub fn to_table(s: &Stats) -> String {
             c.hits, c.misses, c.usage, c.capacity
         ),
     );
+    let m = &s.munks;
+    if m.capacity == 0 {
+        row("munks", "off".to_string());
+    } else {
+        row(
+            "munks",
+            format!(
+                "{} held, {} of {} bytes ({} resident), {} hits, {} loads, {} rebalances \
+                 ({} bytes built), {} relabels, {} evictions",
+                m.munks,
+                m.bytes,
+                m.capacity,
+                m.resident_bytes,
+                m.hits,
+                m.loads,
+                m.rebalances,
+                m.build_bytes,
+                m.relabels,
+                m.evictions
+            ),
+        );
+    }
     let r = &s.row_cache;
     if r.capacity == 0 {
         row("row cache", "off".to_string());
@@ -294,6 +316,7 @@ mod tests {
         assert!(j["partitions"].as_array().unwrap().is_empty());
         assert_eq!(j["block_cache"]["hits"], 0);
         assert_eq!(j["row_cache"]["capacity"], 0);
+        assert_eq!(j["munks"]["capacity"], 0);
         let text = serde_json::to_string(&j).unwrap();
         let back: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(back, j);

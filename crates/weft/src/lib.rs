@@ -56,8 +56,8 @@ pub use memtable::MemtableKind;
 pub use options::{prefix_successor, Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;
 pub use stats::{
-    BackgroundJobStats, CacheStats, DiskUsage, JobKind, PartitionStats, ReadStats, RowCacheStats,
-    Stats,
+    BackgroundJobStats, CacheStats, DiskUsage, JobKind, MunkStats, PartitionStats, ReadStats,
+    RowCacheStats, Stats,
 };
 
 /// What the memtable benchmark, the crash tests and tools reach inside the

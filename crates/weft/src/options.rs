@@ -39,6 +39,14 @@ pub struct Options {
     /// value. Default 0 (off): see `docs/DESIGN.md` §1.3.1 for the measured
     /// trade-off; while on, every write also takes a shard lock per key.
     pub row_cache_size: usize,
+    /// Memory in bytes for munks (EvenDB's hot chunks, `store::munk`): the
+    /// hottest partitions, by decayed read counts, held whole in memory as
+    /// sorted arrays with their values, so gets and scans of their ranges
+    /// read no table and no value log, and their UnsortedStores are merged
+    /// on disk less often (their reads do not probe those tables). A
+    /// partition larger than this never gets one. Default 0 (off): see
+    /// `docs/DESIGN.md` §1.3.2.
+    pub munk_cache_size: usize,
     /// Gets and scans read table data blocks from a read-only mapping of
     /// each table, the kernel's page cache standing in for the block cache
     /// (RocksDB's `allow_mmap_reads`; each block's checksum is verified the
@@ -153,6 +161,11 @@ pub struct Options {
     /// change.
     #[doc(hidden)]
     pub file_system: Arc<dyn FileSystem>,
+    /// The decayed read count (sampled: `store::munk`) from which a
+    /// partition's munk is loaded. Hidden: tests set 0 so that every
+    /// partition that fits gets one at once.
+    #[doc(hidden)]
+    pub munk_min_heat: u64,
 }
 
 impl Default for Options {
@@ -166,6 +179,7 @@ impl Default for Options {
             block_size: 4 << 10,
             block_cache_size: 64 << 20,
             row_cache_size: 0,
+            munk_cache_size: 0,
             mmap_reads: true,
             bloom_bits_per_key: 10,
             table_size: 32 << 20,
@@ -183,6 +197,7 @@ impl Default for Options {
             background_jobs: default_background_jobs(),
             background_write_rate: 0,
             file_system: crate::util::fs::real(),
+            munk_min_heat: crate::store::munk::DEFAULT_MIN_HEAT,
         }
     }
 }
@@ -222,6 +237,8 @@ impl Options {
         block_cache_size: usize,
         /// Sets [`Options::row_cache_size`].
         row_cache_size: usize,
+        /// Sets [`Options::munk_cache_size`].
+        munk_cache_size: usize,
         /// Sets [`Options::mmap_reads`].
         mmap_reads: bool,
         /// Sets [`Options::bloom_bits_per_key`].
@@ -257,6 +274,9 @@ impl Options {
         /// Sets [`Options::file_system`].
         #[doc(hidden)]
         file_system: Arc<dyn FileSystem>,
+        /// Sets [`Options::munk_min_heat`].
+        #[doc(hidden)]
+        munk_min_heat: u64,
     }
 
     /// The dead bytes a partition's collectable logs must hold together

@@ -63,6 +63,8 @@ pub struct Stats {
     pub block_cache: CacheStats,
     /// Row cache counters (all zero when `Options::row_cache_size` is 0).
     pub row_cache: RowCacheStats,
+    /// Munk counters (all zero when `Options::munk_cache_size` is 0).
+    pub munks: MunkStats,
     /// Live tables whose blocks gets and scans read from a mapping
     /// (`Options::mmap_reads`) rather than through the block cache.
     pub mapped_tables: u64,
@@ -150,17 +152,20 @@ pub enum JobKind {
     /// A partition's hash index written to a checkpoint file (run by the
     /// flush that made it due, after that flush's tables are live).
     IndexCheckpoint,
+    /// A munk loaded or rebalanced (in memory: it writes nothing).
+    Munk,
 }
 
 impl JobKind {
     /// Every kind, in the order [`Stats::background_jobs`] lists them.
-    pub const ALL: [JobKind; 6] = [
+    pub const ALL: [JobKind; 7] = [
         JobKind::Flush,
         JobKind::Merge,
         JobKind::Gc,
         JobKind::Split,
         JobKind::Consolidation,
         JobKind::IndexCheckpoint,
+        JobKind::Munk,
     ];
 
     /// A short lower-case name, for reports.
@@ -172,6 +177,7 @@ impl JobKind {
             JobKind::Split => "split",
             JobKind::Consolidation => "consolidation",
             JobKind::IndexCheckpoint => "index checkpoint",
+            JobKind::Munk => "munk",
         }
     }
 
@@ -184,6 +190,7 @@ impl JobKind {
             JobKind::Split => 3,
             JobKind::Consolidation => 4,
             JobKind::IndexCheckpoint => 5,
+            JobKind::Munk => 6,
         }
     }
 }
@@ -335,6 +342,37 @@ pub struct RowCacheStats {
     pub skipped_fills: u64,
     /// Cached keys brought up to date (or dropped) by puts and deletes.
     pub refreshes: u64,
+}
+
+/// Munk counters (`Options::munk_cache_size`, `store::munk`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MunkStats {
+    /// The budget in bytes (0: munks are off).
+    pub capacity: u64,
+    /// Partitions with a munk installed now.
+    pub munks: u64,
+    /// Bytes of the installed munks.
+    pub bytes: u64,
+    /// Bytes of every munk image still in memory: installed ones and
+    /// replaced or evicted ones that readers still hold.
+    pub resident_bytes: u64,
+    /// Gets answered from a munk.
+    pub hits: u64,
+    /// Munks built from their partition's tables.
+    pub loads: u64,
+    /// Munks rebuilt in memory with the tables flushed since (EvenDB's
+    /// munk rebalance: in-memory compaction). Compare with
+    /// [`Stats::merges`], the rewrites on disk.
+    pub rebalances: u64,
+    /// Munks kept through a merge or GC of their partition.
+    pub relabels: u64,
+    /// Munks dropped: to make room for hotter partitions, over the budget,
+    /// or behind a rewrite they could not follow.
+    pub evictions: u64,
+    /// Bytes of munk images built (loads and rebalances): the memory
+    /// copying that in-memory compaction does instead of disk writes.
+    pub build_bytes: u64,
 }
 
 /// Who a read from disk is for.

@@ -951,6 +951,22 @@ fn configs() -> Vec<Config> {
         "tiny-separate-at-merge",
         tiny().values_in_wal(false),
     ));
+    // Munks loaded eagerly: reads of a partition with one go to it.
+    v.push(config(
+        "tiny-munks",
+        tiny()
+            .partition_size(64 << 10)
+            .munk_cache_size(1 << 20)
+            .munk_min_heat(0),
+    ));
+    // A budget for about one munk: loads and evictions all the time.
+    v.push(config(
+        "tiny-munks-small-budget",
+        tiny()
+            .memtable(MemtableKind::SkipList)
+            .munk_cache_size(12 << 10)
+            .munk_min_heat(0),
+    ));
     v.push(config(
         "tiny-separate-all-one-log",
         tiny().min_blob_size(1).max_value_logs(1),

@@ -575,6 +575,11 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
     if rng.gen_bool(0.5) {
         options = options.mmap_reads(false);
     }
+    // Munks (loaded eagerly) or not, drawn apart from the history so the
+    // operations of a seed stay what they were.
+    if common::rng(seed ^ 0x6d75_6e6b).gen_bool(0.5) {
+        options = options.munk_cache_size(256 << 10).munk_min_heat(0);
+    }
     let db = Db::open(dir.path(), options.clone()).expect("open");
     let mut h = Harness {
         db: Some(db),

@@ -140,16 +140,21 @@ fn random_options(rng: &mut StdRng, fs: &Arc<FaultFs>) -> (Options, String) {
     if rng.gen_ratio(1, 4) {
         o = o.partition_size(1 << 30);
     }
+    // Munks, loaded eagerly: the checks after each reopen read through them.
+    if rng.gen_ratio(1, 3) {
+        o = o.munk_cache_size(256 << 10).munk_min_heat(0);
+    }
     let desc = format!(
         "{kind:?} wb={} mmap_reads={} manual_wal_flush={} blob={} values_in_wal={} partition={} \
-         jobs={}",
+         jobs={} munks={}",
         o.write_buffer_size,
         o.mmap_reads,
         o.manual_wal_flush,
         o.min_blob_size,
         o.values_in_wal,
         o.partition_size,
-        o.background_jobs
+        o.background_jobs,
+        o.munk_cache_size
     );
     (o, desc)
 }

@@ -26,8 +26,9 @@ pub(super) fn pick_consolidation(core: &Core, st: &EngineState) -> Option<u64> {
     {
         return None;
     }
+    // A munk'd partition's scans read its munk, not its tables.
     st.idle_partitions()
-        .filter(|p| p.unsorted.len() > core.options.scan_merge_limit)
+        .filter(|p| p.unsorted.len() > core.options.scan_merge_limit && !p.munk.is_loaded())
         .max_by_key(|p| p.unsorted.len())
         .map(|p| p.id)
 }

@@ -9,6 +9,10 @@ use crate::db::core::{Core, EngineState};
 use crate::error::Result;
 use crate::store::Partition;
 
+/// How many times `unsorted_limit` a partition with a munk may hold in its
+/// UnsortedStore before a merge is due.
+const MUNK_UNSORTED_FACTOR: u64 = 8;
+
 /// A partition whose UnsortedStore passed the limit, or one a manual
 /// compaction asked for, and whether it is urgent: it has reached
 /// `unsorted_slowdown_tables`, so writers are being slowed for it (see
@@ -48,12 +52,26 @@ pub(super) fn pick_merge(core: &Core, st: &mut EngineState) -> Option<(u64, bool
         Some(_) => (opts.unsorted_slowdown_tables / 2).max(2),
         None => usize::MAX,
     };
+    // A partition with a munk standing for it reads from memory, not from
+    // its UnsortedStore tables: its merge waits for a larger UnsortedStore
+    // (EvenDB lets a munk'd chunk's log grow tenfold), so disk rewrites go
+    // to cold partitions.
+    let munk_due_by_count = (opts.unsorted_slowdown_tables * 3 / 4).max(2);
+    let munk_limit = opts.unsorted_limit.saturating_mul(MUNK_UNSORTED_FACTOR);
+    let has_munk =
+        |p: &Partition| core.munks_on() && p.munk.load().is_some_and(|m| m.covers(p).is_some());
     let by_size = st
         .idle_partitions()
         .filter(|p| {
-            p.unsorted_bytes() > opts.unsorted_limit
-                || p.unsorted.len() >= due_by_count
-                || urgent(p)
+            urgent(p)
+                || match has_munk(p) {
+                    true => {
+                        p.unsorted_bytes() > munk_limit || p.unsorted.len() >= munk_due_by_count
+                    }
+                    false => {
+                        p.unsorted_bytes() > opts.unsorted_limit || p.unsorted.len() >= due_by_count
+                    }
+                }
         })
         .max_by_key(|p| (urgent(p), p.unsorted_bytes()))
         .map(|p| (p.id, urgent(p)));

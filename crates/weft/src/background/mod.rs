@@ -15,7 +15,8 @@
 //!
 //! One module per job: [`flush`], [`checkpoint`] (of a partition's hash
 //! index), [`merge`] and [`gc`] (both rewrite a SortedStore: [`rewrite`]),
-//! [`split`] and [`consolidate`]. Each job ends in [`commit::commit_edit`],
+//! [`split`], [`consolidate`] and [`munk`] (loads and rebalances of
+//! in-memory partitions). Each job ends in [`commit::commit_edit`],
 //! the one place a manifest edit is made, appended and installed, and its
 //! new files are held by a [`commit::NewFiles`] guard until then.
 //!
@@ -80,6 +81,7 @@ mod consolidate;
 mod flush;
 mod gc;
 mod merge;
+mod munk;
 mod policy;
 #[cfg(test)]
 mod pool_tests;
@@ -107,12 +109,17 @@ enum Job {
     Merge(u64),
     Collect(u64, BTreeSet<u64>),
     Split(u64),
+    Munk(u64, munk::MunkWork),
 }
 
 impl Job {
     fn partition(&self) -> u64 {
         match self {
-            Job::Consolidate(p) | Job::Merge(p) | Job::Collect(p, _) | Job::Split(p) => *p,
+            Job::Consolidate(p)
+            | Job::Merge(p)
+            | Job::Collect(p, _)
+            | Job::Split(p)
+            | Job::Munk(p, _) => *p,
         }
     }
 
@@ -123,9 +130,13 @@ impl Job {
             Job::Merge(_) => JobKind::Merge,
             Job::Collect(..) => JobKind::Gc,
             Job::Split(_) => JobKind::Split,
+            Job::Munk(..) => JobKind::Munk,
         }
     }
 }
+
+/// How often an idle pool thread looks for munk work while munks are on.
+const MUNK_LOOK_INTERVAL: Duration = Duration::from_millis(250);
 
 /// A background thread's loop, to run on a thread of its own.
 pub(crate) type ThreadLoop = Box<dyn FnOnce() + Send>;
@@ -212,7 +223,13 @@ fn run_jobs(core: &Arc<Core>, policy: &Mutex<Policy>) {
                         break (job, queued);
                     }
                 }
-                core.state_cv.wait(&mut st);
+                if core.munks_on() {
+                    // Reads heat partitions without waking anyone: look
+                    // again a few times per half-life.
+                    core.state_cv.wait_for(&mut st, MUNK_LOOK_INTERVAL);
+                } else {
+                    core.state_cv.wait(&mut st);
+                }
             }
         };
         let (pid, kind) = (job.partition(), job.kind());
@@ -224,6 +241,7 @@ fn run_jobs(core: &Arc<Core>, policy: &Mutex<Policy>) {
             }
             Job::Collect(p, victims) => activity("gc", || gc::collect_garbage(core, p, victims)),
             Job::Split(p) => activity("split", || split::split_partition(core, p)),
+            Job::Munk(p, work) => activity("munk", || munk::run_munk_job(core, p, work)),
         };
         core.counters.record_job(kind, queued, started.elapsed());
         if let Err(e) = result {
@@ -252,6 +270,7 @@ fn next_job(core: &Core, st: &mut EngineState, policy: &Mutex<Policy>) -> Option
         Kind::Split => Job::Split(jobs.split?),
         Kind::Gc => jobs.gc.map(|(p, victims)| Job::Collect(p, victims))?,
         Kind::Consolidate => Job::Consolidate(jobs.consolidate?),
+        Kind::Munk => jobs.munk.map(|(p, work)| Job::Munk(p, work))?,
     };
     Some((job, queued))
 }
@@ -270,6 +289,7 @@ struct DueJobs {
     split: Option<u64>,
     gc: Option<(u64, BTreeSet<u64>)>,
     consolidate: Option<u64>,
+    munk: Option<(u64, munk::MunkWork)>,
 }
 
 fn due_jobs(core: &Core, st: &mut EngineState) -> (Due, DueJobs) {
@@ -277,17 +297,20 @@ fn due_jobs(core: &Core, st: &mut EngineState) -> (Due, DueJobs) {
     let split = split::pick_split(core, st);
     let gc = gc::pick_gc(core, st);
     let consolidate = consolidate::pick_consolidation(core, st);
+    let munk = munk::pick_munk(core, st);
     let due = Due {
         merge: merge.map(|(_, urgent)| urgent),
         split: split.is_some(),
         gc: gc.is_some(),
         consolidate: consolidate.is_some(),
+        munk: munk.is_some(),
     };
     let jobs = DueJobs {
         merge: merge.map(|(p, _)| p),
         split,
         gc,
         consolidate,
+        munk,
     };
     (due, jobs)
 }

@@ -14,7 +14,8 @@
 //! slower), then a GC past its garbage ratio (space). Then the other merges
 //! (past `unsorted_limit`, or asked for by `compact`), which only shorten
 //! reads until the partition reaches the slowdown count and becomes urgent.
-//! Consolidation, which only speeds up scans, last.
+//! Consolidation, which only speeds up scans, and munk loads and
+//! rebalances (`store::munk`), which only speed up reads, last.
 //!
 //! **Ageing.** Each kind counts the jobs of other kinds that ran while it
 //! was due; the count restarts when a job of the kind runs or when none is
@@ -26,8 +27,8 @@
 //! `AGE_LIMIT` jobs, only an aged kind that has waited at least as long can
 //! still go first. Such a kind restarts its count at zero when it runs,
 //! while K's count goes on rising, so it cannot overtake K again before K
-//! runs; each of the other three kinds goes first at most once. K therefore
-//! waits at most `AGE_LIMIT + 3` jobs, under any load. The same bound holds
+//! runs; each of the other four kinds goes first at most once. K therefore
+//! waits at most `AGE_LIMIT + 4` jobs, under any load. The same bound holds
 //! for an urgent merge, so writers stalled at `unsorted_stop_tables` wait
 //! for a bounded number of jobs too; with an idle thread (nothing aged),
 //! they wait for none.
@@ -50,10 +51,18 @@ pub(super) enum Kind {
     Gc,
     /// Consolidation of an UnsortedStore, for scans.
     Consolidate,
+    /// A munk loaded or rebalanced (`store::munk`), for reads.
+    Munk,
 }
 
 impl Kind {
-    const ALL: [Kind; 4] = [Kind::Merge, Kind::Split, Kind::Gc, Kind::Consolidate];
+    const ALL: [Kind; 5] = [
+        Kind::Merge,
+        Kind::Split,
+        Kind::Gc,
+        Kind::Consolidate,
+        Kind::Munk,
+    ];
 
     fn index(self) -> usize {
         self as usize
@@ -73,6 +82,8 @@ pub(super) struct Due {
     pub gc: bool,
     /// A consolidation is due.
     pub consolidate: bool,
+    /// A munk load or rebalance is due.
+    pub munk: bool,
 }
 
 impl Due {
@@ -82,6 +93,7 @@ impl Due {
             Kind::Split => self.split,
             Kind::Gc => self.gc,
             Kind::Consolidate => self.consolidate,
+            Kind::Munk => self.munk,
         }
     }
 
@@ -94,6 +106,7 @@ impl Due {
             Some(Kind::Gc),
             (!urgent_merge).then_some(Kind::Merge),
             Some(Kind::Consolidate),
+            Some(Kind::Munk),
         ]
         .into_iter()
         .flatten()
@@ -107,10 +120,10 @@ impl Due {
 #[derive(Debug, Default)]
 pub(super) struct Policy {
     /// Per kind: jobs of other kinds that ran while it was due.
-    waited: [u32; 4],
+    waited: [u32; 5],
     /// Per kind: since when a job of it has been seen due without one
     /// starting (for [`crate::Stats::background_jobs`]' time queued).
-    due_since: [Option<Instant>; 4],
+    due_since: [Option<Instant>; 5],
 }
 
 impl Policy {
@@ -166,6 +179,7 @@ mod tests {
         split: false,
         gc: false,
         consolidate: false,
+        munk: false,
     };
 
     fn picks(policy: &mut Policy, due: Due, n: usize) -> Vec<Kind> {
@@ -186,6 +200,7 @@ mod tests {
             split: true,
             gc: true,
             consolidate: true,
+            munk: true,
         };
         let first = |due: Due| Policy::default().pick(&due);
         assert_eq!(first(all(true)), Some(Kind::Merge));
@@ -208,15 +223,23 @@ mod tests {
         assert_eq!(
             first(Due {
                 consolidate: true,
+                munk: true,
                 ..Due::default()
             }),
             Some(Kind::Consolidate)
+        );
+        assert_eq!(
+            first(Due {
+                munk: true,
+                ..Due::default()
+            }),
+            Some(Kind::Munk)
         );
     }
 
     /// The case of the issue: urgent merges due at every pick no longer
     /// keep a due split and GC waiting for ever; each runs after at most
-    /// `AGE_LIMIT + 3` other jobs, and merges still get their share.
+    /// `AGE_LIMIT + 4` other jobs, and merges still get their share.
     #[test]
     fn urgent_merges_without_end_do_not_starve_split_and_gc() {
         let mut policy = Policy::default();
@@ -224,6 +247,7 @@ mod tests {
             split: true,
             gc: true,
             consolidate: true,
+            munk: true,
             ..URGENT_MERGE
         };
         let run = picks(&mut policy, due, 40);
@@ -240,14 +264,14 @@ mod tests {
             for i in at {
                 let waited = last.map_or(i, |l| i - l - 1);
                 assert!(
-                    waited <= (AGE_LIMIT + 3) as usize,
+                    waited < AGE_LIMIT as usize + Kind::ALL.len(),
                     "{kind:?} waited {waited} jobs: {run:?}"
                 );
                 last = Some(i);
             }
         }
         let merges = run.iter().filter(|k| **k == Kind::Merge).count();
-        assert!(merges >= run.len() / 4, "{run:?}");
+        assert!(merges >= run.len() / Kind::ALL.len(), "{run:?}");
     }
 
     /// One upkeep job due beside endless urgent merges runs every

@@ -80,6 +80,9 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
             None => return Ok(()),
         }
     };
+    // A munk of the partition must hold every input to outlive the job
+    // (relabeled at the install): fold in what it lacks first.
+    super::munk::fold_new_tables(core, &part, &version)?;
     // Bytes of live values GC copies out of each victim log.
     let moved: Arc<Mutex<BTreeMap<u64, u64>>> = Default::default();
     let (inputs_unsorted, inputs_sorted, mut children): RewriteInputs = match &job {
@@ -206,6 +209,7 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
             p.sorted.extend(opened);
             p.sorted
                 .sort_by(|a, b| a.meta.smallest_user_key().cmp(b.meta.smallest_user_key()));
+            super::munk::relabel(core, &p, inputs().map(|t| t.meta.number));
             let mut v = st.version.with_partition(p);
             for (n, bytes) in &stats.garbage {
                 if let Some(log) = v.value_logs.get_mut(n) {

@@ -13,6 +13,7 @@ use crate::key::MAX_SEQUENCE;
 use crate::manifest::VersionEdit;
 use crate::stats::ReadPurpose;
 use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
+use crate::store::munk::Munk;
 use crate::store::{Partition, Placement, TableFile};
 
 /// A partition past `partition_size` whose SortedStore holds at least two
@@ -161,6 +162,13 @@ pub(super) fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
         }
     };
 
+    // A munk of the partition splits with it (flushes are held, so it
+    // still stands for `part` at the install): each half keeps its image.
+    let munk_halves = part
+        .munk
+        .load()
+        .filter(|m| m.covers(&part).is_some())
+        .map(|m| m.image.split_at(&split_key));
     let removed_checkpoint = commit_edit(
         core,
         new_files,
@@ -206,6 +214,19 @@ pub(super) fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
         },
         |st, (at, left, right, shared)| {
             let (left_id, right_id) = (left.id, right.id);
+            for p in [&left, &right] {
+                p.munk.inherit_heat(&part.munk);
+            }
+            if let Some((l, r)) = munk_halves {
+                left.munk
+                    .store(Some(Arc::new(Munk::new(Arc::new(l), &left, 0))));
+                right
+                    .munk
+                    .store(Some(Arc::new(Munk::new(Arc::new(r), &right, 0))));
+            }
+            // Readers of older versions keep the whole image as long as
+            // they hold it; the slot lets it go.
+            part.munk.store(None);
             st.next_partition_id += 2;
             // The split partition's index checkpoint went with it (the
             // manifest forgets checkpoints of removed partitions).

@@ -266,6 +266,16 @@ pub(crate) struct Counters {
     pub gc_bytes: AtomicU64,
     pub gcs: AtomicU64,
     pub consolidations: AtomicU64,
+    /// Munks built from a partition's tables.
+    pub munk_loads: AtomicU64,
+    /// Munks rebuilt in memory with the tables flushed since (rebalances).
+    pub munk_rebalances: AtomicU64,
+    /// Munks kept through a merge or GC of their partition (relabeled).
+    pub munk_relabels: AtomicU64,
+    /// Munks dropped to make room or because their partition went cold.
+    pub munk_evictions: AtomicU64,
+    /// Bytes of munk images built (loads and rebalances).
+    pub munk_build_bytes: AtomicU64,
     /// True once an iterator was created since the last consolidation
     /// started (scans in progress): the consolidation picker asks only
     /// whether any was, never how many.
@@ -321,6 +331,7 @@ impl Counters {
             JobKind::Split => load(&self.split_bytes),
             JobKind::Consolidation => load(&self.consolidation_bytes),
             JobKind::IndexCheckpoint => load(&self.checkpoint_bytes),
+            JobKind::Munk => 0,
         }
     }
 
@@ -404,6 +415,9 @@ pub(crate) struct Core {
     pub closed: AtomicBool,
     pub counters: Counters,
     pub reads: crate::store::ReadCounters,
+    /// Bytes of munk images alive (`store::munk`), installed or still
+    /// pinned by a reader: what [`Options::munk_cache_size`] bounds.
+    pub munk_bytes: Arc<AtomicU64>,
 }
 
 impl Core {
@@ -466,11 +480,17 @@ impl Core {
             closed: AtomicBool::new(false),
             counters,
             reads: Default::default(),
+            munk_bytes: Arc::default(),
         }
     }
 
     /// Publishes a new super version built from `st`. Called with the state
     /// lock held after every change to memtables or version.
+    /// True when munks are on ([`Options::munk_cache_size`] above zero).
+    pub fn munks_on(&self) -> bool {
+        self.options.munk_cache_size > 0
+    }
+
     pub fn install_super_version(&self, st: &EngineState) {
         let sv = Arc::new(SuperVersion {
             mem: Arc::clone(&st.mem),

@@ -37,6 +37,9 @@ pub struct DbIterator {
     /// iterator as a reader in flight for its whole life, so the memtables'
     /// read watermark stays at or below its sequence.
     pin: OwnedReadGuard<Arc<SuperVersion>>,
+    /// Munks are on (`Options::munk_cache_size`): each seek counts toward
+    /// the heat of the partition it lands in (`store::munk`).
+    munks: bool,
 }
 
 // A positioned cursor (RocksDB style), not a `std::iter::Iterator`: `next`
@@ -49,6 +52,7 @@ impl DbIterator {
         upper: Option<Vec<u8>>,
         purpose: ReadPurpose,
         pin: OwnedReadGuard<Arc<SuperVersion>>,
+        munks: bool,
     ) -> Self {
         DbIterator {
             merged,
@@ -59,6 +63,14 @@ impl DbIterator {
             values: None,
             purpose,
             pin,
+            munks,
+        }
+    }
+
+    /// Counts a seek to `key` toward its partition's heat (munks on).
+    fn touch(&self, key: &[u8]) {
+        if self.munks {
+            self.pin.holder().version.partition_for(key).munk.touch();
         }
     }
 
@@ -69,6 +81,7 @@ impl DbIterator {
 
     /// Positions on the first key.
     pub fn seek_to_first(&mut self) -> Result<()> {
+        self.touch(self.lower.as_deref().unwrap_or_default());
         let r = match self.lower.clone() {
             Some(l) => self.merged.seek(&l),
             None => self.merged.seek_to_first(),
@@ -78,6 +91,9 @@ impl DbIterator {
 
     /// Positions on the last key.
     pub fn seek_to_last(&mut self) -> Result<()> {
+        if let Some(u) = &self.upper {
+            self.touch(u);
+        }
         let r = match self.upper.clone() {
             Some(u) => self.merged.seek_before(&u),
             None => self.merged.seek_to_last(),
@@ -91,6 +107,7 @@ impl DbIterator {
             Some(l) if l.as_slice() > key => l.clone(),
             _ => key.to_vec(),
         };
+        self.touch(&target);
         let r = self.merged.seek(&target);
         self.settle(r, true)
     }
@@ -104,6 +121,7 @@ impl DbIterator {
             Some(u) if *u < after => u.clone(),
             _ => after,
         };
+        self.touch(key);
         let r = self.merged.seek_before(&target);
         self.settle(r, false)
     }

@@ -27,7 +27,7 @@ use crate::key::{SequenceNumber, ValueKind, MAX_KEY_SIZE};
 use crate::options::{prefix_successor, Options, ReadOptions, WriteOptions};
 use crate::snapshot::Snapshot;
 use crate::stats::ReadPurpose;
-use crate::stats::{PartitionStats, ReadStats, Stats};
+use crate::stats::{MunkStats, PartitionStats, ReadStats, Stats};
 use crate::wal::{LogRead, LogReader};
 pub use iter::{DbIterator, Range};
 
@@ -310,7 +310,10 @@ impl Db {
             return Ok(Some(v));
         }
         Ok(
-            match sv.version.get(key, seq, reads, core.cache.disk_reads())? {
+            match sv
+                .version
+                .get(key, seq, reads, core.cache.disk_reads(), core.munks_on())?
+            {
                 Some((found_seq, ValueKind::Put, v)) => {
                     if let (Some(rows), Some(bound)) = (rows, fill_bound) {
                         // The unit tests' window between the read and the
@@ -383,7 +386,7 @@ impl Db {
             m.prepare_scan(seq);
             children.push(VisibleIter::new(Arc::clone(m).iter(), seq));
         }
-        for it in sv.version.iters(opts.fill_cache) {
+        for it in sv.version.iters(opts.fill_cache, self.core().munks_on()) {
             children.push(VisibleIter::new(it, seq));
         }
         let merged = MergingIter::new(children);
@@ -395,6 +398,7 @@ impl Db {
                 fill_cache: opts.fill_cache,
             },
             reading,
+            self.core().munks_on(),
         )
     }
 
@@ -693,6 +697,26 @@ impl Db {
                 .as_ref()
                 .map(|rows| rows.stats())
                 .unwrap_or_default(),
+            munks: {
+                let installed: Vec<u64> = sv
+                    .version
+                    .partitions
+                    .iter()
+                    .filter_map(|p| p.munk.load().map(|m| m.image.bytes()))
+                    .collect();
+                MunkStats {
+                    capacity: core.options.munk_cache_size as u64,
+                    munks: installed.len() as u64,
+                    bytes: installed.iter().sum(),
+                    resident_bytes: core.munk_bytes.load(std::sync::atomic::Ordering::Relaxed),
+                    hits: core.reads.munk_hits.load(),
+                    loads: load(&c.munk_loads),
+                    rebalances: load(&c.munk_rebalances),
+                    relabels: load(&c.munk_relabels),
+                    evictions: load(&c.munk_evictions),
+                    build_bytes: load(&c.munk_build_bytes),
+                }
+            },
             mapped_tables: sv
                 .version
                 .all_tables()

@@ -37,6 +37,7 @@ pub mod compaction;
 pub mod gc;
 pub mod hash_index;
 pub mod logged_values;
+pub mod munk;
 mod partition;
 pub mod sorted_run;
 mod table_file;

@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::key::{SequenceNumber, ValueKind};
 use crate::util::stripe::StripedCounter;
 
+use super::munk::MunkSlot;
 use super::{hash_index, shared_index, SharedIndex, TableFile, INITIAL_INDEX_CAPACITY};
 
 /// Where point reads were answered and what they read: the per-layer I/O
@@ -25,6 +26,8 @@ pub struct ReadCounters {
     pub unsorted_hits: StripedCounter,
     /// Gets answered from the SortedStore.
     pub sorted_hits: StripedCounter,
+    /// Gets answered from a munk (`store::munk`).
+    pub munk_hits: StripedCounter,
     /// Gets that found nothing.
     pub misses: StripedCounter,
     /// UnsortedStore tables read by gets (index candidates and unknown tables).
@@ -65,6 +68,9 @@ pub struct Partition {
     /// partition, shared by the copies of it in successive versions: jobs
     /// on other partitions change their own indexes meanwhile.
     pub index_changes: Arc<parking_lot::Mutex<()>>,
+    /// The partition's munk and heat (`store::munk`), likewise shared by
+    /// its copies in successive versions.
+    pub munk: Arc<MunkSlot>,
 }
 
 impl Partition {
@@ -78,6 +84,7 @@ impl Partition {
             sorted: Vec::new(),
             index: shared_index(hash_index::HashIndex::with_capacity(INITIAL_INDEX_CAPACITY)),
             index_changes: Arc::default(),
+            munk: Arc::default(),
         }
     }
 
@@ -96,13 +103,29 @@ impl Partition {
         self.sorted.iter().map(|t| t.meta.size).sum()
     }
 
-    /// The newest version of `key` at `snapshot` in this partition.
+    /// The newest version of `key` at `snapshot` in this partition. With
+    /// `munks` on, the read counts toward the partition's heat, and a munk
+    /// standing for this version of the partition answers in place of the
+    /// tables it folded in.
     pub fn get(
         &self,
         key: &[u8],
         snapshot: SequenceNumber,
         counters: &ReadCounters,
+        munks: bool,
     ) -> Result<Option<(SequenceNumber, ValueKind, Vec<u8>)>> {
+        let munk = match munks {
+            true => {
+                self.munk.touch();
+                Some(self.munk.current())
+            }
+            false => None,
+        };
+        let munk = munk
+            .as_ref()
+            .and_then(|g| g.as_ref())
+            .and_then(|m| m.covers(self).map(|folded| (m, folded)));
+        let folded = munk.as_ref().map_or(0, |(_, folded)| *folded);
         // The hash index names the UnsortedStore tables that may hold the
         // key (tags collide, so each candidate is read and its key compared).
         // A table the index does not know is probed too: an older version
@@ -121,7 +144,7 @@ impl Partition {
                 Some(self.unsorted.iter().map(|t| !known(t)).collect())
             }
         };
-        for (i, t) in self.unsorted.iter().enumerate().rev() {
+        for (i, t) in self.unsorted.iter().enumerate().skip(folded).rev() {
             let unknown = unknown.as_ref().is_some_and(|u| u[i]);
             if !unknown && !candidates.contains(&t.meta.number) {
                 continue;
@@ -138,6 +161,15 @@ impl Partition {
                 return Ok(Some(found));
             }
             ReadCounters::bump(&counters.unsorted_false_probes);
+        }
+        if let Some((m, _)) = munk {
+            // The munk holds the SortedStore and the older tables, values
+            // resolved.
+            let found = m.image.get(key, snapshot);
+            if found.is_some() {
+                ReadCounters::bump(&counters.munk_hits);
+            }
+            return Ok(found);
         }
         // Merges never split one user key's versions across sorted tables,
         // so at most one table can hold the key.

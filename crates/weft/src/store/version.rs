@@ -108,10 +108,14 @@ impl Version {
         snapshot: SequenceNumber,
         counters: &ReadCounters,
         disk_reads: &DiskReads,
+        munks: bool,
     ) -> Result<Option<(SequenceNumber, ValueKind, Vec<u8>)>> {
         // Separated values are read from their value log, so a found version
         // is always `Put` or `Delete`.
-        match self.partition_for(key).get(key, snapshot, counters)? {
+        match self
+            .partition_for(key)
+            .get(key, snapshot, counters, munks)?
+        {
             Some((seq, ValueKind::Pointer, raw)) => {
                 ReadCounters::bump(&counters.value_log_reads);
                 Ok(Some((seq, ValueKind::Put, self.resolve(&raw, disk_reads)?)))
@@ -141,13 +145,24 @@ impl Version {
     /// table starts past the target (the run rests on its metadata:
     /// `sorted_run`), so a short scan reads the tables of the partitions it
     /// covers.
-    pub fn iters(&self, fill_cache: bool) -> Vec<Box<dyn InternalIterator>> {
+    pub fn iters(&self, fill_cache: bool, munks: bool) -> Vec<Box<dyn InternalIterator>> {
         let purpose = ReadPurpose::Scan { fill_cache };
         let mut runs: Vec<Vec<Arc<TableFile>>> = Vec::new();
         let mut strays: Vec<Vec<Arc<TableFile>>> = Vec::new();
         let mut sorted = Vec::new();
+        let mut images = Vec::new();
         for p in &self.partitions {
-            for (k, t) in p.unsorted.iter().rev().enumerate() {
+            // A munk standing for this version of the partition replaces
+            // its SortedStore and the UnsortedStore tables it folded in.
+            let folded = match munks {
+                true => p.munk.load().and_then(|m| {
+                    let folded = m.covers(p)?;
+                    images.push(Arc::clone(&m.image));
+                    Some(folded)
+                }),
+                false => None,
+            };
+            for (k, t) in p.unsorted[folded.unwrap_or(0)..].iter().rev().enumerate() {
                 if k == runs.len() {
                     runs.push(Vec::new());
                 }
@@ -158,17 +173,24 @@ impl Version {
                     strays.push(vec![Arc::clone(t)]);
                 }
             }
-            sorted.extend(p.sorted.iter().cloned());
+            if folded.is_none() {
+                sorted.extend(p.sorted.iter().cloned());
+            }
         }
         runs.extend(strays);
         if !sorted.is_empty() {
             runs.push(sorted);
         }
-        runs.into_iter()
+        let mut iters: Vec<Box<dyn InternalIterator>> = runs
+            .into_iter()
             .map(|run| {
                 Box::new(sorted_run::SortedRunIter::new(run, purpose)) as Box<dyn InternalIterator>
             })
-            .collect()
+            .collect();
+        if !images.is_empty() {
+            iters.push(Box::new(super::munk::MunkRunIter::new(images)));
+        }
+        iters
     }
 
     /// Every live table.
