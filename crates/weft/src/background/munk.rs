@@ -134,11 +134,13 @@ pub(super) fn pick_munk(core: &Core, st: &EngineState) -> Option<(u64, MunkWork)
     Some((p.id, MunkWork::Load))
 }
 
-/// The memory a munk of `p` would take: its tables and its share of the
-/// values in the logs it points into (an upper bound: overwritten versions
-/// and garbage are counted).
+/// The memory a munk of `p` would take: the size of its last munk, or its
+/// tables and its share of the values in the logs it points into. Only a
+/// guess: logs count overwritten versions and garbage, and a WAL kept as a
+/// value log is shared by every partition its memtable touched, each
+/// counted an equal share however many of its values are theirs.
 fn estimated_bytes(v: &Version, p: &Partition) -> u64 {
-    v.partition_bytes(p) + p.unsorted_bytes()
+    (v.partition_bytes(p) + p.unsorted_bytes()).max(p.munk.last_bytes())
 }
 
 fn evict(core: &Core, p: &Partition) {

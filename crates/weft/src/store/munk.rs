@@ -392,6 +392,10 @@ pub struct MunkSlot {
     /// The estimated size at which a load found the munk too large for the
     /// budget (0: never).
     refused: AtomicU64,
+    /// Bytes of the last image installed here: a better guess of the next
+    /// one's size than the tables' (values kept in a WAL shared by many
+    /// partitions count there only by share).
+    last_bytes: AtomicU64,
 }
 
 impl std::fmt::Debug for MunkSlot {
@@ -424,7 +428,15 @@ impl MunkSlot {
 
     /// Installs `munk` (or removes it with `None`).
     pub fn store(&self, munk: Option<Arc<Munk>>) {
+        if let Some(m) = &munk {
+            self.last_bytes.store(m.image.bytes(), Ordering::Relaxed);
+        }
         self.munk.store(munk);
+    }
+
+    /// Bytes of the last image installed (0: none yet).
+    pub fn last_bytes(&self) -> u64 {
+        self.last_bytes.load(Ordering::Relaxed)
     }
 
     /// True when a munk is installed.
