@@ -154,8 +154,11 @@ impl Version {
         for p in &self.partitions {
             // A munk standing for this version of the partition replaces
             // its SortedStore and the UnsortedStore tables it folded in.
+            // The iterator outlives this call, so it holds the image by
+            // an `Arc` (as it holds its super version); the munk itself
+            // is only looked at.
             let folded = match munks {
-                true => p.munk.load().and_then(|m| {
+                true => p.munk.current().as_ref().and_then(|m| {
                     let folded = m.covers(p)?;
                     images.push(Arc::clone(&m.image));
                     Some(folded)
