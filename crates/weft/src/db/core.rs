@@ -78,6 +78,10 @@ pub(crate) struct ImmutableMemtable {
     pub wal_size: u64,
     /// [`ActiveWal::has_logged_puts`] of its WAL, final at the rotation.
     pub wal_has_logged_puts: bool,
+    /// The lowest sequence its WAL may hold (one past the previous WAL's
+    /// `last_sequence`): with `last_sequence`, the range the change feed
+    /// looks for in it.
+    pub first_sequence: SequenceNumber,
 }
 
 /// Everything guarded by `Core::state`.
@@ -117,6 +121,8 @@ pub(crate) struct EngineState {
     /// counted).
     pub busy_partitions: std::collections::BTreeSet<u64>,
     pub shutting_down: bool,
+    /// The change feed's holds and retained WALs (`db::feed`).
+    pub feed: super::feed::FeedState,
 }
 
 impl EngineState {
@@ -368,6 +374,11 @@ pub(crate) struct Core {
     pub publication: Publication,
     /// Highest sequence handed out (changed only under `wal`).
     pub last_seq: AtomicU64,
+    /// Highest sequence whose write (and every earlier one) is known
+    /// fdatasynced, or was recovered: the change feed's durable limit.
+    /// Raised after every WAL sync that covers a sequence
+    /// ([`Core::note_durable`]).
+    pub durable_seq: AtomicU64,
     pub wal: Mutex<ActiveWal>,
     /// How far the WALs are known durable, as `(WAL number, bytes)`; held
     /// by the one writer whose `sync` write is running the fdatasync, so
@@ -452,6 +463,7 @@ impl Core {
             read_tracker,
             publication: Publication::new(last_seq),
             last_seq: AtomicU64::new(last_seq),
+            durable_seq: AtomicU64::new(last_seq),
             wal: Mutex::new(wal),
             wal_synced: Mutex::new((0, 0)),
             writes_throttled: AtomicBool::new(throttled),
@@ -533,6 +545,12 @@ impl Core {
     /// The latest visible sequence.
     pub fn visible(&self) -> SequenceNumber {
         self.publication.visible()
+    }
+
+    /// Every write up to `seq` is durable now (a sync covering its record
+    /// returned).
+    pub fn note_durable(&self, seq: SequenceNumber) {
+        self.durable_seq.fetch_max(seq, Ordering::AcqRel);
     }
 
     /// Refuses writes from now on (a WAL, manifest or flush failure).
