@@ -33,7 +33,7 @@
 //! as damage). A WAL deleted meanwhile (no hold kept it) ends the read with
 //! [`Error::ChangesReleased`].
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -42,60 +42,8 @@ use super::core::{Core, Counters, EngineState};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::{SequenceNumber, ValueKind};
-use crate::manifest::{holds_pin, RetainedWal, VersionEdit, MAX_HOLD_NAME};
+use crate::manifest::{holds_pin, VersionEdit, MAX_HOLD_NAME};
 use crate::wal::{LogLink, LogRead, LogReader};
-
-/// The change feed's part of the engine state (under `Core::state`).
-#[derive(Debug, Default)]
-pub(crate) struct FeedState {
-    /// The holds as they are now: name → the first sequence its holder
-    /// still needs. What a flush consults to retain its WAL.
-    pub holds: BTreeMap<String, u64>,
-    /// The holds as the manifest has them: behind [`FeedState::holds`]
-    /// after a release not yet written (lower, so retaining more).
-    pub persisted: BTreeMap<String, u64>,
-    /// Flushed WALs kept for the feed (tag 13), by number.
-    pub retained: BTreeMap<u64, RetainedWal>,
-    /// The lowest sequence the active WAL may hold: one past the last
-    /// sequence of the WAL before it.
-    pub active_first_seq: SequenceNumber,
-}
-
-impl FeedState {
-    /// Whether a hold needs the WAL whose sequences end at `last_seq`.
-    pub fn pins(&self, last_seq: SequenceNumber) -> bool {
-        holds_pin(self.holds.values(), last_seq)
-    }
-
-    /// The holds changed since the manifest last recorded them (to be
-    /// added to the next edit).
-    pub fn unpersisted(&self) -> Vec<(String, u64)> {
-        self.holds
-            .iter()
-            .filter(|(name, seq)| self.persisted.get(*name) != Some(seq))
-            .map(|(name, seq)| (name.clone(), *seq))
-            .collect()
-    }
-
-    /// The manifest now records `holds` (an edit holding them is durable).
-    pub fn note_persisted(&mut self, holds: &[(String, u64)]) {
-        for (name, seq) in holds {
-            self.persisted.insert(name.clone(), *seq);
-        }
-    }
-
-    /// The lowest sequence the feed can serve from: the first of its
-    /// oldest WAL, or a hold's if lower (every logged batch from a hold's
-    /// sequence on is retained; below the oldest WAL's first sequence but
-    /// at or past the hold, nothing was logged, or a crash took it before
-    /// it was durable, and the feed is simply empty there).
-    fn oldest(&self, sources: &[Source]) -> SequenceNumber {
-        let first = sources
-            .first()
-            .map_or(self.active_first_seq, |s| s.first_seq);
-        self.holds.values().copied().fold(first, u64::min)
-    }
-}
 
 /// How far a [`ChangeFeed`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -315,6 +263,13 @@ impl Iterator for ChangeFeed {
     }
 }
 
+/// The first sequence of the oldest of `sources`.
+fn first_seq(st: &EngineState, sources: &[Source]) -> SequenceNumber {
+    sources
+        .first()
+        .map_or(st.feed.active_first_seq, |s| s.first_seq)
+}
+
 /// Checks a hold's name: what the manifest can record.
 fn check_hold_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_HOLD_NAME {
@@ -364,7 +319,7 @@ impl Core {
     pub(crate) fn feed_oldest(&self) -> SequenceNumber {
         let st = self.state.lock();
         let sources = self.feed_sources(&st);
-        st.feed.oldest(&sources)
+        st.feed.oldest(first_seq(&st, &sources))
     }
 
     /// The highest sequence known durable and visible.
@@ -388,7 +343,7 @@ impl Core {
         };
         let st = self.state.lock();
         let sources = self.feed_sources(&st);
-        let oldest = st.feed.oldest(&sources);
+        let oldest = st.feed.oldest(first_seq(&st, &sources));
         drop(st);
         let from = seq.max(1);
         if from < oldest {

@@ -23,8 +23,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::core::{ActiveWal, Core, Counters, EngineState};
-use super::feed::FeedState;
+use super::core::{ActiveWal, Core, Counters, EngineState, FeedState};
 use crate::background::write_memtable;
 use crate::batch::WriteBatch;
 use crate::error::{Error, IoContext, Result};
