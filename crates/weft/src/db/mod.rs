@@ -841,7 +841,7 @@ impl Db {
     /// let db = Db::open(dir.path(), Options::default()).unwrap();
     /// let mut batch = WriteBatch::new();
     /// batch.put("a", "1").delete("b");
-    /// db.write(batch, &WriteOptions { sync: true, ..Default::default() }).unwrap();
+    /// db.write(batch, &WriteOptions::new().sync(true)).unwrap();
     /// let mut feed = db.changes_from(1, FeedLimit::Durable).unwrap();
     /// let group = feed.next().unwrap().unwrap();
     /// assert_eq!((group.first_seq(), group.last_seq()), (1, 2));
