@@ -131,6 +131,12 @@ pub fn to_json(s: &Stats) -> Value {
             "other": s.disk.other,
         },
         "live_bytes_estimate": s.live_bytes_estimate,
+        "feed_holds": s.feed_holds.iter().map(|h| json!({
+            "name": h.name,
+            "sequence": h.sequence,
+            "retained_bytes": h.retained_bytes,
+        })).collect::<Vec<_>>(),
+        "feed_retained_bytes": s.feed_retained_bytes,
         "reads": {
             "memtable_hits": s.reads.memtable_hits,
             "unsorted_hits": s.reads.unsorted_hits,

@@ -68,6 +68,20 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Prints the change feed (committed batches, in sequence order) from
+    /// SEQ: a `batch FIRST-LAST` line per batch, then one
+    /// `SEQ<TAB>put<TAB>key<TAB>value` or `SEQ<TAB>delete<TAB>key` line
+    /// per operation, bytes escaped as `scan` escapes them. Batches are
+    /// kept for the feed only while a hold needs them (`Db::hold_changes`);
+    /// a SEQ no longer held is an error naming the oldest one held.
+    Changes {
+        /// First sequence to print.
+        #[arg(long)]
+        from: u64,
+        /// Print at most this many batches.
+        #[arg(long)]
+        limit: Option<u64>,
+    },
     /// Runs db_bench-compatible benchmarks (no flags: a quick built-in run).
     Bench(Box<BenchArgs>),
     /// Serves the database over the Redis protocol (RESP2/RESP3); prints

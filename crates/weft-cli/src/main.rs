@@ -128,6 +128,15 @@ fn run(cli: Cli) -> CliResult {
             Ok(ExitCode::SUCCESS)
         }
         Command::Check => check(&dir()),
+        Command::Changes { from, limit } => {
+            let db = open(&dir(), false)?;
+            let mut out = BufWriter::new(io::stdout().lock());
+            changes(&db, from, limit.unwrap_or(u64::MAX), &mut out)?;
+            out.flush()?;
+            drop(out);
+            db.close()?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Stats { json } => {
             let db = open(&dir(), false)?;
             let s = db.stats();
@@ -289,6 +298,32 @@ fn scan(db: &Db, args: &ScanArgs, out: &mut dyn Write) -> CliResult<()> {
             it.prev()?;
         } else {
             it.next()?;
+        }
+    }
+    Ok(())
+}
+
+/// `weft changes`: up to `limit` batches of the change feed from `from`
+/// (the durable limit: everything an open recovered is durable).
+fn changes(db: &Db, from: u64, limit: u64, out: &mut dyn Write) -> CliResult<()> {
+    for group in db
+        .changes_from(from, weft::FeedLimit::Durable)?
+        .take(limit as usize)
+    {
+        let group = group?;
+        writeln!(out, "batch {}-{}", group.first_seq(), group.last_seq())?;
+        for (seq, op) in (group.first_seq()..).zip(group.ops()) {
+            match op {
+                weft::ChangeOp::Put { key, value } => writeln!(
+                    out,
+                    "{seq}\tput\t{}\t{}",
+                    key.escape_ascii(),
+                    value.escape_ascii()
+                )?,
+                weft::ChangeOp::Delete { key } => {
+                    writeln!(out, "{seq}\tdelete\t{}", key.escape_ascii())?
+                }
+            }
         }
     }
     Ok(())

@@ -171,6 +171,7 @@ pub fn to_table(s: &Stats) -> String {
         ),
     );
     out.push_str(&background_jobs_table(s));
+    out.push_str(&feed_holds(s));
     out.push_str(&format!("partitions: {}\n", s.partitions.len()));
     if let Some(line) = partition_size_line(s) {
         out.push_str(&format!("  {line}\n"));
@@ -220,6 +221,24 @@ pub fn to_table(s: &Stats) -> String {
                 per_key
             ));
         }
+    }
+    out
+}
+
+/// The change feed's holds, each with the WAL bytes kept for it.
+fn feed_holds(s: &Stats) -> String {
+    let mut out = format!(
+        "change feed holds: {} ({} of WALs retained)\n",
+        s.feed_holds.len(),
+        human_bytes(s.feed_retained_bytes)
+    );
+    for h in &s.feed_holds {
+        out.push_str(&format!(
+            "  {:<32} from sequence {:>12}, retains {}\n",
+            format!("\"{}\"", h.name.escape_debug()),
+            h.sequence,
+            human_bytes(h.retained_bytes)
+        ));
     }
     out
 }

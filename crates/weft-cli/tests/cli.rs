@@ -604,3 +604,46 @@ fn bench_new_benchmarks_parse_as_db_bench_lines_and_plot() {
     assert!(charts.join("throughput.png").exists());
     assert!(charts.join("latency-ycsb_a.png").exists());
 }
+
+/// `weft changes` prints the batches a hold kept, across the opens and
+/// closes of each command; `weft stats` shows the hold; a sequence no
+/// longer held is an error naming the oldest one held.
+#[test]
+fn changes_prints_the_held_batches() {
+    let (_t, db) = temp_db();
+    {
+        let d = weft::Db::open(&db, weft::Options::default()).unwrap();
+        d.hold_changes("cli", 1).unwrap();
+        d.close().unwrap();
+    }
+    ok(&db, &["put", "a", "1"]);
+    ok(&db, &["delete", "b\n"]);
+    ok(&db, &["put", "c", "3"]);
+    let out = ok(&db, &["changes", "--from", "1"]);
+    assert_eq!(
+        out,
+        "batch 1-1\n1\tput\ta\t1\nbatch 2-2\n2\tdelete\tb\\n\nbatch 3-3\n3\tput\tc\t3\n"
+    );
+    let out = ok(&db, &["changes", "--from", "2", "--limit", "1"]);
+    assert_eq!(out, "batch 2-2\n2\tdelete\tb\\n\n");
+    let table = ok(&db, &["stats"]);
+    assert!(table.contains("change feed holds: 1"), "{table}");
+    assert!(table.contains("\"cli\""), "{table}");
+    let json = ok(&db, &["stats", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["feed_holds"][0]["name"], "cli", "{json}");
+    assert_eq!(v["feed_holds"][0]["sequence"], 1, "{json}");
+    {
+        let d = weft::Db::open(&db, weft::Options::default()).unwrap();
+        d.drop_hold("cli").unwrap();
+        d.close().unwrap();
+    }
+    // The open that serves this removes the WALs no hold needs any more.
+    let o = weft(&db, &["changes", "--from", "1"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("no longer holds sequence 1"),
+        "{}",
+        stderr(&o)
+    );
+}

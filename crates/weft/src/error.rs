@@ -71,6 +71,22 @@ pub enum Error {
         supported: u64,
     },
 
+    /// The change feed no longer holds the sequence asked for: every batch
+    /// below `oldest` may have been released (no hold kept the WAL that
+    /// logged it). `Db::changes_from` and `Db::hold_changes` return it; a
+    /// consumer that must not miss a batch holds its place with a hold
+    /// (`docs/DESIGN.md` §1.5.1).
+    #[error(
+        "the change feed no longer holds sequence {requested}: the oldest it can serve is \
+         {oldest} (batches before it were released; a hold keeps them)"
+    )]
+    ChangesReleased {
+        /// The sequence asked for.
+        requested: u64,
+        /// The lowest sequence the feed can serve from.
+        oldest: u64,
+    },
+
     /// The database was closed; no further operations are possible.
     #[error("database is closed")]
     Closed,

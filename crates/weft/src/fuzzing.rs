@@ -41,7 +41,9 @@ use crate::util::fs::{real, Fs};
 use crate::wal::{LogReader, LogWriter};
 
 pub use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE};
-pub use crate::manifest::{ManifestState, VersionEdit, FORMAT_VERSION as STORE_FORMAT_VERSION};
+pub use crate::manifest::{
+    ManifestState, RetainedWal, VersionEdit, FORMAT_VERSION as STORE_FORMAT_VERSION,
+};
 pub use crate::store::hash_index::HashIndex;
 pub use crate::store::value_log::ValuePointer;
 pub use crate::store::{FileMeta, Placement};

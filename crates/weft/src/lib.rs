@@ -21,7 +21,9 @@
 //!
 //! [`Db`] and what it takes and returns: [`Options`], [`ReadOptions`],
 //! [`WriteOptions`], [`WriteBatch`], [`Snapshot`], the cursors
-//! ([`DbIterator`], [`Range`]), [`Error`], [`MemtableKind`] and [`Stats`].
+//! ([`DbIterator`], [`Range`]), the change feed ([`ChangeFeed`],
+//! [`ChangeGroup`], [`ChangeOp`], [`FeedLimit`]), [`Error`],
+//! [`MemtableKind`] and [`Stats`].
 //! Every other module is private to the crate: memtables, tables, logs and
 //! the manifest are free to change without a semver promise. The memtable
 //! benchmark, the crash tests and the server reach a few internals through
@@ -49,15 +51,15 @@ mod util;
 mod wal;
 
 pub use batch::WriteBatch;
-pub use db::{CheckReport, Db, DbIterator, Range};
+pub use db::{ChangeFeed, ChangeGroup, ChangeOp, CheckReport, Db, DbIterator, FeedLimit, Range};
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use memtable::MemtableKind;
 pub use options::{prefix_successor, Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;
 pub use stats::{
-    BackgroundJobStats, CacheStats, DiskUsage, JobKind, MunkStats, PartitionStats, ReadStats,
-    RowCacheStats, Stats,
+    BackgroundJobStats, CacheStats, DiskUsage, FeedHoldStats, JobKind, MunkStats, PartitionStats,
+    ReadStats, RowCacheStats, Stats,
 };
 
 /// What the memtable benchmark, the crash tests and tools reach inside the

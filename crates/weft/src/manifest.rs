@@ -22,7 +22,15 @@
 //! 10 value-log garbage: number, bytes           (added to the log's dead bytes)
 //! 11 index checkpoint: partition, number        (replaces the partition's previous one)
 //! 12 format version: varint                     (first field of every snapshot edit)
+//! 13 retain WAL: number, size, first_seq, last_seq (a flushed WAL kept for the change feed)
+//! 14 feed hold: name, seq                       (sets the hold: it needs every batch from seq on)
+//! 15 feed hold dropped: name
 //! ```
+//!
+//! A retained WAL (tag 13) lives while some hold's sequence is at or below
+//! its last sequence: replaying an edit that raises or drops holds drops
+//! the WALs no hold pins any more, so that rule needs no tag of its own
+//! and cannot disagree with the holds (`docs/DESIGN.md` §1.5.1).
 //!
 //! The store format version ([`FORMAT_VERSION`]) covers the WAL, write
 //! batches, value logs, the manifest and file naming. Every open writes a
@@ -45,8 +53,10 @@ use crate::wal::{LogRead, LogReader, LogWriter};
 /// by a rotation begins with a link record (`wal::LogLink`). 3: a write
 /// batch may hold logged puts (op kind 3, `crate::batch`), and a flushed
 /// WAL may stay as a value log (`NNNNNN.log` below the log number, named
-/// by tag 8 like a `.vlog`).
-pub const FORMAT_VERSION: u64 = 3;
+/// by tag 8 like a `.vlog`). 4: the change feed's edit tags 13–15
+/// (retained WALs, holds), which a format-3 build would reject as unknown
+/// tags (corruption) rather than as a newer store.
+pub const FORMAT_VERSION: u64 = 4;
 
 /// Tag of the format-version field.
 const FORMAT_VERSION_TAG: u8 = 12;
@@ -78,6 +88,36 @@ pub struct VersionEdit {
     pub value_log_garbage: Vec<(u64, u64)>,
     /// Hash-index checkpoints written (partition, file number).
     pub index_checkpoints: Vec<(u64, u64)>,
+    /// WALs kept for the change feed (number, what they hold).
+    pub retained_wals: Vec<(u64, RetainedWal)>,
+    /// Change-feed holds set (name, the first sequence the holder needs).
+    pub holds: Vec<(String, u64)>,
+    /// Change-feed holds dropped (name).
+    pub dropped_holds: Vec<String>,
+}
+
+/// A flushed WAL kept for the change feed (tag 13), or one the feed reads
+/// while it is still replayed or appended to: its file number names it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetainedWal {
+    /// Bytes of whole records in it: the feed reads no further (a
+    /// recovered WAL may have a torn tail after them, reserved zeros, or
+    /// both).
+    pub size: u64,
+    /// The lowest sequence it may hold.
+    pub first_seq: u64,
+    /// The highest sequence it may hold.
+    pub last_seq: u64,
+}
+
+/// Longest name a change-feed hold may have, in bytes.
+pub const MAX_HOLD_NAME: usize = 255;
+
+/// Whether any of `holds` (each the first sequence its holder needs) needs
+/// a WAL whose sequences end at `last_seq`: the one retention rule of the
+/// change feed, shared by the manifest's replay and the engine.
+pub fn holds_pin<'a>(holds: impl IntoIterator<Item = &'a u64>, last_seq: u64) -> bool {
+    holds.into_iter().any(|&h| h <= last_seq)
 }
 
 fn put_bytes(dst: &mut Vec<u8>, b: &[u8]) {
@@ -104,6 +144,16 @@ impl<'a> Decoder<'a> {
         let (b, rest) = self.data.split_at(n as usize);
         self.data = rest;
         Ok(b.to_vec())
+    }
+
+    /// A hold's name: UTF-8 of at most [`MAX_HOLD_NAME`] bytes, as
+    /// `Db::hold_changes` accepts.
+    fn hold_name(&mut self) -> std::result::Result<String, String> {
+        let b = self.bytes()?;
+        if b.is_empty() || b.len() > MAX_HOLD_NAME {
+            return Err(format!("hold name of {} bytes", b.len()));
+        }
+        String::from_utf8(b).map_err(|_| "hold name is not UTF-8".to_string())
     }
 
     fn byte(&mut self) -> std::result::Result<u8, String> {
@@ -192,6 +242,22 @@ impl VersionEdit {
             put_varint64(&mut b, *p);
             put_varint64(&mut b, *n);
         }
+        for (n, w) in &self.retained_wals {
+            b.push(13);
+            put_varint64(&mut b, *n);
+            put_varint64(&mut b, w.size);
+            put_varint64(&mut b, w.first_seq);
+            put_varint64(&mut b, w.last_seq);
+        }
+        for (name, seq) in &self.holds {
+            b.push(14);
+            put_bytes(&mut b, name.as_bytes());
+            put_varint64(&mut b, *seq);
+        }
+        for name in &self.dropped_holds {
+            b.push(15);
+            put_bytes(&mut b, name.as_bytes());
+        }
         b
     }
 
@@ -243,6 +309,20 @@ impl VersionEdit {
                 9 => e.dropped_value_logs.push((d.varint()?, d.varint()?)),
                 10 => e.value_log_garbage.push((d.varint()?, d.varint()?)),
                 11 => e.index_checkpoints.push((d.varint()?, d.varint()?)),
+                13 => {
+                    let n = d.varint()?;
+                    let w = RetainedWal {
+                        size: d.varint()?,
+                        first_seq: d.varint()?,
+                        last_seq: d.varint()?,
+                    };
+                    e.retained_wals.push((n, w));
+                }
+                14 => {
+                    let name = d.hold_name()?;
+                    e.holds.push((name, d.varint()?));
+                }
+                15 => e.dropped_holds.push(d.hold_name()?),
                 FORMAT_VERSION_TAG => e.format_version = Some(d.varint()?),
                 t => return Err(format!("unknown edit tag {t}")),
             }
@@ -322,9 +402,18 @@ pub struct ManifestState {
     pub value_logs: BTreeMap<u64, ValueLogMeta>,
     /// Latest hash-index checkpoint file of each partition.
     pub index_checkpoints: BTreeMap<u64, u64>,
+    /// Flushed WALs kept for the change feed, by number.
+    pub retained_wals: BTreeMap<u64, RetainedWal>,
+    /// Change-feed holds: name → the first sequence the holder needs.
+    pub holds: BTreeMap<String, u64>,
 }
 
 impl ManifestState {
+    /// Whether a hold needs a WAL whose sequences end at `last_seq`.
+    pub fn holds_pin(&self, last_seq: u64) -> bool {
+        holds_pin(self.holds.values(), last_seq)
+    }
+
     /// Applies one edit; errors describe an inconsistent log.
     pub fn apply(&mut self, e: &VersionEdit) -> std::result::Result<(), String> {
         // Weft never hands out such a number (`filename::MAX_FILE_NUMBER`):
@@ -333,6 +422,7 @@ impl ManifestState {
         let max = filename::MAX_FILE_NUMBER;
         let mut named = (e.added_files.iter().map(|(_, _, m)| m.number))
             .chain(e.added_value_logs.iter().map(|(_, n, _)| *n))
+            .chain(e.retained_wals.iter().map(|(n, _)| *n))
             .chain(e.index_checkpoints.iter().map(|(_, n)| *n));
         let next = e.next_file_number.filter(|n| *n > max);
         if let Some(n) = next.or_else(|| named.find(|n| *n >= max)) {
@@ -419,6 +509,26 @@ impl ManifestState {
             self.partitions.remove(id);
             self.index_checkpoints.remove(id);
         }
+        // The feed last: 15, 14, 13, then the WALs no hold pins go.
+        for name in &e.dropped_holds {
+            self.holds.remove(name);
+        }
+        for (name, seq) in &e.holds {
+            self.holds.insert(name.clone(), *seq);
+        }
+        for (n, w) in &e.retained_wals {
+            if w.first_seq > w.last_seq.saturating_add(1) {
+                return Err(format!(
+                    "retained WAL {n} holds sequences {} to {}",
+                    w.first_seq, w.last_seq
+                ));
+            }
+            self.retained_wals.insert(*n, *w);
+            self.next_file_number = self.next_file_number.max(n + 1);
+        }
+        let holds = &self.holds;
+        self.retained_wals
+            .retain(|_, w| holds_pin(holds.values(), w.last_seq));
         Ok(())
     }
 
@@ -454,6 +564,8 @@ impl ManifestState {
         for (p, n) in &self.index_checkpoints {
             e.index_checkpoints.push((*p, *n));
         }
+        e.retained_wals = self.retained_wals.iter().map(|(n, w)| (*n, *w)).collect();
+        e.holds = self.holds.iter().map(|(h, s)| (h.clone(), *s)).collect();
         e
     }
 
@@ -646,8 +758,87 @@ mod tests {
             value_log_garbage: vec![(12, 100)],
             index_checkpoints: vec![(1, 13)],
             format_version: Some(FORMAT_VERSION),
+            retained_wals: vec![(
+                11,
+                RetainedWal {
+                    size: 4096,
+                    first_seq: 7,
+                    last_seq: 1 << 41,
+                },
+            )],
+            holds: vec![("replica-1".into(), 9), ("backup".into(), 1 << 42)],
+            dropped_holds: vec!["old".into()],
         };
         assert_eq!(VersionEdit::decode(&e.encode()).unwrap(), e);
+    }
+
+    /// A retained WAL stays while a hold's sequence is at or below its last
+    /// sequence, through raised and dropped holds, and the snapshot edit
+    /// recreates both; an empty or non-UTF-8 hold name is corruption.
+    #[test]
+    fn retained_wals_live_while_a_hold_pins_them() {
+        let wal = |first_seq, last_seq| RetainedWal {
+            size: 100,
+            first_seq,
+            last_seq,
+        };
+        let mut s = ManifestState::default();
+        s.apply(&VersionEdit {
+            holds: vec![("a".into(), 5), ("b".into(), 15)],
+            retained_wals: vec![(3, wal(1, 9)), (4, wal(10, 19)), (5, wal(20, 29))],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            s.retained_wals.keys().copied().collect::<Vec<_>>(),
+            [3, 4, 5]
+        );
+        assert_eq!(s.next_file_number, 6);
+        let again = {
+            let mut t = ManifestState::default();
+            t.apply(&s.snapshot_edit()).unwrap();
+            t
+        };
+        assert_eq!(
+            (&again.retained_wals, &again.holds),
+            (&s.retained_wals, &s.holds)
+        );
+        s.apply(&VersionEdit {
+            holds: vec![("a".into(), 12)],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(s.retained_wals.keys().copied().collect::<Vec<_>>(), [4, 5]);
+        s.apply(&VersionEdit {
+            dropped_holds: vec!["a".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(s.retained_wals.keys().copied().collect::<Vec<_>>(), [4, 5]);
+        s.apply(&VersionEdit {
+            holds: vec![("b".into(), 20)],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(s.retained_wals.keys().copied().collect::<Vec<_>>(), [5]);
+        s.apply(&VersionEdit {
+            dropped_holds: vec!["b".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(s.retained_wals.is_empty() && s.holds.is_empty());
+        // No hold: a WAL retained by the same edit goes at once.
+        s.apply(&VersionEdit {
+            retained_wals: vec![(6, wal(30, 39))],
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(s.retained_wals.is_empty());
+        for bad in [&b""[..], b"\xff"] {
+            let mut enc = vec![15, bad.len() as u8];
+            enc.extend_from_slice(bad);
+            assert!(VersionEdit::decode(&enc).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

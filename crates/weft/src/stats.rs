@@ -111,6 +111,27 @@ pub struct Stats {
     /// tombstones and versions kept for snapshots. Data only in memtables is
     /// not counted (its WAL is, in [`Stats::disk`]).
     pub live_bytes_estimate: u64,
+    /// The change feed's holds (`Db::hold_changes`), by name, each with
+    /// the bytes of WALs kept for it.
+    pub feed_holds: Vec<FeedHoldStats>,
+    /// Bytes of flushed WALs kept because a change-feed hold needs them
+    /// (some may be value logs too): what consumers that do not release
+    /// cost in disk.
+    pub feed_retained_bytes: u64,
+}
+
+/// One change-feed hold ([`Stats::feed_holds`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FeedHoldStats {
+    /// Its name.
+    pub name: String,
+    /// The first sequence its holder still needs.
+    pub sequence: u64,
+    /// Bytes of flushed WALs kept that hold sequences from `sequence` on
+    /// (WALs of memtables not yet flushed are not counted: they exist
+    /// anyway).
+    pub retained_bytes: u64,
 }
 
 impl Stats {

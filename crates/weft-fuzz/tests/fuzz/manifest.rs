@@ -6,7 +6,7 @@ use std::path::Path;
 use bolero::generator::TypeGenerator;
 use weft::internals::fuzz::{
     apply_edits, decode_version_edit, encode_version_edit, frame_record, internal_key,
-    manifest_files, recover_manifest, FileMeta, Placement, ValueKind, VersionEdit,
+    manifest_files, recover_manifest, FileMeta, Placement, RetainedWal, ValueKind, VersionEdit,
 };
 use weft::Error;
 
@@ -54,12 +54,21 @@ pub struct GenEdit {
     value_log_garbage: Vec<(u16, u64)>,
     #[generator(bolero::produce::<Vec<_>>().with().len(0usize..=2))]
     index_checkpoints: Vec<(u8, u16)>,
+    /// Retained WALs: number, size, first and last sequence.
+    #[generator(bolero::produce::<Vec<_>>().with().len(0usize..=2))]
+    retained_wals: Vec<(u16, u64, u64, u64)>,
+    /// Holds set, named by a small index.
+    #[generator(bolero::produce::<Vec<_>>().with().len(0usize..=2))]
+    holds: Vec<(u8, u64)>,
+    #[generator(bolero::produce::<Vec<_>>().with().len(0usize..=2))]
+    dropped_holds: Vec<u8>,
 }
 
 impl GenEdit {
     pub fn edit(&self) -> VersionEdit {
         let p = |x: u8| u64::from(x % 4);
         let n = |x: u16| u64::from(x % 64);
+        let hold = |x: u8| format!("hold-{}", x % 3);
         VersionEdit {
             format_version: self.format_version.map(|v| u64::from(v % 3)),
             log_number: self.log_number,
@@ -102,6 +111,20 @@ impl GenEdit {
             index_checkpoints: (self.index_checkpoints.iter())
                 .map(|(a, b)| (p(*a), n(*b)))
                 .collect(),
+            retained_wals: (self.retained_wals.iter())
+                .map(|(a, size, first_seq, last_seq)| {
+                    let w = RetainedWal {
+                        size: *size,
+                        first_seq: *first_seq,
+                        last_seq: *last_seq,
+                    };
+                    (n(*a), w)
+                })
+                .collect(),
+            holds: (self.holds.iter())
+                .map(|(h, seq)| (hold(*h), *seq))
+                .collect(),
+            dropped_holds: self.dropped_holds.iter().map(|h| hold(*h)).collect(),
         }
     }
 }

@@ -120,7 +120,10 @@ pub(super) fn open_new_tables(core: &Core, files: &[FileMeta]) -> Result<Vec<Arc
 /// 3. keeps `files`, passes `crash_point`, and runs `install` on the state;
 /// 4. if `install` replaced the version, publishes a new super version and
 ///    wakes waiters (an index checkpoint changes no version, so readers'
-///    view and sleepers are left alone).
+///    view and sleepers are left alone);
+/// 5. deletes the WALs the change feed retained that no hold in the
+///    manifest pins any more: every edit carries the holds released since
+///    the last one (`db::feed`).
 ///
 /// The manifest lock is held from step 1 to the end, so no other job's edit
 /// reaches the manifest or the version in between: what `make_edit` saw is
@@ -139,12 +142,15 @@ pub(super) fn commit_edit<P, T>(
     }
     let mut manifest = core.manifest.lock();
     let mut st = core.state.lock();
-    let Some((edit, found)) = make_edit(&mut st) else {
+    let Some((mut edit, found)) = make_edit(&mut st) else {
         drop(st);
         drop(install);
         drop(files);
         return Ok(None);
     };
+    // Change-feed releases not yet in the manifest ride along (`db::feed`).
+    let holds = st.feed.unpersisted();
+    edit.holds.extend(holds.iter().cloned());
     let manifest_size = manifest.size();
     match append_edit(core, &mut manifest, &mut st, &edit) {
         Ok(n) => Counters::add(&core.counters.manifest_bytes, n),
@@ -164,6 +170,7 @@ pub(super) fn commit_edit<P, T>(
         }
     }
     files.keep();
+    st.feed.note_persisted(&holds);
     if let Some(point) = crash_point {
         crate::fault::crash_point(point);
     }
@@ -175,8 +182,11 @@ pub(super) fn commit_edit<P, T>(
         core.install_super_version(&st);
         core.state_cv.notify_all();
     }
+    // The holds that rode along may have let WALs go.
+    let released_wals = core.prune_retained_wals(&mut st);
     drop(st);
     drop(manifest);
+    core.remove_wals(released_wals);
     Ok(Some(out))
 }
 

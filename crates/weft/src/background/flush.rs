@@ -1,7 +1,9 @@
 //! Flush: writes the oldest immutable memtable into one UnsortedStore
 //! table per partition it touches, indexes them, makes them live, and
 //! deletes the memtable's WAL — or, when the tables point at values logged
-//! in it (`Options::values_in_wal`), keeps it as a value log.
+//! in it (`Options::values_in_wal`), keeps it as a value log, and when a
+//! change-feed hold needs its batches, retains it for the feed
+//! (`db::feed`).
 
 use std::sync::Arc;
 
@@ -11,7 +13,7 @@ use crate::db::core::{Core, Counters};
 use crate::error::Result;
 use crate::iter::MergedEntries;
 use crate::key::MAX_SEQUENCE;
-use crate::manifest::VersionEdit;
+use crate::manifest::{RetainedWal, VersionEdit};
 use crate::memtable::Memtable;
 use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
 use crate::store::logged_values::LoggedValues;
@@ -90,7 +92,7 @@ fn partition_bounds(v: &Version) -> Vec<PartitionBounds> {
 /// Flushes the oldest immutable memtable, then checkpoints the indexes
 /// that are due.
 pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
-    let (mem, wal_number, wal_size, has_logged_puts, last_sequence, bounds) = {
+    let (mem, wal_number, wal_size, has_logged_puts, wal_range, bounds) = {
         let st = core.state.lock();
         let Some(imm) = st.imms.front() else {
             return Ok(());
@@ -100,10 +102,15 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
             imm.wal_number,
             imm.wal_size,
             imm.wal_has_logged_puts,
-            imm.last_sequence,
+            RetainedWal {
+                size: imm.wal_size,
+                first_seq: imm.first_sequence,
+                last_seq: imm.last_sequence,
+            },
             partition_bounds(&st.version),
         )
     };
+    let last_sequence = wal_range.last_seq;
     // Writers that took their sequences before the rotation may still be
     // inserting into it.
     core.wait_visible(last_sequence);
@@ -111,6 +118,8 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     // it would have been at rotation (see `ClosedWals`).
     crate::fault::pause_point("flush.started", &core.dir);
     core.closed_wals.sync_through(wal_number)?;
+    // Every sequence up to this WAL's last is in it or an older WAL.
+    core.note_durable(last_sequence);
     // Values logged in the WAL stay there: the tables point at them.
     let wal_path = crate::filename::wal_path(&core.dir, wal_number);
     // A WAL without one (small values only) is not read back.
@@ -159,7 +168,7 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     };
     let wal_garbage = wal_size.saturating_sub(stats.logged_bytes);
 
-    commit_edit(
+    let retained = commit_edit(
         core,
         new_files,
         Some("flush.manifest_written"),
@@ -167,6 +176,11 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
             debug_assert!(st.imms.front().is_some_and(|i| Arc::ptr_eq(&i.mem, &mem)));
             let next_log = st.imms.get(1).map(|i| i.wal_number).unwrap_or(st.mem_wal);
             let kept = kept_wal.is_some();
+            // A change-feed hold that needs a sequence of this WAL keeps
+            // it (`db::feed`), decided under the manifest lock, so a hold
+            // set meanwhile is either seen here or set after the WAL is
+            // gone from the feed's sources.
+            let retain = st.feed.pins(wal_range.last_seq);
             let edit = VersionEdit {
                 log_number: Some(next_log),
                 next_file_number: Some(st.next_file_number),
@@ -182,11 +196,14 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
                     .then_some((wal_number, wal_garbage))
                     .into_iter()
                     .collect(),
+                retained_wals: (retain.then_some((wal_number, wal_range)))
+                    .into_iter()
+                    .collect(),
                 ..Default::default()
             };
-            Some((edit, next_log))
+            Some((edit, (next_log, retain)))
         },
-        |st, next_log| {
+        |st, (next_log, retain)| {
             let mut version = (*st.version).clone();
             for (pid, tf) in opened {
                 // Copied on the first table a partition gets (its `Arc` is
@@ -209,14 +226,20 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
             st.imms.pop_front();
             st.imm_flushed += 1;
             st.log_number = next_log;
+            if retain {
+                st.feed.retained.insert(wal_number, wal_range);
+            }
+            retain
         },
     )?;
 
     // The flushed memtable's WAL is no longer needed, unless it is a value
-    // log now.
-    if kept_wal.is_none() {
+    // log now or the change feed retains it (then it goes once no hold
+    // pins it and no table points into it, whichever comes last).
+    if kept_wal.is_none() && retained != Some(true) {
         let _ = core.fs.remove_file(&wal_path);
-    } else {
+    }
+    if kept_wal.is_some() {
         Counters::add(&core.counters.wal_kept_bytes, stats.logged_bytes);
     }
     Counters::add(&core.counters.flush_bytes, stats.bytes_written);

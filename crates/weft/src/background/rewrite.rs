@@ -226,7 +226,10 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
                     let m = moved.get(n).copied().unwrap_or(0);
                     log.garbage = log.garbage.saturating_add(m).min(log.file.size());
                     if log.refs.is_empty() {
-                        if let Some(l) = v.value_logs.remove(n) {
+                        // A WAL the change feed retains stays, feed-only,
+                        // until no hold pins it (`db::feed` deletes it).
+                        let retained = st.feed.retained.contains_key(n);
+                        if let Some(l) = v.value_logs.remove(n).filter(|_| !retained) {
                             dead_logs.push(l.file);
                         }
                     }

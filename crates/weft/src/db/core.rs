@@ -12,7 +12,7 @@
 //! (`db::write`); it inserts into the memtable and syncs with no lock of
 //! these held.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,7 +26,7 @@ use super::watermark::ReadTracker;
 use crate::cache::row_cache::RowCache;
 use crate::error::{Error, Result};
 use crate::key::SequenceNumber;
-use crate::manifest::ManifestWriter;
+use crate::manifest::{holds_pin, ManifestWriter, RetainedWal};
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::snapshot::SnapshotList;
@@ -78,6 +78,62 @@ pub(crate) struct ImmutableMemtable {
     pub wal_size: u64,
     /// [`ActiveWal::has_logged_puts`] of its WAL, final at the rotation.
     pub wal_has_logged_puts: bool,
+    /// The lowest sequence its WAL may hold (one past the previous WAL's
+    /// `last_sequence`): with `last_sequence`, the range the change feed
+    /// looks for in it.
+    pub first_sequence: SequenceNumber,
+}
+
+/// The change feed's part of the engine state (under `Core::state`).
+/// Here rather than in `db::feed`, which reads the engine state: the
+/// state holds this, and modules do not import each other.
+#[derive(Debug, Default)]
+pub(crate) struct FeedState {
+    /// The holds as they are now: name → the first sequence its holder
+    /// still needs. What a flush consults to retain its WAL.
+    pub holds: BTreeMap<String, u64>,
+    /// The holds as the manifest has them: behind [`FeedState::holds`]
+    /// after a release not yet written (lower, so retaining more).
+    pub persisted: BTreeMap<String, u64>,
+    /// Flushed WALs kept for the feed (tag 13), by number.
+    pub retained: BTreeMap<u64, RetainedWal>,
+    /// The lowest sequence the active WAL may hold: one past the last
+    /// sequence of the WAL before it.
+    pub active_first_seq: SequenceNumber,
+}
+
+impl FeedState {
+    /// Whether a hold needs the WAL whose sequences end at `last_seq`.
+    pub fn pins(&self, last_seq: SequenceNumber) -> bool {
+        holds_pin(self.holds.values(), last_seq)
+    }
+
+    /// The holds changed since the manifest last recorded them (to be
+    /// added to the next edit).
+    pub fn unpersisted(&self) -> Vec<(String, u64)> {
+        self.holds
+            .iter()
+            .filter(|(name, seq)| self.persisted.get(*name) != Some(seq))
+            .map(|(name, seq)| (name.clone(), *seq))
+            .collect()
+    }
+
+    /// The manifest now records `holds` (an edit holding them is durable).
+    pub fn note_persisted(&mut self, holds: &[(String, u64)]) {
+        for (name, seq) in holds {
+            self.persisted.insert(name.clone(), *seq);
+        }
+    }
+
+    /// The lowest sequence the feed can serve from, `first` being the
+    /// first sequence of the oldest WAL it reads: that, or a hold's if
+    /// lower (every logged batch from a hold's sequence on is retained;
+    /// below the oldest WAL's first sequence but at or past the hold,
+    /// nothing was logged, or a crash took it before it was durable, and
+    /// the feed is simply empty there).
+    pub fn oldest(&self, first: SequenceNumber) -> SequenceNumber {
+        self.holds.values().copied().fold(first, u64::min)
+    }
 }
 
 /// Everything guarded by `Core::state`.
@@ -117,6 +173,8 @@ pub(crate) struct EngineState {
     /// counted).
     pub busy_partitions: std::collections::BTreeSet<u64>,
     pub shutting_down: bool,
+    /// The change feed's holds and retained WALs (`db::feed`).
+    pub feed: FeedState,
 }
 
 impl EngineState {
@@ -379,6 +437,11 @@ pub(crate) struct Core {
     pub publication: Publication,
     /// Highest sequence handed out (changed only under `wal`).
     pub last_seq: AtomicU64,
+    /// Highest sequence whose write (and every earlier one) is known
+    /// fdatasynced, or was recovered: the change feed's durable limit.
+    /// Raised after every WAL sync that covers a sequence
+    /// ([`Core::note_durable`]).
+    pub durable_seq: AtomicU64,
     pub wal: Mutex<ActiveWal>,
     /// How far the WALs are known durable, as `(WAL number, bytes)`; held
     /// by the one writer whose `sync` write is running the fdatasync, so
@@ -466,6 +529,7 @@ impl Core {
             read_tracker,
             publication: Publication::new(last_seq),
             last_seq: AtomicU64::new(last_seq),
+            durable_seq: AtomicU64::new(last_seq),
             wal: Mutex::new(wal),
             wal_synced: Mutex::new((0, 0)),
             writes_throttled: AtomicBool::new(throttled),
@@ -553,6 +617,12 @@ impl Core {
     /// The latest visible sequence.
     pub fn visible(&self) -> SequenceNumber {
         self.publication.visible()
+    }
+
+    /// Every write up to `seq` is durable now (a sync covering its record
+    /// returned).
+    pub fn note_durable(&self, seq: SequenceNumber) {
+        self.durable_seq.fetch_max(seq, Ordering::AcqRel);
     }
 
     /// Refuses writes from now on (a WAL, manifest or flush failure).

@@ -2,6 +2,7 @@
 //! path, recovery ([`open`]) and background work ([`crate::background`]).
 
 pub(crate) mod core;
+mod feed;
 mod iter;
 mod open;
 mod publish;
@@ -29,6 +30,7 @@ use crate::snapshot::Snapshot;
 use crate::stats::ReadPurpose;
 use crate::stats::{MunkStats, PartitionStats, ReadStats, Stats};
 use crate::wal::{LogRead, LogReader};
+pub use feed::{ChangeFeed, ChangeGroup, ChangeOp, FeedLimit};
 pub use iter::{DbIterator, Range};
 
 /// An open database. Cheap to clone (an `Arc` inside), `Send + Sync`: share
@@ -86,7 +88,13 @@ fn shutdown(core: &Core, background: &Mutex<Vec<JoinHandle<()>>>) -> Result<()> 
     }
     // A racing writer gets `Closed`, or appends before this sync.
     core.closed_wals.sync_all()?;
-    core.wal.lock().writer.sync()
+    core.wal.lock().writer.sync()?;
+    // Releases not yet in the manifest: written now, so that a clean
+    // close retains no more than needed (a crash would retain more).
+    if !core.is_poisoned() {
+        core.persist_holds()?;
+    }
+    Ok(())
 }
 
 /// Result of [`Db::verify_checksums`].
@@ -555,8 +563,16 @@ impl Db {
             wals.push(st.mem_wal);
             let active_wal_size = core.wal.lock().writer.size_in_file();
             let manifest = (manifest.number(), manifest.size());
+            // WALs kept only for the change feed (those that are value
+            // logs too are checked as value logs).
+            let retained: Vec<(u64, u64)> = (st.feed.retained.iter())
+                .filter(|(n, _)| !st.version.value_logs.contains_key(n))
+                .map(|(n, w)| (*n, w.size))
+                .collect();
+            let wals = (wals, retained);
             (core.super_version(), manifest, wals, active_wal_size)
         };
+        let (wal_numbers, retained_wals) = wal_numbers;
         let (manifest_number, manifest_size) = manifest;
         let mut report = CheckReport::default();
         for t in sv.version.all_tables() {
@@ -573,6 +589,11 @@ impl Db {
             crate::filename::manifest_path(&core.dir, manifest_number),
             manifest_size,
         )];
+        // A retained WAL released since it was listed is gone: skipped
+        // below as a flushed one is.
+        for (n, size) in retained_wals {
+            logs.push((crate::filename::wal_path(&core.dir, n), size));
+        }
         let n = wal_numbers.len();
         for (i, w) in wal_numbers.into_iter().enumerate() {
             // WALs before the active one are closed, whole files.
@@ -633,6 +654,7 @@ impl Db {
             + load(&c.manifest_bytes);
         let (get_bytes_read, scan_bytes_read, background_bytes_read) =
             core.cache.disk_reads().totals();
+        let (feed_holds, feed_retained_bytes) = core.feed_stats();
         Stats {
             sequence: core.visible(),
             memtable_kind: core.options.memtable.name().to_string(),
@@ -737,6 +759,8 @@ impl Db {
             partition_size: core.options.partition_size,
             disk: core.disk_usage(),
             live_bytes_estimate: live_bytes_estimate(&sv.version),
+            feed_holds,
+            feed_retained_bytes,
             reads: ReadStats {
                 memtable_hits: core.reads.memtable_hits.load(),
                 unsorted_hits: core.reads.unsorted_hits.load(),
@@ -748,6 +772,108 @@ impl Db {
                 value_log_reads: core.reads.value_log_reads.load(),
             },
         }
+    }
+
+    /// Keeps every write batch from sequence `from_seq` on readable in the
+    /// change feed ([`Db::changes_from`]) until [`Db::release_changes`] or
+    /// [`Db::drop_hold`]: the WALs that log them are retained, on disk,
+    /// across restarts and crashes. The hold is durable when this returns
+    /// (a manifest edit). Calling it again with the same `name` moves the
+    /// hold, lower too, as long as the feed still holds `from_seq`.
+    ///
+    /// A consumer that never releases grows the disk by every batch
+    /// written: [`Stats::feed_holds`] shows what each hold retains.
+    ///
+    /// Fails with [`Error::ChangesReleased`] when batches from `from_seq`
+    /// on are no longer all held, with [`Error::InvalidArgument`] when
+    /// `from_seq` is past the next sequence to be written or `name` is
+    /// empty or longer than 255 bytes.
+    ///
+    /// ```
+    /// use weft::{ChangeOp, Db, FeedLimit, Options};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::default()).unwrap();
+    /// db.hold_changes("replica", 1).unwrap();
+    /// db.put("k", "v1").unwrap();
+    /// db.flush().unwrap(); // the WAL is retained, not deleted
+    /// db.delete("k").unwrap();
+    /// let groups: Vec<_> = db
+    ///     .changes_from(1, FeedLimit::Visible)
+    ///     .unwrap()
+    ///     .collect::<Result<_, _>>()
+    ///     .unwrap();
+    /// assert_eq!(groups.len(), 2);
+    /// assert_eq!(groups[0].first_seq(), 1);
+    /// assert_eq!(
+    ///     groups[1].ops(),
+    ///     &[ChangeOp::Delete { key: b"k".to_vec() }]
+    /// );
+    /// db.release_changes("replica", groups[1].last_seq()).unwrap();
+    /// ```
+    pub fn hold_changes(&self, name: &str, from_seq: u64) -> Result<()> {
+        self.core().hold_changes(name, from_seq)
+    }
+
+    /// Tells the change feed that the holder `name` has consumed every
+    /// batch through `through_seq`: its hold moves to `through_seq + 1`
+    /// (never back), and WALs that no hold needs any more are deleted.
+    ///
+    /// The move is made in memory at once and reaches the manifest with
+    /// the next manifest edit, or at once if it lets a WAL go (before the
+    /// WAL is deleted), or at close: after a crash the hold may be back
+    /// where it was, so the feed then holds more than needed, never less.
+    /// A consumer reading with [`FeedLimit::Visible`] should not release
+    /// past the durable sequence if a machine crash matters to it: the
+    /// writes it released may be lost, and their sequences handed out
+    /// again (a hold past the recovered history is moved back to its end
+    /// at open, so the new writes are not skipped).
+    ///
+    /// Fails with [`Error::InvalidArgument`] for an unknown hold or a
+    /// sequence past the visible one.
+    pub fn release_changes(&self, name: &str, through_seq: u64) -> Result<()> {
+        self.core().release_changes(name, through_seq)
+    }
+
+    /// Removes the hold `name` (durably), letting go of the WALs only it
+    /// needed. Fails with [`Error::InvalidArgument`] for an unknown hold.
+    pub fn drop_hold(&self, name: &str) -> Result<()> {
+        self.core().drop_hold(name)
+    }
+
+    /// The committed write batches from sequence `seq` on, in sequence
+    /// order, up to `limit` as it is now (see [`FeedLimit`]; a tailing
+    /// reader asks again from one past the last sequence it read).
+    ///
+    /// Each [`ChangeGroup`] is one batch as it was committed, with its
+    /// first sequence and its operations (a value logged in the WAL record
+    /// under `Options::values_in_wal` is read back as the value). If `seq`
+    /// falls inside a batch, the first group holds only that batch's
+    /// operations from `seq` on. Batches written with
+    /// `WriteOptions::disable_wal` are not in the feed: their sequences
+    /// are gaps, which the groups' sequences show.
+    ///
+    /// Batches stay readable while a hold ([`Db::hold_changes`]) needs
+    /// them; without one, only those whose WAL has not been deleted yet
+    /// (flushed memtables' WALs go). A `seq` below the oldest batch the
+    /// feed still holds is [`Error::ChangesReleased`], and so is a WAL
+    /// deleted while the feed reads (no hold kept it). After a crash the
+    /// feed serves exactly what recovery replayed.
+    ///
+    /// ```
+    /// use weft::{ChangeOp, Db, FeedLimit, Options, WriteBatch, WriteOptions};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::default()).unwrap();
+    /// let mut batch = WriteBatch::new();
+    /// batch.put("a", "1").delete("b");
+    /// db.write(batch, &WriteOptions::new().sync(true)).unwrap();
+    /// let mut feed = db.changes_from(1, FeedLimit::Durable).unwrap();
+    /// let group = feed.next().unwrap().unwrap();
+    /// assert_eq!((group.first_seq(), group.last_seq()), (1, 2));
+    /// assert_eq!(group.ops()[0], ChangeOp::Put { key: b"a".to_vec(), value: b"1".to_vec() });
+    /// assert!(feed.next().is_none());
+    /// ```
+    pub fn changes_from(&self, seq: u64, limit: FeedLimit) -> Result<ChangeFeed> {
+        self.inner.core.changes_from(seq, limit)
     }
 
     /// The database directory.

@@ -23,13 +23,13 @@ use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::core::{ActiveWal, Core, Counters, EngineState};
+use super::core::{ActiveWal, Core, Counters, EngineState, FeedState};
 use crate::background::write_memtable;
 use crate::batch::WriteBatch;
 use crate::error::{Error, IoContext, Result};
 use crate::filename::{self, FileKind};
 use crate::manifest::{
-    self, DroppedTail, ManifestState, ManifestWriter, PartitionMeta, VersionEdit,
+    self, DroppedTail, ManifestState, ManifestWriter, PartitionMeta, RetainedWal, VersionEdit,
 };
 use crate::memtable::{new_memtable, Memtable};
 use crate::options::Options;
@@ -182,8 +182,9 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     wals.sort_unstable();
 
     let counters = Counters::default();
-    let last_seq = replay_wals(&dir, &options, &mut state, &wals, &counters)?;
+    let (last_seq, replayed) = replay_wals(&dir, &options, &mut state, &wals, &counters)?;
     state.last_sequence = last_seq;
+    retain_replayed_wals(&*fs, &dir, &mut state, &replayed)?;
     crate::fault::crash_point("open.recovered_tables_written");
 
     // A fresh WAL and a fresh manifest naming it.
@@ -266,6 +267,12 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         restructuring: 0,
         busy_partitions: Default::default(),
         shutting_down: false,
+        feed: FeedState {
+            holds: state.holds.clone(),
+            persisted: state.holds.clone(),
+            retained: state.retained_wals.clone(),
+            active_first_seq: last_seq + 1,
+        },
     };
     let wal = ActiveWal {
         has_logged_puts: false,
@@ -276,6 +283,44 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         dir, options, cache, engine, manifest, wal, last_seq, counters,
     ));
     Ok(Opened { core, lock })
+}
+
+/// Keeps for the change feed what recovery replayed of the WALs a hold
+/// needs (`replayed`: each WAL's number, the bytes of records replayed and
+/// its batches' sequences), so that the feed serves exactly the recovered
+/// prefix: the manifest records each with the size replayed, and the feed
+/// never reads past it, so a record past a torn one is never served. Each
+/// is fdatasynced first (after a process crash its records may be in the
+/// page cache only), as every file is before an edit names it (§5.1).
+///
+/// Holds past the recovered history (a consumer released writes that a
+/// machine crash then took, and whose sequences will be handed out again)
+/// come back to its end, so the writes that reuse those sequences are not
+/// skipped.
+fn retain_replayed_wals(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    state: &mut ManifestState,
+    replayed: &[(u64, RetainedWal)],
+) -> Result<()> {
+    let next = state.last_sequence + 1;
+    for seq in state.holds.values_mut() {
+        *seq = (*seq).min(next);
+    }
+    for (n, w) in replayed {
+        if !state.holds_pin(w.last_seq) {
+            continue;
+        }
+        let path = filename::wal_path(dir, *n);
+        fs.sync_file(&path).context(|| {
+            format!(
+                "syncing {} to retain it for the change feed",
+                path.display()
+            )
+        })?;
+        state.retained_wals.insert(*n, *w);
+    }
+    Ok(())
 }
 
 /// A partition's hash index from its checkpoint (UniKV §III-G): tables
@@ -342,22 +387,38 @@ fn check_partitions(dir: &Path, manifest_number: u64, ps: &[Arc<Partition>]) -> 
 }
 
 /// Replays `wals` into memtables, flushing them into UnsortedStore tables
-/// recorded in `state`. Returns the highest sequence seen.
+/// recorded in `state`. Returns the highest sequence seen, and what was
+/// replayed of each WAL that held a batch: the bytes of the records kept
+/// (up to a torn record, if one ended the history there) and the
+/// sequences of its first and last batch, for the change feed.
 fn replay_wals(
     dir: &Path,
     options: &Options,
     state: &mut ManifestState,
     wals: &[u64],
     counters: &Counters,
-) -> Result<u64> {
+) -> Result<(u64, Vec<(u64, RetainedWal)>)> {
     let mut last_seq = state.last_sequence;
     let fs = &*options.file_system;
     let mut mem = new_memtable(options.memtable, options.write_buffer_size);
     // The previous WAL replayed and the bytes of records it held.
     let mut previous: Option<(u64, u64)> = None;
+    let mut replayed = Vec::new();
     'logs: for (i, &n) in wals.iter().enumerate() {
         let path = filename::wal_path(dir, n);
         let mut reader = LogReader::open(fs, &path)?.with_lost_pages();
+        // The sequences of this WAL's first and last batch.
+        let mut batches: Option<(u64, u64)> = None;
+        let mut note_replayed = |size: u64, batches: Option<(u64, u64)>| {
+            if let Some((first_seq, last_seq)) = batches {
+                let w = RetainedWal {
+                    size,
+                    first_seq,
+                    last_seq,
+                };
+                replayed.push((n, w));
+            }
+        };
         loop {
             match reader.read()? {
                 LogRead::Record { offset, payload } => {
@@ -383,7 +444,10 @@ fn replay_wals(
                         mem.insert(op.key, seq + j as u64, op.kind, op.value);
                     }
                     if !batch.is_empty() {
-                        last_seq = last_seq.max(seq + batch.len() as u64 - 1);
+                        let batch_last = seq + batch.len() as u64 - 1;
+                        last_seq = last_seq.max(batch_last);
+                        let first = batches.map_or(seq, |(first, _)| first);
+                        batches = Some((first, batch_last));
                     }
                     if mem.approximate_memory() >= options.write_buffer_size {
                         flush_recovered(dir, options, state, &mem)?;
@@ -392,6 +456,7 @@ fn replay_wals(
                 }
                 LogRead::End => {
                     previous = Some((n, reader.offset()));
+                    note_replayed(reader.offset(), batches);
                     break;
                 }
                 LogRead::Bad {
@@ -401,6 +466,7 @@ fn replay_wals(
                 } => {
                     check_wal_tail(fs, &path, offset)?;
                     // The first torn record: the end of the history kept.
+                    note_replayed(offset, batches);
                     let len = fs.file_size(&path).unwrap_or(offset);
                     Counters::add(&counters.wal_truncated, len.saturating_sub(offset));
                     for &newer in &wals[i + 1..] {
@@ -418,7 +484,7 @@ fn replay_wals(
     if !mem.is_empty() {
         flush_recovered(dir, options, state, &mem)?;
     }
-    Ok(last_seq)
+    Ok((last_seq, replayed))
 }
 
 /// Whether `previous` (the WAL replayed before the one at `path`, and the
@@ -613,6 +679,14 @@ fn check_dropped_tail_was_torn(
             return damaged(format!("{} is gone", l.display()));
         }
     }
+    // Only an edit that raises or drops the holds pinning one lets a
+    // retained WAL be deleted.
+    for n in state.retained_wals.keys() {
+        let w = filename::wal_path(dir, *n);
+        if !fs.exists(&w) {
+            return damaged(format!("{} is gone", w.display()));
+        }
+    }
     Ok(())
 }
 
@@ -639,8 +713,13 @@ fn remove_obsolete_files(
         };
         let remove = match filename::parse_file_name(name) {
             Some(FileKind::Manifest(n)) => Some(n) != manifest,
-            // A flushed WAL tables point into is a value log now.
-            Some(FileKind::Wal(n)) => n < wals_below && !state.value_logs.contains_key(&n),
+            // A flushed WAL tables point into is a value log now; one a
+            // change-feed hold needs is retained.
+            Some(FileKind::Wal(n)) => {
+                n < wals_below
+                    && !state.value_logs.contains_key(&n)
+                    && !state.retained_wals.contains_key(&n)
+            }
             Some(FileKind::Table(n)) => !live.contains(&n),
             Some(FileKind::ValueLog(n)) => !state.value_logs.contains_key(&n),
             Some(FileKind::IndexCheckpoint(n)) => {

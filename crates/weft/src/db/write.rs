@@ -296,19 +296,24 @@ impl Core {
         let result = (|| {
             // Earlier WALs first: a durable write implies every earlier one is.
             self.closed_wals.sync_all()?;
-            let (number, size, handle) = {
+            // Under the WAL lock every sequence up to `last_seq` has its
+            // record appended (or was written without the WAL): the sync
+            // makes them all durable.
+            let (number, size, handle, last) = {
                 let mut wal = self.wal.lock();
                 let handle = wal.writer.sync_handle();
-                (wal.number, wal.writer.size(), handle)
+                let last = self.last_seq.load(Ordering::Relaxed);
+                (wal.number, wal.writer.size(), handle, last)
             };
             handle?
                 .sync_data()
                 .map_err(|e| Error::io("syncing the write-ahead log", e))?;
-            Ok((number, size))
+            Ok((number, size, last))
         })();
         match result {
-            Ok(done) => {
-                *synced = done;
+            Ok((number, size, last)) => {
+                *synced = (number, size);
+                self.note_durable(last);
                 Ok(())
             }
             Err(e) => {
@@ -427,6 +432,8 @@ impl Core {
             let last_sequence = self.last_seq.load(Ordering::Relaxed);
             let old = std::mem::replace(&mut st.mem, new_mem);
             let old_wal = std::mem::replace(&mut st.mem_wal, number);
+            let first_sequence =
+                std::mem::replace(&mut st.feed.active_first_seq, last_sequence + 1);
             st.imms.push_back(ImmutableMemtable {
                 mem: old,
                 wal_number: old_wal,
@@ -434,6 +441,7 @@ impl Core {
                 last_sequence,
                 wal_size,
                 wal_has_logged_puts,
+                first_sequence,
             });
             st.imm_created += 1;
             // Published before the WAL lock is released: a writer that puts

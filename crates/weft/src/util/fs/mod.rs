@@ -94,6 +94,13 @@ pub trait FileSystem: Debug + Send + Sync {
         Ok(std::fs::metadata(path)?.len())
     }
 
+    /// fdatasyncs the existing file at `path`, written by an earlier
+    /// handle (or an earlier process): what recovery keeps of a WAL it
+    /// replayed must be durable before a manifest edit names it.
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        self.open(path)?.sync_data()
+    }
+
     /// The whole content of the file at `path`.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         use std::io::Read;

@@ -60,6 +60,9 @@ impl FileSystem for RateLimitedFs {
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         self.inner.read(path)
     }
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        self.inner.sync_file(path)
+    }
 }
 
 /// A file whose appends wait for the limiter.
