@@ -294,17 +294,24 @@ impl Core {
             return Ok(());
         }
         let result = (|| {
-            // Earlier WALs first: a durable write implies every earlier one is.
-            self.closed_wals.sync_all()?;
             // Under the WAL lock every sequence up to `last_seq` has its
-            // record appended (or was written without the WAL): the sync
-            // makes them all durable.
+            // record appended (or was written without the WAL), in this WAL
+            // or an older one: syncing all of them makes them durable.
+            // This is taken first: a rotation after it closes only this
+            // WAL or newer ones, which the handle (this WAL) and nothing
+            // (newer ones hold no sequence up to `last`) need. Taken after
+            // the closed WALs' sync, a rotation in between closed a WAL
+            // that neither sync covered.
             let (number, size, handle, last) = {
                 let mut wal = self.wal.lock();
                 let handle = wal.writer.sync_handle();
                 let last = self.last_seq.load(Ordering::Relaxed);
                 (wal.number, wal.writer.size(), handle, last)
             };
+            // The tests' window for a rotation between the two.
+            crate::fault::pause_point("sync.wal_taken", &self.dir);
+            // Earlier WALs first: a durable write implies every earlier one is.
+            self.closed_wals.sync_through(number.saturating_sub(1))?;
             handle?
                 .sync_data()
                 .map_err(|e| Error::io("syncing the write-ahead log", e))?;
