@@ -203,7 +203,7 @@ fn a_hotter_partition_takes_the_munk_of_a_colder_one() {
     let opts = Options::default()
         .write_buffer_size(32 << 10)
         .partition_size(64 << 10)
-        .munk_cache_size(60 << 10)
+        .munk_cache_size(96 << 10)
         .munk_min_heat(64);
     let db = Db::open(dir.path(), opts).unwrap();
     for i in 0..1600u32 {

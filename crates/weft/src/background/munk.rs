@@ -34,12 +34,13 @@ const EVICT_MARGIN_DEN: u64 = 2;
 
 /// A munk is rebalanced once this many tables were flushed into its
 /// partition since (reads probe those tables first, through the hash index,
-/// as in any partition: a few cost little) ...
-const REBALANCE_TABLES: usize = 4;
+/// as in any partition: a few cost little, and a rebalance copies the
+/// whole image) ...
+const REBALANCE_TABLES: usize = 8;
 
 /// ... or once they hold a `1 / REBALANCE_SHARE` of its entries: a
 /// rebalance copies the whole image, so a large munk waits for more.
-const REBALANCE_SHARE: u64 = 8;
+const REBALANCE_SHARE: u64 = 4;
 
 /// What a munk job does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
