@@ -11,3 +11,8 @@ export RECORDS=500000 OPS=200000 DIST=zipf-composite RUNS=3 THREADS=1
 WEFT=$WEFT ENGINES=weft bench/ycsb "$OUT/weft-munks" -- "${COMMON[@]}" --munk_cache_size=1073741824
 WEFT=$WEFT ENGINES=weft bench/ycsb "$OUT/weft-no-munks" -- "${COMMON[@]}"
 WEFT=$WEFT ENGINES=rocksdb bench/ycsb "$OUT/rocksdb" -- --bloom_bits=10 --cache_size=1082130432
+# Then, after the fenced search (79aeabe): the same Weft pair and RocksDB with
+# OPS=1000000, so munk loads and rebalances amortize (results in long/).
+#   RECORDS=500000 OPS=1000000 DIST=zipf-composite RUNS=3 THREADS=1 ENGINES=weft \
+#     bench/ycsb long/weft-munks -- --bloom_bits=10 --partition_size=134217728 --munk_cache_size=1073741824
+#   (and long/weft-no-munks without the munk flag; long/rocksdb with --cache_size=1082130432)
