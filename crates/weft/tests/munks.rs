@@ -247,6 +247,33 @@ fn a_hotter_partition_takes_the_munk_of_a_colder_one() {
     );
 }
 
+/// Gets of a munk'd partition neither read nor fill the row cache (EvenDB
+/// keeps it for munk-less ranges); they still see every write.
+#[test]
+fn the_row_cache_leaves_munked_partitions_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .munk_cache_size(16 << 20)
+        .row_cache_size(4 << 20)
+        .munk_min_heat(0);
+    let db = Db::open(dir.path(), opts).unwrap();
+    for i in 0..500u32 {
+        db.put(key(i), format!("v{i}")).unwrap();
+    }
+    db.flush().unwrap();
+    db.compact().unwrap();
+    wait_for(&db, "a munk", |st| st.munks.munks == 1);
+    for i in 0..500u32 {
+        assert_eq!(db.get(key(i)).unwrap(), Some(format!("v{i}").into_bytes()));
+    }
+    let st = db.stats();
+    assert_eq!(st.row_cache.fills, 0, "{:?}", st.row_cache);
+    assert!(st.munks.hits >= 500, "{:?}", st.munks);
+    db.put(key(7), b"new").unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.get(key(7)).unwrap().as_deref(), Some(&b"new"[..]));
+}
+
 /// With munks off nothing is loaded and no munk counter moves.
 #[test]
 fn munks_off_load_nothing() {
@@ -410,11 +437,14 @@ fn run_model(seed: u64, steps: usize) {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = rng(seed);
     let budget = if rng.gen_bool(0.5) { 1 << 20 } else { 24 << 10 };
+    // The row cache beside munks (it serves only partitions without one).
+    let rows = if rng.gen_bool(0.5) { 64 << 10 } else { 0 };
     // Partitions larger than the tiny options' (fewer splits, which drop
     // munks), so munks live long enough to be read, rebalanced and kept.
     let opts = tiny_options(MemtableKind::default())
         .partition_size(64 << 10)
         .munk_cache_size(budget)
+        .row_cache_size(rows)
         .munk_min_heat(0);
     let mut db = Some(Db::open(dir.path(), opts.clone()).unwrap());
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();

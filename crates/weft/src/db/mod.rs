@@ -313,7 +313,15 @@ impl Db {
                 return Ok(found(f.kind, f.value));
             }
         }
-        let rows = core.row_cache.as_ref();
+        // The row cache serves only partitions without a munk standing for
+        // this version (EvenDB: munk-less chunks): a munk already holds
+        // the value, and a copy in the row cache would be memory spent
+        // twice. Skipping it is always safe: writes refresh entries
+        // whether or not gets use them.
+        let rows = core
+            .row_cache
+            .as_ref()
+            .filter(|_| !(core.munks_on() && sv.version.munk_covers(key)));
         if let Some(v) = rows.and_then(|rows| rows.get(key, seq)) {
             return Ok(Some(v));
         }

@@ -100,6 +100,16 @@ impl Version {
         p
     }
 
+    /// True when the partition of `key` has a munk standing for its state
+    /// in this version (`store::munk`).
+    pub fn munk_covers(&self, key: &[u8]) -> bool {
+        let p = self.partition_for(key);
+        p.munk
+            .current()
+            .as_ref()
+            .is_some_and(|m| m.covers(p).is_some())
+    }
+
     /// The newest version of `key` at `snapshot` in the store; a separated
     /// value is read from its log, its bytes counted in `disk_reads`.
     pub fn get(
