@@ -478,6 +478,7 @@ pub fn read_value_log(
             file: Arc::clone(&file),
             garbage: 0,
             refs: Default::default(),
+            shares: Default::default(),
         },
     );
     let version = Version {

@@ -219,6 +219,7 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
                         file,
                         garbage: wal_garbage,
                         refs: stats.logged_partitions.iter().map(|(p, _)| *p).collect(),
+                        shares: stats.logged_partitions.iter().copied().collect(),
                     },
                 );
             }

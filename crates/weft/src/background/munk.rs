@@ -238,6 +238,7 @@ fn build_and_install(
     };
     let budget = core.options.munk_cache_size as u64;
     let mut builder = MunkBuilder::new(&policy, budget);
+    builder.reserve(part.munk.last_bytes());
     let mut values = ValueReader::new(ReadPurpose::Background, Arc::clone(core.cache.disk_reads()));
     let mut input = MergedEntries::new(children);
     input.seek_to_first()?;

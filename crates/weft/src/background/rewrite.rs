@@ -220,6 +220,7 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
             for n in &victims {
                 if let Some(log) = v.value_logs.get_mut(n) {
                     log.refs.remove(&pid);
+                    log.shares.remove(&pid);
                     // Values this partition copied out are dead for the log's
                     // other owners (a log shared since a split), so their GC
                     // can free it.
@@ -242,6 +243,7 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
                         file: f,
                         garbage: 0,
                         refs: BTreeSet::from([pid]),
+                        shares: Default::default(),
                     },
                 );
             }

@@ -240,6 +240,11 @@ pub(super) fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
                     log.refs.remove(&pid);
                     log.refs.insert(left_id);
                     log.refs.insert(right_id);
+                    // Half of a known share to each side.
+                    if let Some(bytes) = log.shares.remove(&pid) {
+                        log.shares.insert(left_id, bytes / 2);
+                        log.shares.insert(right_id, bytes - bytes / 2);
+                    }
                 }
             }
             st.version = Arc::new(v);

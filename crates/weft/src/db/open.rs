@@ -243,6 +243,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
                 file: ValueLogFile::open(&fs, &dir, *n, meta.size)?,
                 garbage: meta.garbage,
                 refs: meta.refs.clone(),
+                shares: Default::default(),
             },
         );
     }

@@ -340,6 +340,16 @@ impl<'p> MunkBuilder<'p> {
         true
     }
 
+    /// Reserves room for an image of about `bytes` (the size of the
+    /// partition's last munk): growing by doubling would hold up to twice
+    /// the image while it is built.
+    pub fn reserve(&mut self, bytes: u64) {
+        let per_entry = 64 + SLOT_BYTES;
+        let bytes = bytes.min(self.limit) as usize;
+        self.data.reserve(bytes);
+        self.slots.reserve(bytes / per_entry as usize);
+    }
+
     /// The image, charged to `charged`.
     pub fn finish(mut self, charged: &Arc<AtomicU64>) -> MunkImage {
         self.data.shrink_to_fit();

@@ -276,6 +276,7 @@ mod tests {
                 file,
                 garbage: 0,
                 refs: Default::default(),
+                shares: Default::default(),
             },
         );
         (v, ptrs)
@@ -409,6 +410,7 @@ mod tests {
                 },
                 garbage: 0,
                 refs: Default::default(),
+                shares: Default::default(),
             },
         );
         let mut r = ValueReader::new(

@@ -20,6 +20,31 @@ pub struct LiveValueLog {
     pub garbage: u64,
     /// Partitions whose SortedStore may point into the log.
     pub refs: std::collections::BTreeSet<u64>,
+    /// Bytes of the log's records each partition's tables point at, where
+    /// known: a WAL kept as a value log holds the values of every partition
+    /// its memtable touched, in whatever proportion the writes had, and the
+    /// flush counts them (`JobStats::logged_partitions`). Memory only: after
+    /// a reopen, and for logs a merge or GC wrote (one partition's), a
+    /// partition counts an equal share ([`LiveValueLog::share_of`]).
+    pub shares: std::collections::BTreeMap<u64, u64>,
+}
+
+impl LiveValueLog {
+    /// The live bytes of this log that count toward partition `pid`'s
+    /// size: its known share of the records, scaled by the live fraction of
+    /// the shares (garbage is not attributed), or else an equal share of
+    /// the live bytes among the partitions that point into it.
+    pub fn share_of(&self, pid: u64) -> u64 {
+        let live = self.file.size().saturating_sub(self.garbage);
+        let known: u64 = self.shares.values().sum();
+        match self.shares.get(&pid) {
+            Some(&bytes) if known > 0 => {
+                let scaled = bytes as u128 * live.min(known) as u128 / known as u128;
+                scaled as u64
+            }
+            _ => live / self.refs.len().max(1) as u64,
+        }
+    }
 }
 
 /// An immutable picture of the store: partitions in key order, and the
@@ -52,13 +77,12 @@ impl Version {
 
     /// Bytes partition `p` holds, as a split judges it against
     /// `partition_size`: its SortedStore plus its share of the live values
-    /// in the logs it points into (a log shared after a split counts half
-    /// in each side). The UnsortedStore is left out: a merge moves it in.
+    /// in the logs it points into ([`LiveValueLog::share_of`]: its own
+    /// records where the flush counted them, else an equal share; a log
+    /// shared after a split counts half in each side). The UnsortedStore is
+    /// left out: a merge moves it in.
     pub fn partition_bytes(&self, p: &Partition) -> u64 {
-        let logs: u64 = self
-            .logs_of(p.id)
-            .map(|(_, l)| l.file.size().saturating_sub(l.garbage) / l.refs.len().max(1) as u64)
-            .sum();
+        let logs: u64 = self.logs_of(p.id).map(|(_, l)| l.share_of(p.id)).sum();
         p.sorted_bytes() + logs
     }
 
@@ -249,5 +273,35 @@ fn ends_before(a: &TableFile, b: &TableFile) -> bool {
             compare_positions(a.user_key, a.seq, b.user_key, b.seq) == std::cmp::Ordering::Less
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A log of `size` zero bytes standing in for a kept WAL.
+    fn log(dir: &std::path::Path, size: usize) -> Arc<value_log::ValueLogFile> {
+        std::fs::write(crate::filename::value_log_path(dir, 9), vec![0u8; size]).unwrap();
+        value_log::ValueLogFile::open(&crate::util::fs::real(), dir, 9, size as u64).unwrap()
+    }
+
+    /// A WAL holding 900 bytes of one partition's values and 100 of
+    /// another's counts them so, not half each; garbage scales both; a
+    /// partition with no known share gets an equal one.
+    #[test]
+    fn a_kept_wal_counts_toward_each_partition_by_its_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = LiveValueLog {
+            file: log(dir.path(), 1000),
+            garbage: 0,
+            refs: [1, 2].into(),
+            shares: [(1, 900), (2, 100)].into(),
+        };
+        assert_eq!((l.share_of(1), l.share_of(2)), (900, 100));
+        l.garbage = 500;
+        assert_eq!((l.share_of(1), l.share_of(2)), (450, 50));
+        l.shares.clear();
+        assert_eq!((l.share_of(1), l.share_of(2)), (250, 250));
     }
 }
