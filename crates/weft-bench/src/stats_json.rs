@@ -104,6 +104,7 @@ pub fn to_json(s: &Stats) -> Value {
             "bytes": s.munks.bytes,
             "resident_bytes": s.munks.resident_bytes,
             "hits": s.munks.hits,
+            "scans": s.munks.scans,
             "loads": s.munks.loads,
             "rebalances": s.munks.rebalances,
             "relabels": s.munks.relabels,

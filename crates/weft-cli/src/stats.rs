@@ -81,13 +81,14 @@ pub fn to_table(s: &Stats) -> String {
         row(
             "munks",
             format!(
-                "{} held, {} of {} bytes ({} resident), {} hits, {} loads, {} rebalances \
-                 ({} bytes built), {} relabels, {} evictions",
+                "{} held, {} of {} bytes ({} resident), {} get hits, {} scans, {} loads, \
+                 {} rebalances ({} bytes built), {} relabels, {} evictions",
                 m.munks,
                 m.bytes,
                 m.capacity,
                 m.resident_bytes,
                 m.hits,
+                m.scans,
                 m.loads,
                 m.rebalances,
                 m.build_bytes,

@@ -380,6 +380,8 @@ pub struct MunkStats {
     pub resident_bytes: u64,
     /// Gets answered from a munk.
     pub hits: u64,
+    /// Iterators that read at least one munk.
+    pub scans: u64,
     /// Munks built from their partition's tables.
     pub loads: u64,
     /// Munks rebuilt in memory with the tables flushed since (EvenDB's

@@ -409,7 +409,14 @@ fn munks_race_writes_scans_and_snapshots() {
         "no munk was ever loaded: {:?}",
         st.munks
     );
-    assert!(st.munks.hits > 0, "no get read a munk: {:?}", st.munks);
+    // Writers rewrite every group all the time, so a get mostly finds its
+    // key in a memtable or a newer table first: scans or gets, some read
+    // must have gone through a munk.
+    assert!(
+        st.munks.hits + st.munks.scans > 0,
+        "no read went through a munk: {:?}",
+        st.munks
+    );
     assert!(
         st.munks.rebalances + st.munks.relabels > 0,
         "munks never followed a flush or merge: {:?}",

@@ -402,7 +402,9 @@ impl Db {
             m.prepare_scan(seq);
             children.push(VisibleIter::new(Arc::clone(m).iter(), seq));
         }
-        for it in sv.version.iters(opts.fill_cache, self.core().munks_on()) {
+        let core = self.core();
+        let munk_scans = core.munks_on().then_some(&core.reads.munk_scans);
+        for it in sv.version.iters(opts.fill_cache, munk_scans) {
             children.push(VisibleIter::new(it, seq));
         }
         let merged = MergingIter::new(children);
@@ -740,6 +742,7 @@ impl Db {
                     bytes: installed.iter().sum(),
                     resident_bytes: core.munk_bytes.load(std::sync::atomic::Ordering::Relaxed),
                     hits: core.reads.munk_hits.load(),
+                    scans: core.reads.munk_scans.load(),
                     loads: load(&c.munk_loads),
                     rebalances: load(&c.munk_rebalances),
                     relabels: load(&c.munk_relabels),

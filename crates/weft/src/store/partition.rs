@@ -28,6 +28,8 @@ pub struct ReadCounters {
     pub sorted_hits: StripedCounter,
     /// Gets answered from a munk (`store::munk`).
     pub munk_hits: StripedCounter,
+    /// Iterators that read at least one munk.
+    pub munk_scans: StripedCounter,
     /// Gets that found nothing.
     pub misses: StripedCounter,
     /// UnsortedStore tables read by gets (index candidates and unknown tables).

@@ -130,7 +130,7 @@ fn scans_string_partitions_unsorted_tables_into_runs() {
     v.partitions = vec![Arc::new(a), Arc::new(b), Arc::new(c)];
 
     let drain = |v: &Version| -> (usize, Vec<Vec<u8>>) {
-        let mut iters = v.iters(true, false);
+        let mut iters = v.iters(true, None);
         let mut all = Vec::new();
         for it in &mut iters {
             it.seek_to_first().unwrap();

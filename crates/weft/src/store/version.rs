@@ -179,7 +179,17 @@ impl Version {
     /// table starts past the target (the run rests on its metadata:
     /// `sorted_run`), so a short scan reads the tables of the partitions it
     /// covers.
-    pub fn iters(&self, fill_cache: bool, munks: bool) -> Vec<Box<dyn InternalIterator>> {
+    ///
+    /// With munks on (`munk_scans` given, counting the iterators that read
+    /// one), the munks standing for their partitions in this version form
+    /// one more run (`store::munk::MunkRunIter`), and those partitions'
+    /// SortedStores and folded tables are left out.
+    pub fn iters(
+        &self,
+        fill_cache: bool,
+        munk_scans: Option<&crate::util::stripe::StripedCounter>,
+    ) -> Vec<Box<dyn InternalIterator>> {
+        let munks = munk_scans.is_some();
         let purpose = ReadPurpose::Scan { fill_cache };
         let mut runs: Vec<Vec<Arc<TableFile>>> = Vec::new();
         let mut strays: Vec<Vec<Arc<TableFile>>> = Vec::new();
@@ -225,6 +235,9 @@ impl Version {
             })
             .collect();
         if !images.is_empty() {
+            if let Some(c) = munk_scans {
+                c.add(1);
+            }
             iters.push(Box::new(super::munk::MunkRunIter::new(images)));
         }
         iters
