@@ -10,9 +10,8 @@ use super::flush::index_table;
 use super::FlushesHeld;
 use crate::db::core::{Core, Counters, EngineState};
 use crate::error::Result;
-use crate::iter::{InternalIterator, MergedEntries};
+use crate::iter::MergedEntries;
 use crate::manifest::VersionEdit;
-use crate::stats::ReadPurpose;
 use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
 use crate::store::{change_index, Partition, Placement};
 
@@ -57,10 +56,7 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
         return Ok(());
     }
     let inputs = part.unsorted.clone();
-    let children = inputs
-        .iter()
-        .map(|t| Box::new(t.table.iter_for(ReadPurpose::Background)) as Box<dyn InternalIterator>)
-        .collect();
+    let children = super::table_cursors(&inputs);
     let mut input = MergedEntries::new(children);
     input.seek_to_first()?;
     let policy = RetentionPolicy {

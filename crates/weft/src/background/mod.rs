@@ -315,6 +315,32 @@ fn due_jobs(core: &Core, st: &mut EngineState) -> (Due, DueJobs) {
     (due, jobs)
 }
 
+/// One cursor per table, for a job that reads them whole (merge, GC,
+/// consolidation, munk builds).
+fn table_cursors(
+    tables: &[Arc<crate::store::TableFile>],
+) -> Vec<Box<dyn crate::iter::InternalIterator>> {
+    tables
+        .iter()
+        .map(|t| {
+            Box::new(t.table.iter_for(crate::stats::ReadPurpose::Background))
+                as Box<dyn crate::iter::InternalIterator>
+        })
+        .collect()
+}
+
+/// Partition `pid` and the version it was taken from, as a job starts
+/// (`None` when a split removed it).
+fn pin_partition(
+    core: &Core,
+    pid: u64,
+) -> Option<(Arc<crate::store::Partition>, Arc<crate::store::Version>)> {
+    let st = core.state.lock();
+    st.version
+        .partition(pid)
+        .map(|p| (Arc::clone(p), Arc::clone(&st.version)))
+}
+
 /// Keeps flushes from running while a job restructures a
 /// partition (split, consolidation); see the module docs. Created only
 /// once the running flush, if any, is done.

@@ -153,12 +153,8 @@ fn evict(core: &Core, p: &Partition) {
 
 /// Runs `work` on partition `pid`.
 pub(super) fn run_munk_job(core: &Arc<Core>, pid: u64, work: MunkWork) -> Result<()> {
-    let (part, version) = {
-        let st = core.state.lock();
-        match st.version.partition(pid) {
-            Some(p) => (Arc::clone(p), Arc::clone(&st.version)),
-            None => return Ok(()),
-        }
+    let Some((part, version)) = super::pin_partition(core, pid) else {
+        return Ok(());
     };
     match work {
         MunkWork::Load => load(core, &part, &version),
@@ -190,11 +186,7 @@ pub(super) fn fold_new_tables(
     }
     let mut children: Vec<Box<dyn InternalIterator>> =
         vec![Box::new(MunkRunIter::new(vec![Arc::clone(&m.image)]))];
-    children.extend(
-        part.unsorted[folded..].iter().map(|t| {
-            Box::new(t.table.iter_for(ReadPurpose::Background)) as Box<dyn InternalIterator>
-        }),
-    );
+    children.extend(super::table_cursors(&part.unsorted[folded..]));
     if build_and_install(core, part, version, children)? {
         Counters::add(&core.counters.munk_rebalances, 1);
     }
@@ -203,11 +195,7 @@ pub(super) fn fold_new_tables(
 
 /// Builds `part`'s munk from its tables.
 fn load(core: &Arc<Core>, part: &Partition, version: &Arc<Version>) -> Result<()> {
-    let mut children: Vec<Box<dyn InternalIterator>> = part
-        .unsorted
-        .iter()
-        .map(|t| Box::new(t.table.iter_for(ReadPurpose::Background)) as Box<dyn InternalIterator>)
-        .collect();
+    let mut children = super::table_cursors(&part.unsorted);
     if !part.sorted.is_empty() {
         children.push(Box::new(SortedRunIter::new(
             part.sorted.clone(),

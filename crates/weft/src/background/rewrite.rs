@@ -62,10 +62,7 @@ fn merge_inputs(part: &Partition) -> RewriteInputs {
         })
         .cloned()
         .collect();
-    let children = unsorted
-        .iter()
-        .map(|t| Box::new(t.table.iter_for(ReadPurpose::Background)) as Box<dyn InternalIterator>)
-        .collect();
+    let children = super::table_cursors(&unsorted);
     (unsorted, sorted, children)
 }
 
@@ -73,12 +70,8 @@ fn merge_inputs(part: &Partition) -> RewriteInputs {
 /// order of the module docs: new tables and value log written and fsynced,
 /// one manifest edit swaps them in, then the inputs become obsolete.
 pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
-    let (part, version) = {
-        let st = core.state.lock();
-        match st.version.partition(pid) {
-            Some(p) => (Arc::clone(p), Arc::clone(&st.version)),
-            None => return Ok(()),
-        }
+    let Some((part, version)) = super::pin_partition(core, pid) else {
+        return Ok(());
     };
     // A munk of the partition must hold every input to outlive the job
     // (relabeled at the install): fold in what it lacks first.
