@@ -280,7 +280,7 @@ impl Workload for Ingest {
     fn run_thread(&self, ctx: &mut ThreadContext<'_>) -> Result<()> {
         let cfg = ctx.config;
         let mut rng = StdRng::seed_from_u64(ctx.seed);
-        let mut values = ValueGenerator::new(cfg.value_size, ctx.seed);
+        let mut values = ValueGenerator::new(cfg.value_size, ctx.seed, cfg.compression_ratio);
         let mut key = vec![0u8; cfg.key_size];
         let kv = (cfg.key_size + cfg.value_size) as u64;
         while !ctx.should_stop() {
@@ -357,7 +357,7 @@ impl Workload for Scan {
         let a = &cfg.analytics;
         let ops = share(cfg.reads(), ctx.tid, cfg.threads);
         let mut rng = StdRng::seed_from_u64(ctx.seed);
-        let mut values = ValueGenerator::new(cfg.value_size, ctx.seed);
+        let mut values = ValueGenerator::new(cfg.value_size, ctx.seed, cfg.compression_ratio);
         let mut key = vec![0u8; cfg.key_size];
         let kv = (cfg.key_size + cfg.value_size) as u64;
         // Each event read is copied out whole, so no engine is credited

@@ -43,6 +43,14 @@ pub struct BenchConfig {
     pub key_size: usize,
     /// `--value_size`: bytes per value. Default 100.
     pub value_size: usize,
+    /// `--compression_type`: how every engine compresses (Weft: every
+    /// layer, unless a per-layer flag says otherwise). Default none, where
+    /// db_bench's is snappy: pass it to both (as `bench/compare` does).
+    pub compression_type: weft::Compression,
+    /// `--compression_ratio`: each generated value compresses to about this
+    /// share of its size, as db_bench generates them (random runs of
+    /// `ratio × 100` bytes, each repeated to fill 100). Default 0.5.
+    pub compression_ratio: f64,
     /// `--threads`: concurrent threads per benchmark, each doing the full
     /// operation count (as db_bench). Default 1.
     pub threads: usize,
@@ -187,6 +195,15 @@ pub struct StoreKnobs {
     /// `--munk_cache_size` ([`weft::Options::munk_cache_size`]): bytes of
     /// hot partitions held in memory; 0 = off.
     pub munk_cache_size: Option<usize>,
+    /// `--unsorted_compression` ([`weft::Options::unsorted_compression`]),
+    /// over `--compression_type`.
+    pub unsorted_compression: Option<weft::Compression>,
+    /// `--sorted_compression` ([`weft::Options::sorted_compression`]), over
+    /// `--compression_type`.
+    pub sorted_compression: Option<weft::Compression>,
+    /// `--value_log_compression` ([`weft::Options::value_log_compression`]),
+    /// over `--compression_type`.
+    pub value_log_compression: Option<weft::Compression>,
 }
 
 impl Default for BenchConfig {
@@ -198,6 +215,8 @@ impl Default for BenchConfig {
             writes: None,
             key_size: 16,
             value_size: 100,
+            compression_type: weft::Compression::None,
+            compression_ratio: 0.5,
             threads: 1,
             write_buffer_size: 64 << 20,
             seek_nexts: 0,
@@ -279,6 +298,9 @@ impl BenchConfig {
         }
         if self.runs == 0 {
             return Err("--runs must be at least 1".into());
+        }
+        if !(self.compression_ratio > 0.0 && self.compression_ratio <= 1.0) {
+            return Err("--compression_ratio must be in (0, 1]".into());
         }
         if !(self.zipf_theta > 0.0 && self.zipf_theta < 1.0) {
             return Err("--zipf_theta must be in (0, 1)".into());

@@ -123,7 +123,8 @@ pub fn weft_options(c: &BenchConfig) -> Options {
     let mut o = Options::default()
         .write_buffer_size(c.write_buffer_size)
         .memtable(c.memtable)
-        .block_cache_size(c.cache_size);
+        .block_cache_size(c.cache_size)
+        .compression(c.compression_type);
     if let Some(b) = c.bloom_bits {
         o = o.bloom_bits_per_key(b);
     }
@@ -166,6 +167,15 @@ pub fn weft_options(c: &BenchConfig) -> Options {
     }
     if let Some(v) = s.row_cache_size {
         o = o.row_cache_size(v);
+    }
+    if let Some(v) = s.unsorted_compression {
+        o = o.unsorted_compression(v);
+    }
+    if let Some(v) = s.sorted_compression {
+        o = o.sorted_compression(v);
+    }
+    if let Some(v) = s.value_log_compression {
+        o = o.value_log_compression(v);
     }
     o
 }
@@ -291,8 +301,9 @@ mod peers {
     }
 
     /// RocksDB through the `rocksdb` crate: LRU block cache of `--cache_size`,
-    /// `--write_buffer_size` memtables, bloom filter of `--bloom_bits`, no
-    /// compression, WAL on, `sync` per write only with `--sync`.
+    /// `--write_buffer_size` memtables, bloom filter of `--bloom_bits`,
+    /// `--compression_type` on every level, WAL on, `sync` per write only
+    /// with `--sync`.
     #[cfg(feature = "rocksdb")]
     pub mod rocks {
         use super::*;
@@ -308,7 +319,14 @@ mod peers {
                 let mut o = Options::default();
                 o.create_if_missing(true);
                 o.set_write_buffer_size(c.write_buffer_size);
-                o.set_compression_type(DBCompressionType::None);
+                o.set_compression_type(match c.compression_type {
+                    weft::Compression::None => DBCompressionType::None,
+                    weft::Compression::Lz4 => DBCompressionType::Lz4,
+                    weft::Compression::Zstd(_) => DBCompressionType::Zstd,
+                });
+                if let weft::Compression::Zstd(level) = c.compression_type {
+                    o.set_compression_options(-14, level, 0, 0);
+                }
                 o.increase_parallelism(2);
                 let mut t = BlockBasedOptions::default();
                 let cache = Cache::new_lru_cache(c.cache_size);

@@ -93,7 +93,11 @@ impl KeyGenerator for Uniform {
 
 /// Pseudo-random values, cut from one pre-generated buffer as db_bench's
 /// `RandomGenerator` does, so producing a value costs no RNG work in the
-/// timed loop.
+/// timed loop. The buffer is made as db_bench makes it
+/// (`test::CompressibleString`): 100-byte pieces, each `ratio × 100`
+/// random bytes repeated to fill the piece, so a value compresses to about
+/// `ratio` of its size (`--compression_ratio`; 1 gives incompressible
+/// values).
 #[derive(Debug, Clone)]
 pub struct ValueGenerator {
     data: Vec<u8>,
@@ -101,10 +105,20 @@ pub struct ValueGenerator {
 }
 
 impl ValueGenerator {
-    /// A buffer of at least 1 MiB (and at least one value) of random bytes.
-    pub fn new(value_size: usize, seed: u64) -> Self {
-        let mut data = vec![0u8; value_size.max(1 << 20)];
-        StdRng::seed_from_u64(seed ^ 0x5eed_f7a1_0000).fill_bytes(&mut data);
+    /// A buffer of at least 1 MiB (and at least one value) whose values
+    /// compress to about `compression_ratio` of their size.
+    pub fn new(value_size: usize, seed: u64, compression_ratio: f64) -> Self {
+        const PIECE: usize = 100;
+        let len = value_size.max(1 << 20);
+        let raw = ((PIECE as f64 * compression_ratio) as usize).clamp(1, PIECE);
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_f7a1_0000);
+        let mut data = Vec::with_capacity(len + PIECE);
+        let mut random = [0u8; PIECE];
+        while data.len() < len {
+            rng.fill_bytes(&mut random[..raw]);
+            data.extend((0..PIECE).map(|i| random[i % raw]));
+        }
+        data.truncate(len);
         ValueGenerator { data, pos: 0 }
     }
 
@@ -187,7 +201,7 @@ mod tests {
 
     #[test]
     fn values_have_requested_size() {
-        let mut g = ValueGenerator::new(100, 1);
+        let mut g = ValueGenerator::new(100, 1, 0.5);
         let a = g.generate(100).to_vec();
         let b = g.generate(100).to_vec();
         assert_eq!(a.len(), 100);
@@ -195,8 +209,24 @@ mod tests {
         for _ in 0..20_000 {
             assert_eq!(g.generate(100).len(), 100);
         }
-        let mut big = ValueGenerator::new(3 << 20, 1);
+        let mut big = ValueGenerator::new(3 << 20, 1, 1.0);
         assert_eq!(big.generate(3 << 20).len(), 3 << 20);
         assert_eq!(big.generate(0).len(), 0);
+    }
+
+    /// Values compress to about the ratio asked for, as db_bench's do
+    /// (measured with zstd through a 4 KiB table block's worth of values).
+    #[test]
+    fn values_compress_to_about_the_ratio() {
+        for ratio in [0.25, 0.5, 1.0] {
+            let mut g = ValueGenerator::new(1000, 7, ratio);
+            let values: Vec<u8> = (0..4).flat_map(|_| g.generate(1000).to_vec()).collect();
+            let packed = zstd::bulk::compress(&values, 3).unwrap();
+            let got = packed.len() as f64 / values.len() as f64;
+            assert!(
+                (got - ratio).abs() < 0.1 || (ratio == 1.0 && got > 0.95),
+                "ratio {ratio}: compressed to {got:.3}"
+            );
+        }
     }
 }

@@ -314,7 +314,7 @@ impl Workload for Fill {
             Order::Sequential => Box::new(Sequential::new(cfg.num)),
             Order::Random => Box::new(Uniform::new(cfg.num, ctx.seed)),
         };
-        let mut values = ValueGenerator::new(cfg.value_size, ctx.seed);
+        let mut values = ValueGenerator::new(cfg.value_size, ctx.seed, cfg.compression_ratio);
         let mut key = vec![0u8; cfg.key_size];
         let per_op = (cfg.key_size + cfg.value_size) as u64;
         for _ in 0..cfg.writes() {
@@ -493,7 +493,7 @@ impl Workload for ReadWhileWriting {
         }
         let cfg = ctx.config;
         let mut keys = Uniform::new(cfg.num, ctx.seed);
-        let mut values = ValueGenerator::new(cfg.value_size, ctx.seed);
+        let mut values = ValueGenerator::new(cfg.value_size, ctx.seed, cfg.compression_ratio);
         let mut key = vec![0u8; cfg.key_size];
         while ctx.shared.readers_left.load(Ordering::Acquire) > 0 && !ctx.should_stop() {
             generate_key_from_int(keys.next_key(), &mut key);

@@ -158,7 +158,7 @@ impl Workload for Load {
         let threads = cfg.threads;
         let first: u64 = (0..ctx.tid).map(|t| share(n, t, threads)).sum();
         let mine = share(n, ctx.tid, threads);
-        let mut values = ValueGenerator::new(cfg.record_size(), ctx.seed);
+        let mut values = ValueGenerator::new(cfg.record_size(), ctx.seed, cfg.compression_ratio);
         let mut key = vec![0u8; cfg.key_size];
         for i in first..first + mine {
             if ctx.should_stop() {
@@ -200,7 +200,7 @@ impl Workload for Run {
             cfg.zipf_theta,
             ctx.seed,
         );
-        let mut values = ValueGenerator::new(cfg.record_size(), ctx.seed);
+        let mut values = ValueGenerator::new(cfg.record_size(), ctx.seed, cfg.compression_ratio);
         let mut key = vec![0u8; cfg.key_size];
         let rec = cfg.record_size();
         let kv = (cfg.key_size + rec) as u64;

@@ -183,6 +183,23 @@ pub struct BenchArgs {
     /// Value size in bytes [default: 100]
     #[arg(long = "value_size")]
     pub value_size: Option<usize>,
+    /// Compression of every layer (and of the peer engine): none, lz4,
+    /// zstd or zstd:LEVEL [default: none]
+    #[arg(long = "compression_type", value_parser = parse_compression)]
+    pub compression_type: Option<weft::Compression>,
+    /// Generated values compress to about this share of their size, as
+    /// db_bench's do [default: 0.5]
+    #[arg(long = "compression_ratio")]
+    pub compression_ratio: Option<f64>,
+    /// Weft: compression of UnsortedStore tables, over --compression_type
+    #[arg(long = "unsorted_compression", value_parser = parse_compression)]
+    pub unsorted_compression: Option<weft::Compression>,
+    /// Weft: compression of SortedStore tables, over --compression_type
+    #[arg(long = "sorted_compression", value_parser = parse_compression)]
+    pub sorted_compression: Option<weft::Compression>,
+    /// Weft: compression of values in value logs, over --compression_type
+    #[arg(long = "value_log_compression", value_parser = parse_compression)]
+    pub value_log_compression: Option<weft::Compression>,
     /// Threads, each doing the full operation count [default: 1]
     #[arg(long)]
     pub threads: Option<usize>,
@@ -348,6 +365,11 @@ fn parse_bool(s: &str) -> Result<bool, String> {
     }
 }
 
+fn parse_compression(s: &str) -> Result<weft::Compression, String> {
+    weft::Compression::parse(s)
+        .ok_or_else(|| format!("unknown compression {s:?} (known: none, lz4, zstd, zstd:LEVEL)"))
+}
+
 fn parse_memtable(s: &str) -> Result<MemtableKind, String> {
     s.parse::<MemtableKind>().map_err(|e| {
         let known: Vec<_> = MemtableKind::ALL.iter().map(|k| k.name()).collect();
@@ -397,6 +419,8 @@ impl BenchArgs {
         take!(
             key_size,
             value_size,
+            compression_type,
+            compression_ratio,
             threads,
             write_buffer_size,
             seek_nexts,
@@ -434,7 +458,10 @@ impl BenchArgs {
             max_background_jobs,
             rate_limiter_bytes_per_sec,
             row_cache_size,
-            munk_cache_size
+            munk_cache_size,
+            unsorted_compression,
+            sorted_compression,
+            value_log_compression
         );
         macro_rules! analytics {
             ($($f:ident => $g:ident),*) => {
@@ -540,6 +567,9 @@ mod tests {
             "--cache_size=1048576",
             "--row_cache_size=2097152",
             "--munk_cache_size=4194304",
+            "--compression_type=zstd:5",
+            "--compression_ratio=0.25",
+            "--sorted_compression=lz4",
             "--bloom_bits=12",
             "--disable_wal",
             "--histogram=1",
@@ -567,6 +597,10 @@ mod tests {
         assert_eq!(c.cache_size, 1 << 20);
         assert_eq!(c.store.row_cache_size, Some(2 << 20));
         assert_eq!(c.store.munk_cache_size, Some(4 << 20));
+        assert_eq!(c.compression_type, weft::Compression::Zstd(5));
+        assert_eq!(c.compression_ratio, 0.25);
+        assert_eq!(c.store.sorted_compression, Some(weft::Compression::Lz4));
+        assert_eq!(c.store.value_log_compression, None);
         assert_eq!(c.bloom_bits, Some(12));
         assert!(c.disable_wal && c.histogram && !c.progress);
         assert_eq!(c.engine, "weft");

@@ -229,11 +229,14 @@ pub fn build_table(
     block_size: usize,
     restart_interval: usize,
     bloom_bits_per_key: usize,
+    compression: crate::Compression,
 ) -> Result<u64> {
     let options = TableOptions {
         block_size,
         restart_interval,
         bloom_bits_per_key,
+        compression,
+        ..TableOptions::default()
     };
     let mut b = TableBuilder::create(&*real(), path, options)?;
     for (key, seq, kind, value) in entries {
@@ -382,9 +385,33 @@ pub fn read_block(file: &Path, contents: Vec<u8>, probes: &[Vec<u8>]) -> Result<
 /// `contents` followed by its block trailer (type, masked CRC), as the
 /// table builder writes a block.
 pub fn seal_block(contents: &[u8]) -> Vec<u8> {
+    seal_typed_block(contents, BLOCK_TYPE_UNCOMPRESSED)
+}
+
+/// [`seal_block`] with the trailer's type byte `block_type` (a compressed
+/// block's codec), so damage behind the checksum reaches the decompressor.
+pub fn seal_typed_block(contents: &[u8], block_type: u8) -> Vec<u8> {
     let mut raw = contents.to_vec();
-    raw.extend_from_slice(&block_trailer(contents, BLOCK_TYPE_UNCOMPRESSED));
+    raw.extend_from_slice(&block_trailer(contents, block_type));
     raw
+}
+
+// ---- compression ----
+
+/// Compresses `raw` as a table block or value-log record would be: the
+/// codec byte (0 when it was stored as is) and the stored form.
+pub fn compress_unit(compression: crate::Compression, raw: &[u8]) -> (u8, Vec<u8>) {
+    let mut out = Vec::new();
+    let codec = crate::compression::compress(compression, raw, &mut out);
+    (codec, out)
+}
+
+/// Decodes a stored compressed unit as the table and value-log readers do
+/// (at most `limit` bytes); an error is the reason they would give for
+/// `Error::Corruption`.
+pub fn decompress_unit(codec: u8, stored: &[u8], limit: usize) -> Result<Vec<u8>> {
+    crate::compression::decompress(codec, stored, limit)
+        .map_err(|r| Error::corruption("(compressed unit)", 0, r))
 }
 
 /// Checks a block's trailer as the table reader does; the contents'
@@ -421,14 +448,16 @@ pub fn query_filter(file: &Path, contents: Vec<u8>, keys: &[Vec<u8>]) -> Result<
 // ---- value logs ----
 
 /// Writes value log `number` in `dir` holding `values` with the engine's
-/// writer; returns the pointers and the log's size.
+/// writer, compressing each value that `compression` shrinks; returns the
+/// pointers and the log's size.
 pub fn write_value_log(
     dir: &Path,
     number: u64,
     values: &[Vec<u8>],
+    compression: crate::Compression,
 ) -> Result<(Vec<ValuePointer>, u64)> {
     let fs: Fs = real();
-    let mut w = ValueLogWriter::create(&fs, dir, number)?;
+    let mut w = ValueLogWriter::create_compressed(&fs, dir, number, compression)?;
     let mut ptrs = Vec::with_capacity(values.len());
     for v in values {
         ptrs.push(w.append(v)?);

@@ -33,6 +33,7 @@
 mod background;
 mod batch;
 mod cache;
+mod compression;
 mod db;
 mod error;
 mod fault;
@@ -51,6 +52,7 @@ mod util;
 mod wal;
 
 pub use batch::WriteBatch;
+pub use compression::Compression;
 pub use db::{ChangeFeed, ChangeGroup, ChangeOp, CheckReport, Db, DbIterator, FeedLimit, Range};
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_SIZE, MAX_VALUE_SIZE};

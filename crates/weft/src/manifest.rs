@@ -55,8 +55,11 @@ use crate::wal::{LogRead, LogReader, LogWriter};
 /// WAL may stay as a value log (`NNNNNN.log` below the log number, named
 /// by tag 8 like a `.vlog`). 4: the change feed's edit tags 13–15
 /// (retained WALs, holds), which a format-3 build would reject as unknown
-/// tags (corruption) rather than as a newer store.
-pub const FORMAT_VERSION: u64 = 4;
+/// tags (corruption) rather than as a newer store. 5: compressed table
+/// blocks (block types 1 and 2) and compressed values in value logs (a
+/// value pointer's codec byte), which a format-4 build would report as
+/// corruption rather than as a newer store.
+pub const FORMAT_VERSION: u64 = 5;
 
 /// Tag of the format-version field.
 const FORMAT_VERSION_TAG: u8 = 12;

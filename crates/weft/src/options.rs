@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::compression::Compression;
 use crate::memtable::MemtableKind;
 use crate::snapshot::Snapshot;
 use crate::util::fs::FileSystem;
@@ -58,6 +59,23 @@ pub struct Options {
     pub mmap_reads: bool,
     /// Bloom filter bits per key in each table; 0 disables filters. Default 10.
     pub bloom_bits_per_key: usize,
+    /// How the data blocks of UnsortedStore tables (written by flushes and
+    /// consolidations) are compressed. Default [`Compression::None`]: they
+    /// live briefly, until the next merge, and a flush on the write path's
+    /// heels should not spend CPU on them.
+    pub unsorted_compression: Compression,
+    /// How the data blocks of SortedStore tables (written by merges, GC and
+    /// splits) are compressed. A block is stored compressed only when that
+    /// saves an eighth of it; a compressed block read by a get or scan is
+    /// decoded once and kept in the block cache
+    /// ([`Options::block_cache_size`]). Default [`Compression::None`].
+    pub sorted_compression: Compression,
+    /// How values written to value logs (by merges separating values, and
+    /// by GC moving live values) are compressed, each value on its own so
+    /// that a get decodes only the value it reads. Values still in their
+    /// WAL ([`Options::values_in_wal`]) are stored as written until GC
+    /// moves them. Default [`Compression::None`].
+    pub value_log_compression: Compression,
     /// Target size of one SortedStore table written by a merge. Default 32 MiB.
     pub table_size: u64,
     /// Bytes of UnsortedStore tables a partition may hold before they are
@@ -182,6 +200,9 @@ impl Default for Options {
             munk_cache_size: 0,
             mmap_reads: true,
             bloom_bits_per_key: 10,
+            unsorted_compression: Compression::None,
+            sorted_compression: Compression::None,
+            value_log_compression: Compression::None,
             table_size: 32 << 20,
             unsorted_limit: 256 << 20,
             unsorted_slowdown_tables: 24,
@@ -243,6 +264,12 @@ impl Options {
         mmap_reads: bool,
         /// Sets [`Options::bloom_bits_per_key`].
         bloom_bits_per_key: usize,
+        /// Sets [`Options::unsorted_compression`].
+        unsorted_compression: Compression,
+        /// Sets [`Options::sorted_compression`].
+        sorted_compression: Compression,
+        /// Sets [`Options::value_log_compression`].
+        value_log_compression: Compression,
         /// Sets [`Options::table_size`].
         table_size: u64,
         /// Sets [`Options::unsorted_limit`].
@@ -286,6 +313,39 @@ impl Options {
         match self.gc_min_garbage_bytes {
             0 => (self.partition_size / 8).min(64 << 20),
             explicit => explicit,
+        }
+    }
+
+    /// Sets every layer's compression ([`Options::unsorted_compression`],
+    /// [`Options::sorted_compression`], [`Options::value_log_compression`])
+    /// to `compression`, as db_bench's `--compression_type` does.
+    ///
+    /// ```
+    /// use weft::{Compression, Db, Options};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let options = Options::default()
+    ///     .compression(Compression::Lz4)
+    ///     .sorted_compression(Compression::ZSTD);
+    /// let db = Db::open(dir.path(), options).unwrap();
+    /// db.put("k", "v".repeat(1000)).unwrap();
+    /// db.compact().unwrap();
+    /// assert_eq!(db.get("k").unwrap(), Some("v".repeat(1000).into_bytes()));
+    /// ```
+    pub fn compression(self, compression: Compression) -> Self {
+        self.unsorted_compression(compression)
+            .sorted_compression(compression)
+            .value_log_compression(compression)
+    }
+
+    /// The format SortedStore tables are built with (UnsortedStore tables:
+    /// [`crate::table::TableOptions::for_unsorted_store`] of it).
+    pub(crate) fn table_options(&self) -> crate::table::TableOptions {
+        crate::table::TableOptions {
+            block_size: self.block_size,
+            restart_interval: 16,
+            bloom_bits_per_key: self.bloom_bits_per_key,
+            compression: self.sorted_compression,
+            unsorted_compression: self.unsorted_compression,
         }
     }
 

@@ -17,7 +17,7 @@ mod common;
 use std::ops::Bound;
 
 use common::*;
-use weft::{Db, MemtableKind, ReadOptions, Snapshot, WriteBatch, WriteOptions};
+use weft::{Compression, Db, MemtableKind, ReadOptions, Snapshot, WriteBatch, WriteOptions};
 
 /// Small alphabet, including the extreme bytes, so keys collide and sort
 /// at the edges.
@@ -35,19 +35,29 @@ fn rand_key(rng: &mut StdRng) -> Vec<u8> {
 }
 
 /// Values carry the step number so that two versions of one key differ.
+/// Every other step's value repeats its first 16 random bytes, so that
+/// compressed layers store some blocks and values compressed (the same
+/// draws either way: a seed's history does not depend on it).
 fn rand_value(rng: &mut StdRng, step: usize) -> Vec<u8> {
+    let bytes = |rng: &mut StdRng, n: usize| -> Vec<u8> {
+        let drawn: Vec<u8> = (0..n).map(|_| rng.gen::<u8>()).collect();
+        match step % 2 {
+            0 => (0..n).map(|i| drawn[i % 16]).collect(),
+            _ => drawn,
+        }
+    };
     match rng.gen_range(0..20) {
         0 => Vec::new(),
         1 => {
             let mut v = format!("{step}:").into_bytes();
             let n = rng.gen_range(200..1500);
-            v.extend((0..n).map(|_| rng.gen::<u8>()));
+            v.extend(bytes(rng, n));
             v
         }
         _ => {
             let mut v = format!("{step}:").into_bytes();
             let n = rng.gen_range(0..60);
-            v.extend((0..n).map(|_| rng.gen::<u8>()));
+            v.extend(bytes(rng, n));
             v
         }
     }
@@ -580,6 +590,14 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
     if common::rng(seed ^ 0x6d75_6e6b).gen_bool(0.5) {
         options = options.munk_cache_size(256 << 10).munk_min_heat(0);
     }
+    // Each layer compressed or not, drawn apart from the history too.
+    let mut codecs = common::rng(seed ^ 0x636f_6d70);
+    let mut codec =
+        || [Compression::None, Compression::Lz4, Compression::ZSTD][codecs.gen_range(0..3)];
+    options = options
+        .unsorted_compression(codec())
+        .sorted_compression(codec())
+        .value_log_compression(codec());
     let db = Db::open(dir.path(), options.clone()).expect("open");
     let mut h = Harness {
         db: Some(db),

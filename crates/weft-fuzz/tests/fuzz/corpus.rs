@@ -146,7 +146,7 @@ fn write_seed_corpus() {
         .collect();
     for (name, bloom) in [("with_filter", 10), ("no_filter", 0)] {
         let path = dir.join(format!("{name}.sst"));
-        build_table(&path, &entries, 64, 2, bloom).unwrap();
+        build_table(&path, &entries, 64, 2, bloom, weft::Compression::None).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         write("table_file", name, &bytes);
         let mut footer = bytes[bytes.len() - 56..].to_vec();
@@ -166,7 +166,7 @@ fn write_seed_corpus() {
 
     // Value logs.
     let values = vec![b"v1".to_vec(), vec![9; 100], Vec::new(), b"last".to_vec()];
-    let (ptrs, _) = write_value_log(dir, 11, &values).unwrap();
+    let (ptrs, _) = write_value_log(dir, 11, &values, weft::Compression::None).unwrap();
     let mut log = std::fs::read(weft::internals::fuzz::value_log_path(dir, 11)).unwrap();
     write("value_log_file", "log", &log);
     log.extend_from_slice(&[0xff, 0xff]);

@@ -1,6 +1,7 @@
 //! Fuzz targets for every decoder of bytes that come from disk: WAL
 //! records and write batches, manifest edits, table blocks, index,
-//! filter and footer, value-log records and hash-index checkpoints
+//! filter and footer, compressed blocks and values, value-log records
+//! and hash-index checkpoints
 //! — and of the bytes the server reads: RESP requests and its metadata
 //! records. README.md here says how to run them for longer.
 //!
@@ -32,6 +33,7 @@
 
 mod harness;
 
+mod compression;
 mod corpus;
 mod hash_index;
 mod regressions;

@@ -8,9 +8,11 @@ use bolero::generator::TypeGenerator;
 use weft::internals::fuzz::{
     build_table, check_block_trailer, compare_internal_keys, decode_footer, encode_block,
     encode_filter, internal_key, is_internal_key, query_filter, read_block, read_table,
-    reseal_footer, seal_block, BlockHandle, Footer, TableEntry, ValueKind, FOOTER_SIZE,
-    MAX_SEQUENCE,
+    reseal_footer, seal_block, seal_typed_block, BlockHandle, Footer, TableEntry, ValueKind,
+    FOOTER_SIZE, MAX_SEQUENCE,
 };
+
+use weft::Compression;
 
 use crate::harness::{ok_or_corruption, scratch, Mutation};
 use crate::{fuzz_bytes, fuzz_typed};
@@ -34,6 +36,13 @@ pub struct Shape {
     block_size: u8,
     restart_interval: u8,
     bloom_bits: u8,
+    compression: u8,
+}
+
+impl Shape {
+    fn compression(&self) -> Compression {
+        [Compression::None, Compression::Lz4, Compression::ZSTD][usize::from(self.compression % 3)]
+    }
 }
 
 fn entries(gen: &[GenEntry]) -> Vec<TableEntry> {
@@ -128,6 +137,7 @@ fn table_round_trip() {
                 usize::from(shape.block_size) * 4 + 1,
                 usize::from(shape.restart_interval % 17) + 1,
                 usize::from(shape.bloom_bits % 24),
+                shape.compression(),
             )
             .unwrap();
             let probes = probes(&want);
@@ -192,6 +202,7 @@ fn table_resealed() {
                 usize::from(shape.block_size) * 4 + 1,
                 usize::from(shape.restart_interval % 17) + 1,
                 usize::from(shape.bloom_bits % 24),
+                shape.compression(),
             )
             .unwrap();
             let bytes = std::fs::read(&path).unwrap();
@@ -222,7 +233,9 @@ fn table_resealed() {
                     m.apply(&mut contents);
                 }
                 let mut out = bytes[..start].to_vec();
-                out.extend(seal_block(&contents));
+                // Resealed with its own type: a compressed block's damage
+                // reaches the decompressor.
+                out.extend(seal_typed_block(&contents, bytes[end]));
                 out.extend_from_slice(&bytes[end + 5..]);
                 out
             };

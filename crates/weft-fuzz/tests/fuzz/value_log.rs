@@ -2,6 +2,7 @@
 //! (`store/value_reader.rs`): records found through encoded pointers.
 
 use weft::internals::fuzz::{read_value_log, value_log_path, write_value_log, ValuePointer};
+use weft::Compression;
 
 use crate::harness::{must_be_corruption, ok_or_corruption, scratch, Mutation};
 use crate::{fuzz_bytes, fuzz_typed};
@@ -46,16 +47,17 @@ fn check_log(dir: &std::path::Path, size: u64, raw: &[Vec<u8>]) -> Vec<Option<Ve
 fn pointers_in(bytes: &[u8]) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut at = 0usize;
-    while at + 8 <= bytes.len() && out.len() < 64 {
+    while at + 8 <= bytes.len() && out.len() < 96 {
         let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
-        out.push(
-            ValuePointer {
-                log: LOG,
-                offset: at as u64,
-                len,
-            }
-            .encode(),
-        );
+        // The record read as stored, and as LZ4 or zstd (the codec lives
+        // in the pointer): the decompressors meet the input's bytes.
+        for codec in [0, 1, 2] {
+            let ptr = ValuePointer {
+                codec,
+                ..ValuePointer::plain(LOG, at as u64, len)
+            };
+            out.push(ptr.encode());
+        }
         at = at.saturating_add(8 + len as usize);
     }
     if let Some(i) = bytes.windows(2).position(|w| w == [0xff, 0xff]) {
@@ -80,10 +82,20 @@ fn value_log_round_trip() {
     let path = value_log_path(dir.path(), LOG);
     fuzz_typed!(
         "value_log_round_trip",
-        (Vec<Vec<u8>>, Vec<u8>, Mutation),
-        |(values, order, mutation): &(Vec<Vec<u8>>, Vec<u8>, Mutation)| {
+        (Vec<Vec<u8>>, Vec<u8>, u8, Mutation),
+        |(values, order, codec, mutation): &(Vec<Vec<u8>>, Vec<u8>, u8, Mutation)| {
             let _ = std::fs::remove_file(&path);
-            let (ptrs, size) = write_value_log(dir.path(), LOG, values).unwrap();
+            let compression =
+                [Compression::None, Compression::Lz4, Compression::ZSTD][usize::from(*codec) % 3];
+            // Some values long and repetitive enough to be stored compressed.
+            let values: Vec<Vec<u8>> = (values.iter())
+                .map(|v| match v.first() {
+                    Some(&n) if n % 2 == 0 => v.repeat(1 + usize::from(n % 16)),
+                    _ => v.clone(),
+                })
+                .collect();
+            let values = &values;
+            let (ptrs, size) = write_value_log(dir.path(), LOG, values, compression).unwrap();
             // Read in an order the input picks (forward, backward, jumps),
             // so the reader's windows and readahead see every pattern.
             let pick: Vec<usize> = if values.is_empty() {

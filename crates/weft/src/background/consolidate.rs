@@ -70,6 +70,7 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
         target_size: u64::MAX,
         upper: None,
         min_blob_size: None,
+        value_log_compression: crate::Compression::None,
         collect_keys: true,
         logged: None,
     };

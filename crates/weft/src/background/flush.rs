@@ -66,6 +66,7 @@ pub(crate) fn write_memtable(
             target_size: u64::MAX,
             upper: upper.as_deref(),
             min_blob_size: None,
+            value_log_compression: crate::Compression::None,
             collect_keys: true,
             logged,
         };

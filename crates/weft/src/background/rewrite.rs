@@ -130,6 +130,7 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
         target_size: core.options.table_size,
         upper: None,
         min_blob_size: (blob != usize::MAX).then_some(blob),
+        value_log_compression: core.options.value_log_compression,
         collect_keys: false,
         logged: None,
     };

@@ -98,6 +98,7 @@ fn cut_table(core: &Core, t: &TableFile, new_files: &mut NewFiles<'_>) -> Result
         // Values stay where they are: pointers are copied, inline
         // values stay inline.
         min_blob_size: None,
+        value_log_compression: crate::Compression::None,
         collect_keys: false,
         logged: None,
     };

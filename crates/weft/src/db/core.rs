@@ -495,11 +495,7 @@ impl Core {
         last_seq: SequenceNumber,
         counters: Counters,
     ) -> Core {
-        let table_options = TableOptions {
-            block_size: options.block_size,
-            restart_interval: 16,
-            bloom_bits_per_key: options.bloom_bits_per_key,
-        };
+        let table_options = options.table_options();
         let throttled = background_behind(&options, &state);
         let read_tracker = Arc::new(ReadTracker::default());
         // Recovery starts with an empty row cache: it is memory only.

@@ -598,11 +598,7 @@ fn flush_recovered(
     state: &mut ManifestState,
     mem: &Arc<dyn Memtable>,
 ) -> Result<()> {
-    let table_options = crate::table::TableOptions {
-        block_size: options.block_size,
-        restart_interval: 16,
-        bloom_bits_per_key: options.bloom_bits_per_key,
-    };
+    let table_options = options.table_options();
     let bounds: Vec<_> = state
         .partitions
         .iter()

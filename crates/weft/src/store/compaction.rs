@@ -60,6 +60,8 @@ pub struct OutputSpec<'a> {
     /// Move values of at least this size to a new value log (merges into
     /// the SortedStore); `None` keeps every value inline (flushes).
     pub min_blob_size: Option<usize>,
+    /// How the values moved to a new value log are compressed.
+    pub value_log_compression: crate::Compression,
     /// Record each output table's distinct user keys in
     /// [`JobStats::table_keys`] (flushes, for the hash index).
     pub collect_keys: bool,
@@ -306,10 +308,11 @@ impl Outputs<'_> {
             kind == ValueKind::Put && self.spec.min_blob_size.is_some_and(|m| value.len() >= m);
         if separate {
             if self.value_log.is_none() {
-                self.value_log = Some(ValueLogWriter::create(
+                self.value_log = Some(ValueLogWriter::create_compressed(
                     self.spec.fs,
                     self.spec.dir,
                     new_file(),
+                    self.spec.value_log_compression,
                 )?);
             }
             let log = self.value_log.as_mut().expect("value log was just created");

@@ -104,11 +104,7 @@ impl LoggedValues {
             let i = usize::try_from(seq.checked_sub(self.first)?).ok()?;
             *self.dense.get(i).filter(|(offset, _)| *offset != 0)?
         };
-        (logged_len as usize == len).then_some(ValuePointer {
-            log: self.log,
-            offset,
-            len: logged_len,
-        })
+        (logged_len as usize == len).then_some(ValuePointer::plain(self.log, offset, logged_len))
     }
 }
 

@@ -9,12 +9,15 @@
 //!
 //! ```text
 //! log    := record*
-//! record := masked crc32c u32 LE (over len + value) | len u32 LE | value
+//! record := masked crc32c u32 LE (over len + stored) | len u32 LE | stored
+//! stored := value, or the value compressed (`crate::compression`'s form)
 //! ```
 //!
-//! A pointer names the log, the record's offset and the value's length; a
-//! read checks that the record's length matches the pointer's and that the
-//! checksum holds, so a damaged log yields `Error::Corruption { file, offset }`
+//! A pointer names the log, the record's offset, the stored length and the
+//! codec (`Options::value_log_compression`; each value is compressed on
+//! its own, so a get decodes only what it reads); a read checks that the
+//! record's length matches the pointer's and that the checksum holds, then
+//! decodes, so a damaged log yields `Error::Corruption { file, offset }`
 //! and never a wrong value.
 //!
 //! Logs are immutable once their merge finishes. A log removed from the live
@@ -40,6 +43,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::compression::{self, Compression, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD};
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
 use crate::util::coding::{get_varint32, get_varint64, put_varint32, put_varint64};
@@ -56,17 +60,36 @@ pub struct ValuePointer {
     pub log: u64,
     /// Offset of the record header in the log.
     pub offset: u64,
-    /// Length of the value.
+    /// Length of the record's stored bytes: the value, or for a compressed
+    /// one its compressed form.
     pub len: u32,
+    /// How the stored bytes encode the value: `compression::CODEC_NONE`
+    /// (they are the value), `CODEC_LZ4` or `CODEC_ZSTD`.
+    pub codec: u8,
 }
 
 impl ValuePointer {
-    /// Encodes the pointer as a table value.
+    /// A pointer to a value stored as is.
+    pub fn plain(log: u64, offset: u64, len: u32) -> ValuePointer {
+        ValuePointer {
+            log,
+            offset,
+            len,
+            codec: CODEC_NONE,
+        }
+    }
+
+    /// Encodes the pointer as a table value: `log | offset | len`, and the
+    /// codec byte after them only for a compressed value (so every pointer
+    /// written before compression existed reads as it did).
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(16);
+        let mut v = Vec::with_capacity(17);
         put_varint64(&mut v, self.log);
         put_varint64(&mut v, self.offset);
         put_varint32(&mut v, self.len);
+        if self.codec != CODEC_NONE {
+            v.push(self.codec);
+        }
         v
     }
 
@@ -75,7 +98,17 @@ impl ValuePointer {
         let (log, pos) = get_varint64(src, 0)?;
         let (offset, pos) = get_varint64(src, pos)?;
         let (len, pos) = get_varint32(src, pos)?;
-        (pos == src.len()).then_some(ValuePointer { log, offset, len })
+        let codec = match &src[pos..] {
+            [] => CODEC_NONE,
+            [c @ (CODEC_LZ4 | CODEC_ZSTD)] => *c,
+            _ => return None,
+        };
+        Some(ValuePointer {
+            log,
+            offset,
+            len,
+            codec,
+        })
     }
 
     /// Decodes the value of a SortedStore entry of kind `Pointer`; a
@@ -98,11 +131,26 @@ pub struct ValueLogWriter {
     path: PathBuf,
     number: u64,
     offset: u64,
+    compression: Compression,
+    /// A compressed value on its way to the log.
+    scratch: Vec<u8>,
 }
 
 impl ValueLogWriter {
-    /// Creates value log `number` in `dir`.
+    /// Creates value log `number` in `dir`, its values stored uncompressed.
+    #[cfg(test)]
     pub fn create(fs: &Fs, dir: &Path, number: u64) -> Result<ValueLogWriter> {
+        Self::create_compressed(fs, dir, number, Compression::None)
+    }
+
+    /// Creates value log `number` in `dir`, compressing each value that
+    /// `compression` shrinks enough (`crate::compression::compress`).
+    pub fn create_compressed(
+        fs: &Fs,
+        dir: &Path,
+        number: u64,
+        compression: Compression,
+    ) -> Result<ValueLogWriter> {
         let path = filename::value_log_path(dir, number);
         let f = fs
             .create(&path, false)
@@ -113,27 +161,38 @@ impl ValueLogWriter {
             path,
             number,
             offset: 0,
+            compression,
+            scratch: Vec::new(),
         })
     }
 
     /// Appends `value`, returning where it went.
     pub fn append(&mut self, value: &[u8]) -> Result<ValuePointer> {
-        let len = u32::try_from(value.len()).map_err(|_| {
-            Error::InvalidArgument(format!(
+        if u32::try_from(value.len()).is_err() {
+            return Err(Error::InvalidArgument(format!(
                 "value of {} bytes is too large for a value log",
                 value.len()
-            ))
-        })?;
+            )));
+        }
+        self.scratch.clear();
+        let codec = compression::compress(self.compression, value, &mut self.scratch);
+        let stored = if codec == CODEC_NONE {
+            value
+        } else {
+            &self.scratch[..]
+        };
         let ptr = ValuePointer {
             log: self.number,
             offset: self.offset,
-            len,
+            // The stored form is never longer than the value (`compress`).
+            len: stored.len() as u32,
+            codec,
         };
-        let header = crc::record_header(len, value);
+        let header = crc::record_header(ptr.len, stored);
         let path = &self.path;
         self.out
             .write_all(&header)
-            .and_then(|_| self.out.write_all(value))
+            .and_then(|_| self.out.write_all(stored))
             .context(|| format!("writing value log {}", path.display()))?;
         self.offset += ptr.record_size();
         Ok(ptr)
@@ -255,7 +314,17 @@ impl ValueLogFile {
                 .context(|| format!("reading value log {}", self.path.display()))?;
         self.check_record(ptr, &buf)?;
         buf.drain(..HEADER);
-        Ok(buf)
+        self.decode(ptr, buf)
+    }
+
+    /// The value `stored` (a verified record's stored bytes) encodes: the
+    /// bytes themselves, or for a compressed value its decompression.
+    pub fn decode(&self, ptr: &ValuePointer, stored: Vec<u8>) -> Result<Vec<u8>> {
+        if ptr.codec == CODEC_NONE {
+            return Ok(stored);
+        }
+        compression::decompress(ptr.codec, &stored, crate::key::MAX_VALUE_SIZE)
+            .map_err(|reason| Error::corruption(&self.path, ptr.offset, reason))
     }
 
     /// The bytes of the whole record `ptr` names (header and value), straight
@@ -304,9 +373,9 @@ impl ValueLogFile {
     /// runs over cached bytes instead of stalling on each line itself (a
     /// scan's values are scattered over the log: every one is a miss).
     pub fn copy_checked(&self, ptr: &ValuePointer, record: &[u8]) -> Result<Vec<u8>> {
-        let value = record[HEADER..].to_vec();
-        self.check_parts(ptr, &record[..HEADER], &value)?;
-        Ok(value)
+        let stored = record[HEADER..].to_vec();
+        self.check_parts(ptr, &record[..HEADER], &stored)?;
+        self.decode(ptr, stored)
     }
 
     /// Verifies `record`, the bytes of the whole record `ptr` names (header
@@ -353,11 +422,9 @@ impl ValueLogFile {
                 .read_exact_at(&mut header, offset)
                 .context(|| format!("reading value log {}", self.path.display()))?;
             let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
-            let ptr = ValuePointer {
-                log: self.number,
-                offset,
-                len,
-            };
+            // The codec lives in the pointers, not the log: the walk
+            // checks each record's stored bytes, not their decoding.
+            let ptr = ValuePointer::plain(self.number, offset, len);
             self.read(&ptr)?;
             offset += ptr.record_size();
             records += 1;
@@ -386,28 +453,57 @@ mod tests {
 
     #[test]
     fn pointer_round_trips_and_rejects_garbage() {
-        let p = ValuePointer {
-            log: 7,
-            offset: 1 << 40,
-            len: 12345,
-        };
-        assert_eq!(ValuePointer::decode(&p.encode()), Some(p));
-        let enc = p.encode();
-        for cut in 0..enc.len() {
-            assert_eq!(ValuePointer::decode(&enc[..cut]), None, "cut {cut}");
+        for codec in [CODEC_NONE, CODEC_LZ4, CODEC_ZSTD] {
+            let p = ValuePointer {
+                codec,
+                ..ValuePointer::plain(7, 1 << 40, 12345)
+            };
+            assert_eq!(ValuePointer::decode(&p.encode()), Some(p));
+            let enc = p.encode();
+            for cut in 0..enc.len() {
+                let got = ValuePointer::decode(&enc[..cut]);
+                // Cutting a compressed pointer's codec byte leaves a plain
+                // pointer: the table's checksum, not the encoding, tells.
+                if got.is_some() {
+                    assert!(codec != CODEC_NONE && cut == enc.len() - 1, "cut {cut}");
+                }
+            }
+            let mut long = enc.clone();
+            long.push(CODEC_LZ4);
+            let want = (codec == CODEC_NONE).then_some(ValuePointer {
+                codec: CODEC_LZ4,
+                ..p
+            });
+            assert_eq!(ValuePointer::decode(&long), want, "a byte after the codec");
         }
-        let mut long = enc.clone();
-        long.push(0);
-        assert_eq!(ValuePointer::decode(&long), None);
+        let mut bad_codec = ValuePointer::plain(1, 2, 3).encode();
+        bad_codec.push(0);
+        assert_eq!(ValuePointer::decode(&bad_codec), None);
+        bad_codec.pop();
+        bad_codec.push(3);
+        assert_eq!(ValuePointer::decode(&bad_codec), None);
     }
 
     #[test]
     fn values_round_trip_and_every_flipped_byte_is_caught() {
+        for compression in [Compression::None, Compression::Lz4, Compression::ZSTD] {
+            round_trip_and_flips(compression);
+        }
+    }
+
+    fn round_trip_and_flips(compression: Compression) {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = ValueLogWriter::create(&crate::util::fs::real(), dir.path(), 3).unwrap();
+        let fs = crate::util::fs::real();
+        let mut w = ValueLogWriter::create_compressed(&fs, dir.path(), 3, compression).unwrap();
         let values: Vec<Vec<u8>> = (0..20).map(|i| vec![i as u8; i * 37]).collect();
         let ptrs: Vec<_> = values.iter().map(|v| w.append(v).unwrap()).collect();
         let size = w.finish().unwrap();
+        let stored = ptrs.iter().filter(|p| p.codec != CODEC_NONE).count();
+        match compression {
+            // The empty value and the shortest ones are not worth it.
+            Compression::None => assert_eq!(stored, 0),
+            _ => assert!(stored >= 17, "{compression}: {stored} of 20 compressed"),
+        }
         let log = ValueLogFile::open(&crate::util::fs::real(), dir.path(), 3, size).unwrap();
         for (p, v) in ptrs.iter().zip(&values) {
             assert_eq!(&log.read(p).unwrap(), v);
@@ -443,17 +539,9 @@ mod tests {
         w.append(b"abc").unwrap();
         let size = w.finish().unwrap();
         let log = ValueLogFile::open(&crate::util::fs::real(), dir.path(), 1, size).unwrap();
-        let bad = ValuePointer {
-            log: 1,
-            offset: 5,
-            len: 100,
-        };
+        let bad = ValuePointer::plain(1, 5, 100);
         assert!(log.read(&bad).unwrap_err().is_corruption());
-        let huge = ValuePointer {
-            log: 1,
-            offset: u64::MAX - 2,
-            len: 3,
-        };
+        let huge = ValuePointer::plain(1, u64::MAX - 2, 3);
         assert!(log.read(&huge).unwrap_err().is_corruption());
     }
 }

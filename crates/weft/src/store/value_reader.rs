@@ -245,7 +245,7 @@ impl ValueReader {
         let at = (offset - w.start) as usize;
         let record = &w.buf[at..at + ptr.record_size() as usize];
         log.check_record(ptr, record)?;
-        Ok(record[super::value_log::HEADER..].to_vec())
+        log.decode(ptr, record[super::value_log::HEADER..].to_vec())
     }
 }
 

@@ -10,6 +10,7 @@ use std::cmp::Ordering;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use crate::compression::{self, Compression, CODEC_NONE};
 use crate::error::{Error, Result};
 use crate::key::{
     compare_internal, encode_internal_key, internal_key, user_key_of, SequenceNumber, ValueKind,
@@ -49,6 +50,8 @@ pub struct TableBuilder {
     key_hashes: Vec<u64>,
     entries: u64,
     scratch: Vec<u8>,
+    /// A compressed data block on its way to the file.
+    compressed: Vec<u8>,
 }
 
 /// The file being written, and where the next block goes.
@@ -74,12 +77,32 @@ impl BlockWriter {
 
     /// Writes contents + trailer; returns the block's handle.
     fn write_block(&mut self, contents: &[u8]) -> Result<BlockHandle> {
+        self.write_typed(contents, BLOCK_TYPE_UNCOMPRESSED)
+    }
+
+    /// Writes a data block: in `compression`'s stored form when that saves
+    /// enough (`crate::compression::compress`), else as it is. The type
+    /// byte says which; the handle's size is of the stored bytes.
+    fn write_data_block(
+        &mut self,
+        contents: &[u8],
+        compression: Compression,
+        scratch: &mut Vec<u8>,
+    ) -> Result<BlockHandle> {
+        scratch.clear();
+        match compression::compress(compression, contents, scratch) {
+            CODEC_NONE => self.write_typed(contents, BLOCK_TYPE_UNCOMPRESSED),
+            codec => self.write_typed(scratch, codec),
+        }
+    }
+
+    fn write_typed(&mut self, contents: &[u8], block_type: u8) -> Result<BlockHandle> {
         let handle = BlockHandle {
             offset: self.offset,
             size: contents.len() as u64,
         };
         self.write_raw(contents)?;
-        self.write_raw(&block_trailer(contents, BLOCK_TYPE_UNCOMPRESSED))?;
+        self.write_raw(&block_trailer(contents, block_type))?;
         Ok(handle)
     }
 
@@ -151,6 +174,7 @@ impl TableBuilder {
             key_hashes: Vec::new(),
             entries: 0,
             scratch: Vec::new(),
+            compressed: Vec::new(),
         })
     }
 
@@ -269,7 +293,11 @@ impl TableBuilder {
         if self.data_block.is_empty() {
             return Ok(());
         }
-        let handle = self.out.write_block(self.data_block.finish());
+        let handle = self.out.write_data_block(
+            self.data_block.finish(),
+            self.options.compression,
+            &mut self.compressed,
+        );
         self.data_block.reset();
         self.pending_index = Some(handle?);
         Ok(())

@@ -16,8 +16,9 @@ use crate::util::crc;
 /// Bytes after every block: 1 type byte + 4-byte masked CRC32C.
 pub const BLOCK_TRAILER_SIZE: usize = 5;
 
-/// Block type byte of an uncompressed block (the only type so far).
-pub const BLOCK_TYPE_UNCOMPRESSED: u8 = 0;
+/// Block type byte of an uncompressed block. A compressed data block's
+/// type byte is its codec (`crate::compression`: 1 = LZ4, 2 = zstd).
+pub const BLOCK_TYPE_UNCOMPRESSED: u8 = crate::compression::CODEC_NONE;
 
 /// Fixed size of the footer at the end of every table.
 pub const FOOTER_SIZE: usize = 56;
@@ -39,8 +40,18 @@ pub fn block_trailer(contents: &[u8], block_type: u8) -> [u8; BLOCK_TRAILER_SIZE
     [block_type, crc[0], crc[1], crc[2], crc[3]]
 }
 
-/// Checks `raw` = contents + trailer; returns the contents length on success.
+/// Checks `raw` = contents + trailer of an uncompressed block (index,
+/// filter); returns the contents length on success.
 pub fn check_block(raw: &[u8]) -> Result<usize, &'static str> {
+    match check_data_block(raw)? {
+        (n, BLOCK_TYPE_UNCOMPRESSED) => Ok(n),
+        _ => Err("compressed block where only an uncompressed one may be"),
+    }
+}
+
+/// Checks `raw` = contents + trailer of a data block; returns the contents
+/// length and the block type (uncompressed, or a known codec).
+pub fn check_data_block(raw: &[u8]) -> Result<(usize, u8), &'static str> {
     let Some(n) = raw.len().checked_sub(BLOCK_TRAILER_SIZE) else {
         return Err("block shorter than its trailer");
     };
@@ -50,10 +61,11 @@ pub fn check_block(raw: &[u8]) -> Result<usize, &'static str> {
     if stored != block_checksum(contents, block_type) {
         return Err("block checksum mismatch");
     }
-    if block_type != BLOCK_TYPE_UNCOMPRESSED {
+    use crate::compression::{CODEC_LZ4, CODEC_ZSTD};
+    if !matches!(block_type, BLOCK_TYPE_UNCOMPRESSED | CODEC_LZ4 | CODEC_ZSTD) {
         return Err("unknown block type");
     }
-    Ok(n)
+    Ok((n, block_type))
 }
 
 /// Where a block lives: offset of its contents and their size (trailer not

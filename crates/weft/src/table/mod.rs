@@ -4,8 +4,9 @@
 //! read through [`Table`] (point gets) and [`TableIter`] (scans, merges). The
 //! format is LevelDB's in spirit, simplified where Weft does not need the
 //! generality: one whole-table Bloom filter instead of per-block filters, no
-//! metaindex (the footer names the filter directly), no compression yet (the
-//! block type byte reserves room for it).
+//! metaindex (the footer names the filter directly). Data blocks may be
+//! compressed (LZ4 or zstd, chosen per layer: [`TableOptions::compression`]);
+//! the trailer's type byte says how each one is stored.
 //!
 //! # File layout (format version 1)
 //!
@@ -51,8 +52,14 @@
 //! **Block trailer** (after every block, filter and index included):
 //!
 //! ```text
-//! type: u8 (0 = uncompressed) | masked crc32c(contents ++ type): u32 LE
+//! type: u8 | masked crc32c(contents ++ type): u32 LE
 //! ```
+//!
+//! Type 0: the contents are the block. Types 1 (LZ4) and 2 (zstd), data
+//! blocks only: the contents are the block in `crate::compression`'s
+//! stored form (`raw_len: varint32 | codec stream`), and the handle's size
+//! is of those stored bytes. The CRC covers what is stored, so damage is
+//! found before the decompressor runs.
 //!
 //! **Footer** (56 bytes, all little endian):
 //!
@@ -92,6 +99,8 @@ mod reader;
 mod tests;
 
 pub use builder::TableBuilder;
+
+use crate::compression::Compression;
 pub use iter::TableIter;
 pub use reader::{BlockReads, Table};
 
@@ -107,6 +116,12 @@ pub struct TableOptions {
     pub restart_interval: usize,
     /// Bloom filter bits per user key; 0 = no filter.
     pub bloom_bits_per_key: usize,
+    /// How data blocks are compressed (index and filter blocks never are:
+    /// they are read once, at open, and kept in memory decoded).
+    pub compression: Compression,
+    /// The compression of an UnsortedStore table's data blocks
+    /// ([`TableOptions::for_unsorted_store`] moves it to `compression`).
+    pub unsorted_compression: Compression,
 }
 
 impl TableOptions {
@@ -119,6 +134,7 @@ impl TableOptions {
     pub fn for_unsorted_store(self) -> Self {
         TableOptions {
             bloom_bits_per_key: 0,
+            compression: self.unsorted_compression,
             ..self
         }
     }
@@ -130,6 +146,8 @@ impl Default for TableOptions {
             block_size: 4096,
             restart_interval: 16,
             bloom_bits_per_key: 10,
+            compression: Compression::None,
+            unsorted_compression: Compression::None,
         }
     }
 }

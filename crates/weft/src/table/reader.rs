@@ -35,7 +35,10 @@ use crate::table::BlockCache;
 
 use crate::table::block::{Block, BlockIter};
 use crate::table::filter::BloomFilter;
-use crate::table::format::{check_block, BlockHandle, Footer, BLOCK_TRAILER_SIZE, FOOTER_SIZE};
+use crate::table::format::{
+    check_block, check_data_block, BlockHandle, Footer, BLOCK_TRAILER_SIZE,
+    BLOCK_TYPE_UNCOMPRESSED, FOOTER_SIZE,
+};
 use crate::util::fs::FileSystem;
 use crate::util::mapping::ReadMapping;
 
@@ -196,7 +199,7 @@ impl Table {
         index.seek_to_first().map_err(|r| self.corrupt_index(r))?;
         while index.valid() {
             let handle = self.data_handle(index.value())?;
-            read_block(&self.file, &self.path, handle)?;
+            read_data_block(&self.file, &self.path, handle)?;
             blocks += 1;
             index.next_entry().map_err(|r| self.corrupt_index(r))?;
         }
@@ -280,7 +283,7 @@ impl Table {
                 return Ok(block);
             }
         }
-        let block = Arc::new(read_block(&self.file, &self.path, handle)?);
+        let block = Arc::new(read_data_block(&self.file, &self.path, handle)?);
         self.cache
             .disk_reads()
             .add(purpose, handle.size + BLOCK_TRAILER_SIZE as u64);
@@ -308,6 +311,15 @@ impl Table {
         let Some(verified) = m.verified.get(word) else {
             return Err(corrupt("data block ordinal past the index"));
         };
+        let block_type = m
+            .map
+            .bytes()
+            .get(start + len)
+            .copied()
+            .ok_or_else(|| corrupt("block past the end of the mapped table"))?;
+        if block_type != BLOCK_TYPE_UNCOMPRESSED {
+            return self.mapped_compressed_block(m, handle, purpose);
+        }
         if verified.load(Ordering::Relaxed) & bit == 0 {
             let raw = m
                 .map
@@ -325,6 +337,37 @@ impl Table {
         Block::mapped(Arc::clone(&m.map), start, len, handle.offset)
             .map(Arc::new)
             .map_err(corrupt)
+    }
+
+    /// A compressed data block of a mapped table: its decoded copy comes
+    /// from the block cache, or is decoded from the mapping (checked every
+    /// time: a decode is rarer than a hit and costs more than the CRC).
+    fn mapped_compressed_block(
+        &self,
+        m: &MappedBlocks,
+        handle: BlockHandle,
+        purpose: ReadPurpose,
+    ) -> Result<Arc<Block>> {
+        if let Some(block) = self.cache.get(self.file_number, handle.offset) {
+            return Ok(block);
+        }
+        let corrupt = |reason| Error::corruption(&self.path, handle.offset, reason);
+        let (start, len) = (handle.offset as usize, handle.size as usize);
+        let raw = m
+            .map
+            .bytes()
+            .get(start..start + len + BLOCK_TRAILER_SIZE)
+            .ok_or_else(|| corrupt("block past the end of the mapped table"))?;
+        let block = Arc::new(decode_data_block(raw, &self.path, handle)?);
+        self.cache
+            .disk_reads()
+            .add(purpose, handle.size + BLOCK_TRAILER_SIZE as u64);
+        if purpose.fills_cache() {
+            let charge = block.charge();
+            self.cache
+                .insert(self.file_number, handle.offset, block.clone(), charge);
+        }
+        Ok(block)
     }
 
     pub(crate) fn corrupt_index(&self, reason: &str) -> Error {
@@ -380,6 +423,34 @@ fn read_block_contents(file: &File, path: &Path, handle: BlockHandle) -> Result<
     let n = check_block(&raw).map_err(|reason| Error::corruption(path, handle.offset, reason))?;
     raw.truncate(n);
     Ok(raw)
+}
+
+/// The most a data block may decode to: one maximal entry past the target
+/// size (`TableBuilder` cuts blocks after the entry that reaches it).
+const MAX_DATA_BLOCK: usize = crate::key::MAX_VALUE_SIZE + crate::key::MAX_KEY_SIZE + (1 << 20);
+
+/// Reads a data block (contents and trailer), verifies it, and decodes it
+/// whatever its type.
+fn read_data_block(file: &File, path: &Path, handle: BlockHandle) -> Result<Block> {
+    let len = usize::try_from(handle.size)
+        .ok()
+        .and_then(|n| n.checked_add(BLOCK_TRAILER_SIZE))
+        .ok_or_else(|| Error::corruption(path, handle.offset, "block size overflows"))?;
+    let raw = read_exact_at(file, path, len, handle.offset)?;
+    decode_data_block(&raw, path, handle)
+}
+
+/// Verifies `raw` (a data block's stored contents and trailer) and parses
+/// it, decompressing a compressed one.
+fn decode_data_block(raw: &[u8], path: &Path, handle: BlockHandle) -> Result<Block> {
+    let corrupt = |reason| Error::corruption(path, handle.offset, reason);
+    let (n, block_type) = check_data_block(raw).map_err(corrupt)?;
+    let contents = if block_type == BLOCK_TYPE_UNCOMPRESSED {
+        raw[..n].to_vec()
+    } else {
+        crate::compression::decompress(block_type, &raw[..n], MAX_DATA_BLOCK).map_err(corrupt)?
+    };
+    Block::new(contents, handle.offset).map_err(corrupt)
 }
 
 /// [`read_block_contents`], parsed as a [`Block`].
