@@ -33,6 +33,7 @@
 mod background;
 mod batch;
 mod cache;
+mod compaction_filter;
 mod compression;
 mod db;
 mod error;
@@ -52,6 +53,7 @@ mod util;
 mod wal;
 
 pub use batch::WriteBatch;
+pub use compaction_filter::{CompactionFilter, FilterDecision, FilterEntry};
 pub use compression::Compression;
 pub use db::{ChangeFeed, ChangeGroup, ChangeOp, CheckReport, Db, DbIterator, FeedLimit, Range};
 pub use error::{Error, Result};

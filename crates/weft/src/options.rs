@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::compaction_filter::CompactionFilter;
 use crate::compression::Compression;
 use crate::memtable::MemtableKind;
 use crate::snapshot::Snapshot;
@@ -76,6 +77,12 @@ pub struct Options {
     /// WAL ([`Options::values_in_wal`]) are stored as written until GC
     /// moves them. Default [`Compression::None`].
     pub value_log_compression: Compression,
+    /// The application's say over what merges and GC rewrite: called on
+    /// the newest version of each key they rewrite when it is a put no
+    /// live snapshot can see, to keep it or remove it (expired data,
+    /// stale collection elements). See [`CompactionFilter`]. Default
+    /// `None`.
+    pub compaction_filter: Option<Arc<dyn CompactionFilter>>,
     /// Target size of one SortedStore table written by a merge. Default 32 MiB.
     pub table_size: u64,
     /// Bytes of UnsortedStore tables a partition may hold before they are
@@ -203,6 +210,7 @@ impl Default for Options {
             unsorted_compression: Compression::None,
             sorted_compression: Compression::None,
             value_log_compression: Compression::None,
+            compaction_filter: None,
             table_size: 32 << 20,
             unsorted_limit: 256 << 20,
             unsorted_slowdown_tables: 24,
@@ -270,6 +278,8 @@ impl Options {
         sorted_compression: Compression,
         /// Sets [`Options::value_log_compression`].
         value_log_compression: Compression,
+        /// Sets [`Options::compaction_filter`].
+        compaction_filter: Option<Arc<dyn CompactionFilter>>,
         /// Sets [`Options::table_size`].
         table_size: u64,
         /// Sets [`Options::unsorted_limit`].

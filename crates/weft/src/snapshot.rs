@@ -59,6 +59,13 @@ impl Drop for SnapshotHandle {
 #[derive(Default)]
 pub(crate) struct SnapshotList {
     live: Mutex<BTreeMap<SequenceNumber, usize>>,
+    /// Held by every snapshot's creation, and by a merge or GC whose
+    /// compaction filter removed versions from its check of the live
+    /// snapshots until readers see its outputs
+    /// ([`SnapshotList::hold_creation`]). Only creation waits on it:
+    /// releases and the writers' reads of the oldest snapshot take `live`
+    /// alone.
+    creation: Mutex<()>,
 }
 
 impl SnapshotList {
@@ -68,10 +75,12 @@ impl SnapshotList {
         self: &Arc<Self>,
         current: impl FnOnce() -> SequenceNumber,
     ) -> Snapshot {
+        let creation = self.creation.lock();
         let mut live = self.live.lock();
         let seq = current();
         *live.entry(seq).or_insert(0) += 1;
         drop(live);
+        drop(creation);
         Snapshot {
             inner: Arc::new(SnapshotHandle {
                 seq,
@@ -89,6 +98,16 @@ impl SnapshotList {
             }
             None => debug_assert!(false, "released snapshot {seq} was not registered"),
         }
+    }
+
+    /// Holds off the creation of snapshots while the guard lives. A job whose
+    /// compaction filter removed versions newer than every snapshot it
+    /// knew of takes it before it checks the live snapshots and keeps it
+    /// until its outputs are what readers see: a snapshot made while the
+    /// job ran may have read a removed version (the job then gives up its
+    /// outputs), and one made after the check reads only the outputs.
+    pub(crate) fn hold_creation(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.creation.lock()
     }
 
     /// Sequences of all live snapshots, ascending, each once.

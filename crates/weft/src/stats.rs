@@ -78,6 +78,9 @@ pub struct Stats {
     pub gc_bytes_written: u64,
     /// Value-log garbage collections completed.
     pub gcs: u64,
+    /// Versions merges and GC removed because `Options::compaction_filter`
+    /// said so.
+    pub compaction_filter_removed: u64,
     /// Partition splits completed.
     pub splits: u64,
     /// UnsortedStores consolidated into one table for scans.

@@ -71,6 +71,7 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
         upper: None,
         min_blob_size: None,
         value_log_compression: crate::Compression::None,
+        filter: None,
         collect_keys: true,
         logged: None,
     };

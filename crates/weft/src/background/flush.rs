@@ -67,6 +67,7 @@ pub(crate) fn write_memtable(
             upper: upper.as_deref(),
             min_blob_size: None,
             value_log_compression: crate::Compression::None,
+            filter: None,
             collect_keys: true,
             logged,
         };

@@ -144,7 +144,9 @@ fn estimated_bytes(v: &Version, p: &Partition) -> u64 {
     (v.partition_bytes(p) + p.unsorted_bytes()).max(p.munk.last_bytes())
 }
 
-fn evict(core: &Core, p: &Partition) {
+/// Drops `p`'s munk, if it has one (a merge or GC whose compaction filter
+/// removed versions the munk holds drops it too).
+pub(super) fn evict(core: &Core, p: &Partition) {
     if p.munk.load().is_some() {
         p.munk.store(None);
         Counters::add(&core.counters.munk_evictions, 1);

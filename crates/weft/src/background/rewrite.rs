@@ -3,6 +3,7 @@
 //! SortedStore tables (and maybe a value log), and swap them in for their
 //! inputs with one manifest edit.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use crate::error::Result;
 use crate::iter::{InternalIterator, MergedEntries};
 use crate::manifest::VersionEdit;
 use crate::stats::ReadPurpose;
-use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
+use crate::store::compaction::{write_tables, JobFilter, JobStats, OutputSpec, RetentionPolicy};
 use crate::store::gc::ResolvingIter;
 use crate::store::sorted_run::SortedRunIter;
 use crate::store::value_log::ValueLogFile;
@@ -22,6 +23,7 @@ use crate::store::value_reader::ValueReader;
 use crate::store::{change_index, LiveValueLog, Partition, Placement, TableFile};
 
 /// What a SortedStore rewrite is for.
+#[derive(Clone)]
 pub(super) enum Rewrite {
     /// Merge the UnsortedStore into the SortedStore (UniKV §III-C).
     Merge,
@@ -69,9 +71,35 @@ fn merge_inputs(part: &Partition) -> RewriteInputs {
 /// Rewrites partition `pid`'s SortedStore (merge or GC) in the crash-safe
 /// order of the module docs: new tables and value log written and fsynced,
 /// one manifest edit swaps them in, then the inputs become obsolete.
+///
+/// A rewrite whose compaction filter removed a version that a snapshot
+/// made while it ran could see gives up its outputs and runs again
+/// without the filter (which then cannot conflict): a stream of snapshots
+/// must not keep a partition from ever being merged.
 pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Result<()> {
+    let filtering = core.options.compaction_filter.is_some();
+    match rewrite_partition_once(core, pid, job.clone(), filtering)? {
+        Committed::Conflict => rewrite_partition_once(core, pid, job, false).map(drop),
+        Committed::Done => Ok(()),
+    }
+}
+
+/// How a rewrite attempt ended.
+enum Committed {
+    /// Installed, or nothing to do.
+    Done,
+    /// Given up: its filter removed what a newer snapshot may have read.
+    Conflict,
+}
+
+fn rewrite_partition_once(
+    core: &Arc<Core>,
+    pid: u64,
+    job: Rewrite,
+    filtering: bool,
+) -> Result<Committed> {
     let Some((part, version)) = super::pin_partition(core, pid) else {
-        return Ok(());
+        return Ok(Committed::Done);
     };
     // A munk of the partition must hold every input to outlive the job
     // (relabeled at the install): fold in what it lacks first.
@@ -79,7 +107,7 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
     // Bytes of live values GC copies out of each victim log.
     let moved: Arc<Mutex<BTreeMap<u64, u64>>> = Default::default();
     let (inputs_unsorted, inputs_sorted, mut children): RewriteInputs = match &job {
-        Rewrite::Merge if part.unsorted.is_empty() => return Ok(()),
+        Rewrite::Merge if part.unsorted.is_empty() => return Ok(Committed::Done),
         Rewrite::Merge => merge_inputs(&part),
         // The whole partition: UnsortedStore tables may point into a victim
         // too (a flushed WAL kept as a value log, `Options::values_in_wal`),
@@ -111,7 +139,7 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
             .collect();
     }
     if children.is_empty() {
-        return Ok(());
+        return Ok(Committed::Done);
     }
     let mut input = MergedEntries::new(children);
     input.seek_to_first()?;
@@ -123,6 +151,19 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
         bottommost: true,
     };
     let blob = core.options.min_blob_size;
+    // Separated values the filter asks for, read through the version the
+    // job pinned (every log its inputs point into is live in it).
+    let values = RefCell::new(ValueReader::new(
+        ReadPurpose::Background,
+        Arc::clone(core.cache.disk_reads()),
+    ));
+    let resolve = |raw: &[u8]| values.borrow_mut().read(&version, raw);
+    let filter = (core.options.compaction_filter.as_deref())
+        .filter(|_| filtering)
+        .map(|filter| JobFilter {
+            filter,
+            resolve: &resolve,
+        });
     let spec = OutputSpec {
         fs: &core.job_fs,
         dir: &core.dir,
@@ -131,6 +172,7 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
         upper: None,
         min_blob_size: (blob != usize::MAX).then_some(blob),
         value_log_compression: core.options.value_log_compression,
+        filter,
         collect_keys: false,
         logged: None,
     };
@@ -163,6 +205,7 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
         Rewrite::Merge => "merge.manifest_written",
         Rewrite::Collect(_) => "gc.manifest_written",
     };
+    let mut conflict = false;
     let dead_logs = commit_edit(
         core,
         new_files,
@@ -172,6 +215,19 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
             // removes it), but if it were there would be nothing to swap
             // the outputs into.
             let current = Arc::clone(st.version.partition(pid)?);
+            // Removals are safe for the snapshots the job knew of; one made
+            // since may have read a removed version.
+            let creation = stats
+                .filtered_from
+                .map(|from| (from, core.snapshots.hold_creation()));
+            if let Some((from, _)) = creation {
+                if (core.snapshots.sequences().last()).is_some_and(|&s| s >= from) {
+                    Counters::add(&core.counters.filter_conflicts, 1);
+                    conflict = true;
+                    return None;
+                }
+            }
+            let creation = creation.map(|(_, guard)| guard);
             let edit = VersionEdit {
                 next_file_number: Some(st.next_file_number),
                 added_value_logs: stats
@@ -193,9 +249,9 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
                     inputs().map(|t| t.meta.number),
                 )
             };
-            Some((edit, current))
+            Some((edit, (current, creation)))
         },
-        |st, current| {
+        |st, (current, creation)| {
             let gone = |t: &Arc<TableFile>| inputs().any(|i| i.meta.number == t.meta.number);
             let mut p: Partition = (*current).clone();
             p.unsorted.retain(|t| !gone(t));
@@ -203,7 +259,13 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
             p.sorted.extend(opened);
             p.sorted
                 .sort_by(|a, b| a.meta.smallest_user_key().cmp(b.meta.smallest_user_key()));
-            super::munk::relabel(core, &p, inputs().map(|t| t.meta.number));
+            if stats.filtered == 0 {
+                super::munk::relabel(core, &p, inputs().map(|t| t.meta.number));
+            } else {
+                // The munk still holds the versions the filter removed:
+                // relabeled, it would go on serving them.
+                super::munk::evict(core, &p);
+            }
             let mut v = st.version.with_partition(p);
             for (n, bytes) in &stats.garbage {
                 if let Some(log) = v.value_logs.get_mut(n) {
@@ -242,12 +304,18 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
                 );
             }
             st.version = Arc::new(v);
-            dead_logs
+            // Released once `commit_edit` has published the new version.
+            (dead_logs, creation)
         },
     )?;
-    let Some(dead_logs) = dead_logs else {
-        return Ok(());
+    let Some((dead_logs, creation)) = dead_logs else {
+        return Ok(if conflict {
+            Committed::Conflict
+        } else {
+            Committed::Done
+        });
     };
+    drop(creation);
     // Only now that no new reader can see the merged tables: readers pinned
     // to older versions probe tables the index has forgotten directly.
     let merged: Vec<u64> = inputs_unsorted.iter().map(|t| t.meta.number).collect();
@@ -261,6 +329,7 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
     for f in dead_logs {
         f.mark_obsolete();
     }
+    Counters::add(&core.counters.filtered, stats.filtered);
     match job {
         Rewrite::Merge => {
             let log_bytes = stats.value_log.map_or(0, |(_, size)| size);
@@ -273,5 +342,5 @@ pub(super) fn rewrite_partition(core: &Arc<Core>, pid: u64, job: Rewrite) -> Res
             Counters::add(&core.counters.gcs, 1);
         }
     }
-    Ok(())
+    Ok(Committed::Done)
 }

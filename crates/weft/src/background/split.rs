@@ -99,6 +99,7 @@ fn cut_table(core: &Core, t: &TableFile, new_files: &mut NewFiles<'_>) -> Result
         // values stay inline.
         min_blob_size: None,
         value_log_compression: crate::Compression::None,
+        filter: None,
         collect_keys: false,
         logged: None,
     };

@@ -323,6 +323,11 @@ pub(crate) struct Counters {
     pub merges: AtomicU64,
     pub gc_bytes: AtomicU64,
     pub gcs: AtomicU64,
+    /// Versions the compaction filter removed (merges and GC).
+    pub filtered: AtomicU64,
+    /// Merges and GCs that gave up their outputs because a snapshot made
+    /// while they ran could see a version their filter removed.
+    pub filter_conflicts: AtomicU64,
     pub consolidations: AtomicU64,
     /// Munks built from a partition's tables.
     pub munk_loads: AtomicU64,

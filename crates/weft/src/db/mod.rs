@@ -760,6 +760,7 @@ impl Db {
             merges: load(&c.merges),
             gc_bytes_written: load(&c.gc_bytes),
             gcs: load(&c.gcs),
+            compaction_filter_removed: load(&c.filtered),
             splits: load(&c.splits),
             consolidations: load(&c.consolidations),
             write_slowdowns: load(&c.slowdowns),

@@ -24,6 +24,7 @@ use std::path::Path;
 
 use super::value_log::{ValueLogWriter, ValuePointer};
 use super::FileMeta;
+use crate::compaction_filter::{CompactionFilter, FilterDecision, FilterEntry, ResolveValue};
 use crate::error::Result;
 use crate::iter::MergedEntries;
 use crate::key::{SequenceNumber, ValueKind};
@@ -62,6 +63,10 @@ pub struct OutputSpec<'a> {
     pub min_blob_size: Option<usize>,
     /// How the values moved to a new value log are compressed.
     pub value_log_compression: crate::Compression,
+    /// The application's filter (`Options::compaction_filter`), for jobs
+    /// that see a partition's whole on-disk history of the keys they
+    /// rewrite (merges, GC); `None` elsewhere.
+    pub filter: Option<JobFilter<'a>>,
     /// Record each output table's distinct user keys in
     /// [`JobStats::table_keys`] (flushes, for the hash index).
     pub collect_keys: bool,
@@ -69,6 +74,16 @@ pub struct OutputSpec<'a> {
     /// there is written as a pointer into the WAL, not as its value
     /// (`Options::values_in_wal`).
     pub logged: Option<&'a super::logged_values::LoggedValues>,
+}
+
+/// A job's compaction filter and the way to read the separated values
+/// it asks for.
+#[derive(Clone, Copy)]
+pub struct JobFilter<'a> {
+    /// The application's filter.
+    pub filter: &'a dyn CompactionFilter,
+    /// Reads a separated value from its encoded pointer.
+    pub resolve: &'a ResolveValue<'a>,
 }
 
 /// Counters of one job.
@@ -92,6 +107,10 @@ pub struct JobStats {
     /// Partitions whose new tables point into the flushed WAL, with the
     /// bytes of logged-put records they point at (flushes).
     pub logged_partitions: Vec<(u64, u64)>,
+    /// Versions the compaction filter removed.
+    pub filtered: u64,
+    /// The lowest sequence of a removed version.
+    pub filtered_from: Option<SequenceNumber>,
 }
 
 /// Writes the versions of `input` (positioned on its first entry) that
@@ -172,6 +191,16 @@ impl<'p> VersionFilter<'p> {
         }
     }
 
+    /// True until the current key's first version is offered.
+    pub(crate) fn at_key_start(&self) -> bool {
+        self.last_stripe == usize::MAX
+    }
+
+    /// True for a version newer than every snapshot the policy protects.
+    pub(crate) fn above_snapshots(&self, seq: SequenceNumber) -> bool {
+        self.policy.stripe(seq) == self.policy.snapshots.len()
+    }
+
     /// Starts a new user key (dropping tombstones held for the previous one).
     pub(crate) fn start_key(&mut self) {
         self.last_stripe = usize::MAX;
@@ -220,8 +249,23 @@ fn run(
             emitted_for_key = false;
             filter.start_key();
         }
-        let verdict = filter.offer(e.seq(), e.kind());
-        if verdict == Verdict::Drop && e.kind() == ValueKind::Pointer {
+        let mut kind = e.kind();
+        if let Some(f) = out.spec.filter {
+            if filter.at_key_start() && removed_by(f, &filter, &key, e)? {
+                // A delete at the version's sequence, from here on: kept
+                // only while an older version survives for a snapshot.
+                if kind == ValueKind::Pointer {
+                    if let Some(p) = ValuePointer::decode(e.value()) {
+                        *stats.garbage.entry(p.log).or_default() += p.record_size();
+                    }
+                }
+                kind = ValueKind::Delete;
+                stats.filtered += 1;
+                stats.filtered_from = Some(stats.filtered_from.map_or(e.seq(), |s| s.min(e.seq())));
+            }
+        }
+        let verdict = filter.offer(e.seq(), kind);
+        if verdict == Verdict::Drop && kind == ValueKind::Pointer {
             // The value this pointer names is dead from now on.
             if let Some(p) = ValuePointer::decode(e.value()) {
                 *stats.garbage.entry(p.log).or_default() += p.record_size();
@@ -234,20 +278,46 @@ fn run(
                 stats.output_entries += 1;
             }
             let e = input.entry();
-            out.add(
-                &key,
-                e.seq(),
-                e.kind(),
-                e.value(),
-                !emitted_for_key,
-                new_file,
-            )?;
+            let value = if kind == ValueKind::Delete {
+                &[][..]
+            } else {
+                e.value()
+            };
+            out.add(&key, e.seq(), kind, value, !emitted_for_key, new_file)?;
             emitted_for_key = true;
             stats.output_entries += 1;
         }
         input.next()?;
     }
     Ok(())
+}
+
+/// Asks the job's filter about `e`, the first version of `key` the job
+/// sees, when it is a put newer than every snapshot (the module docs of
+/// `compaction_filter`); a value read the filter asked for and could not
+/// have fails the job.
+fn removed_by(
+    f: JobFilter<'_>,
+    versions: &VersionFilter<'_>,
+    key: &[u8],
+    e: &dyn crate::iter::InternalIterator,
+) -> Result<bool> {
+    let kind = e.kind();
+    if !matches!(kind, ValueKind::Put | ValueKind::Pointer) || !versions.above_snapshots(e.seq()) {
+        return Ok(false);
+    }
+    let entry = FilterEntry::new(
+        key,
+        e.seq(),
+        e.value(),
+        kind == ValueKind::Pointer,
+        f.resolve,
+    );
+    let decision = f.filter.filter(&entry);
+    match entry.take_error() {
+        Some(err) => Err(err),
+        None => Ok(decision == FilterDecision::Remove),
+    }
 }
 
 struct Outputs<'a> {
