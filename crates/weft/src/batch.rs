@@ -9,6 +9,8 @@
 //! op      := 0 (delete) | varint32 key_len | key
 //!          | 1 (put)    | varint32 key_len | key | varint32 value_len | value
 //!          | 3 (logged put) | varint32 key_len | key | crc: u32 LE | len: u32 LE | value
+//!          | 4 (compressed logged put) | varint32 key_len | key | codec: u8
+//!                                    | crc: u32 LE | len: u32 LE | stored
 //! ```
 //!
 //! A *logged put* (store format 3) carries its value as a value-log record
@@ -17,9 +19,18 @@
 //! it is durable, a `ValuePointer` into the WAL file can name the value and
 //! a read of it checks its own checksum. This is what lets a flush keep
 //! large values where the WAL wrote them instead of copying them
-//! (`Options::values_in_wal`, `docs/DESIGN.md` §1.2). Kind 2 is the tables'
-//! pointer kind and never appears in a batch.
+//! (`Options::values_in_wal`, `docs/DESIGN.md` §1.2). A *compressed*
+//! logged put (store format 5, `Options::value_log_compression`) is one
+//! whose record holds the value in `crate::compression`'s stored form,
+//! the codec byte (1 LZ4, 2 zstd) before it; the write path compresses on
+//! the writer's own thread and fills the memtable from the batch it was
+//! given, so only replay, the change feed and reads through a pointer
+//! decode it. Kind 2 is the tables' pointer kind and never appears in a
+//! batch.
 
+use std::borrow::Cow;
+
+use crate::compression::{Compression, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD};
 use crate::error::{Error, Result};
 use crate::key::{SequenceNumber, ValueKind, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::util::coding::{get_varint32, put_varint32};
@@ -28,6 +39,8 @@ use crate::util::crc::RECORD_HEADER_SIZE as RECORD_HEADER;
 const HEADER: usize = 12;
 /// The op tag of a logged put (module docs).
 const LOGGED_PUT: u8 = 3;
+/// The op tag of a compressed logged put (module docs).
+const COMPRESSED_LOGGED_PUT: u8 = 4;
 /// Most bytes an operation adds besides its key and value: the kind tag and
 /// two varint32 lengths.
 const OP_OVERHEAD: usize = 1 + 5 + 5;
@@ -95,26 +108,40 @@ impl WriteBatch {
             return Self::of_put(key, value);
         }
         let mut b = Self::with_capacity(OP_OVERHEAD + key.len() + value.len());
-        b.push_logged_put(key, value);
+        b.push_logged_put(key, value, Compression::None);
         b
     }
 
     /// This batch with every put of a value of at least `logged_from`
-    /// bytes re-encoded as a logged put; `None` when there is none to
-    /// re-encode (the batch is written as it is).
-    pub(crate) fn with_puts_logged_from(&self, logged_from: usize) -> Option<WriteBatch> {
-        let plain_large = |op: &BatchOp<'_>| {
-            op.kind == ValueKind::Put && op.logged.is_none() && op.value.len() >= logged_from
+    /// bytes re-encoded as a logged put, compressed with `compression`
+    /// where that saves enough; `None` when there is nothing to re-encode
+    /// (the batch is written as it is). Puts already logged are compressed
+    /// if they are not and `compression` is on, else copied.
+    pub(crate) fn with_puts_logged_from(
+        &self,
+        logged_from: usize,
+        compression: Compression,
+    ) -> Option<WriteBatch> {
+        let to_encode = |op: &BatchOp<'_>| {
+            op.kind == ValueKind::Put
+                && op.codec == CODEC_NONE
+                && match op.logged {
+                    None => op.value.len() >= logged_from,
+                    Some(_) => compression != Compression::None,
+                }
         };
-        if !self.iter().flatten().any(|op| plain_large(&op)) {
+        if !self.iter().flatten().any(|op| to_encode(&op)) {
             return None;
         }
         let mut out = Self::with_capacity(self.rep.len() + 8 * self.len());
         out.rep[..8].copy_from_slice(&self.rep[..8]);
         for op in self.iter().flatten() {
             match op.kind {
+                ValueKind::Put if op.codec != CODEC_NONE => {
+                    out.push_compressed_logged_put(op.key, op.codec, op.value)
+                }
                 ValueKind::Put if op.logged.is_some() || op.value.len() >= logged_from => {
-                    out.push_logged_put(op.key, op.value)
+                    out.push_logged_put(op.key, op.value, compression)
                 }
                 kind => {
                     let value = (kind == ValueKind::Put).then_some(op.value);
@@ -125,18 +152,49 @@ impl WriteBatch {
         Some(out)
     }
 
-    /// Appends a logged put (module docs).
-    fn push_logged_put(&mut self, key: &[u8], value: &[u8]) {
+    /// Appends a logged put (module docs), compressed with `compression`
+    /// where that saves enough (`crate::compression::compress`).
+    fn push_logged_put(&mut self, key: &[u8], value: &[u8], compression: Compression) {
         let n = self.len() as u32 + 1;
         self.rep[8..12].copy_from_slice(&n.to_le_bytes());
+        let tag_at = self.rep.len();
         self.rep.push(LOGGED_PUT);
         self.push_slice(&[key]);
+        if compression != Compression::None {
+            // Compressed in place, after room for the codec and header.
+            let codec_at = self.rep.len();
+            self.rep.extend_from_slice(&[0; 1 + RECORD_HEADER]);
+            let stored_at = self.rep.len();
+            let codec = crate::compression::compress(compression, value, &mut self.rep);
+            if codec != CODEC_NONE {
+                let stored = &self.rep[stored_at..];
+                // The stored form is never longer than the value.
+                let header = crate::util::crc::record_header(stored.len() as u32, stored);
+                self.rep[tag_at] = COMPRESSED_LOGGED_PUT;
+                self.rep[codec_at] = codec;
+                self.rep[codec_at + 1..stored_at].copy_from_slice(&header);
+                return;
+            }
+            self.rep.truncate(codec_at);
+        }
         // Oversized values are rejected by `validate`; clamped only so the
         // encoding stays parseable.
         let len = value.len().min(u32::MAX as usize) as u32;
         self.rep
             .extend_from_slice(&crate::util::crc::record_header(len, value));
         self.rep.extend_from_slice(value);
+    }
+
+    /// Appends a compressed logged put whose stored form is `stored`.
+    fn push_compressed_logged_put(&mut self, key: &[u8], codec: u8, stored: &[u8]) {
+        let n = self.len() as u32 + 1;
+        self.rep[8..12].copy_from_slice(&n.to_le_bytes());
+        self.rep.push(COMPRESSED_LOGGED_PUT);
+        self.push_slice(&[key]);
+        self.rep.push(codec);
+        let header = crate::util::crc::record_header(stored.len() as u32, stored);
+        self.rep.extend_from_slice(&header);
+        self.rep.extend_from_slice(stored);
     }
 
     /// A batch of the one delete of `key`, allocated once at its final size.
@@ -327,13 +385,25 @@ pub(crate) fn encoded_len(bytes: &[u8]) -> Option<usize> {
     Some(bytes.len() - ops.data.len())
 }
 
+/// A logged put as [`logged_puts`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LoggedPut {
+    /// Its sequence.
+    pub seq: SequenceNumber,
+    /// Offset of its embedded value-log record in the payload.
+    pub at: usize,
+    /// Bytes the record stores.
+    pub stored: u32,
+    /// Bytes of the value (the stored ones, or what they decompress to).
+    pub value_len: u32,
+    /// How the stored bytes encode the value (`compression::CODEC_*`).
+    pub codec: u8,
+}
+
 /// The logged puts of the encoded batch `payload` (a WAL record's payload
-/// whose record checksum held): `(sequence, offset of the embedded
-/// value-log record in the payload, value length)` each. Structural damage
-/// is an error; the embedded checksums are left to the reads that use them.
-pub(crate) fn logged_puts(
-    payload: &[u8],
-) -> std::result::Result<Vec<(SequenceNumber, usize, u32)>, String> {
+/// whose record checksum held). Structural damage is an error; the
+/// embedded checksums are left to the reads that use them.
+pub(crate) fn logged_puts(payload: &[u8]) -> std::result::Result<Vec<LoggedPut>, String> {
     let count = payload.get(8..HEADER).ok_or_else(|| {
         format!(
             "batch of {} bytes is shorter than its header",
@@ -351,7 +421,21 @@ pub(crate) fn logged_puts(
     for (i, op) in ops.enumerate() {
         let op = op.map_err(|e| e.to_string())?;
         if let Some(at) = op.logged {
-            out.push((first + i as u64, at, op.value.len() as u32));
+            let value_len = match op.codec {
+                CODEC_NONE => op.value.len() as u32,
+                _ => {
+                    get_varint32(op.value, 0)
+                        .ok_or("compressed logged put without its length")?
+                        .0
+                }
+            };
+            out.push(LoggedPut {
+                seq: first + i as u64,
+                at,
+                stored: op.value.len() as u32,
+                value_len,
+                codec: op.codec,
+            });
         }
     }
     Ok(out)
@@ -364,11 +448,29 @@ pub struct BatchOp<'a> {
     pub kind: ValueKind,
     /// The key.
     pub key: &'a [u8],
-    /// The value (empty for a delete).
+    /// The value (empty for a delete); for a compressed logged put, its
+    /// stored form ([`BatchOp::decoded_value`] gives the value).
     pub value: &'a [u8],
     /// For a logged put: where its value-log record (header, then the
-    /// value) starts in the encoded batch.
+    /// stored bytes) starts in the encoded batch.
     pub logged: Option<usize>,
+    /// How `value` encodes the value: `compression::CODEC_NONE` (it is the
+    /// value), or the codec of a compressed logged put.
+    pub codec: u8,
+}
+
+impl<'a> BatchOp<'a> {
+    /// The value, decompressed for a compressed logged put; a stored form
+    /// that does not decode is the reason for `Error::Corruption` (the
+    /// caller knows the file and offset).
+    pub fn decoded_value(&self) -> std::result::Result<Cow<'a, [u8]>, &'static str> {
+        match self.codec {
+            CODEC_NONE => Ok(Cow::Borrowed(self.value)),
+            codec => {
+                crate::compression::decompress(codec, self.value, MAX_VALUE_SIZE).map(Cow::Owned)
+            }
+        }
+    }
 }
 
 /// Iterator over the operations of a [`WriteBatch`].
@@ -396,7 +498,7 @@ impl<'a> Iterator for BatchIter<'a> {
             self.remaining = 0;
             return bad("truncated op");
         };
-        let logged_put = tag == LOGGED_PUT;
+        let logged_put = tag == LOGGED_PUT || tag == COMPRESSED_LOGGED_PUT;
         let kind = match ValueKind::from_u8(tag) {
             _ if logged_put => ValueKind::Put,
             Some(k) if k != ValueKind::Pointer => k,
@@ -418,6 +520,19 @@ impl<'a> Iterator for BatchIter<'a> {
             return bad("truncated key");
         };
         let mut logged = None;
+        let mut codec = CODEC_NONE;
+        if tag == COMPRESSED_LOGGED_PUT {
+            match d.split_first() {
+                Some((&c @ (CODEC_LZ4 | CODEC_ZSTD), rest)) => {
+                    codec = c;
+                    d = rest;
+                }
+                _ => {
+                    self.remaining = 0;
+                    return bad("compressed logged put with an unknown codec");
+                }
+            }
+        }
         let value = if logged_put {
             // A value-log record: crc, len, value.
             let record = d.get(4..RECORD_HEADER).and_then(|len| {
@@ -453,6 +568,7 @@ impl<'a> Iterator for BatchIter<'a> {
             key,
             value,
             logged,
+            codec,
         }))
     }
 }
@@ -499,10 +615,11 @@ mod tests {
         let big = vec![9u8; 300];
         let mut plain = WriteBatch::new();
         plain.put(b"a", b"small").delete(b"b").put(b"c", &big);
-        assert!(plain.with_puts_logged_from(usize::MAX).is_none());
-        let mut logged = plain.with_puts_logged_from(100).unwrap();
+        let none = Compression::None;
+        assert!(plain.with_puts_logged_from(usize::MAX, none).is_none());
+        let mut logged = plain.with_puts_logged_from(100, none).unwrap();
         assert!(
-            logged.with_puts_logged_from(100).is_none(),
+            logged.with_puts_logged_from(100, none).is_none(),
             "already logged"
         );
         logged.set_sequence(7);
@@ -539,7 +656,7 @@ mod tests {
     fn a_logged_put_with_a_bad_embedded_checksum_does_not_decode() {
         let mut b = WriteBatch::new();
         b.put(b"k", vec![1u8; 64]);
-        let b = b.with_puts_logged_from(1).unwrap();
+        let b = b.with_puts_logged_from(1, Compression::None).unwrap();
         let at = b.iter().next().unwrap().unwrap().logged.unwrap();
         for flip in [at, at + RECORD_HEADER + 10] {
             let mut enc = b.encoded().to_vec();
@@ -553,6 +670,65 @@ mod tests {
                 WriteBatch::decode(enc[..cut].to_vec()).is_err(),
                 "cut {cut}"
             );
+        }
+    }
+
+    /// Compressed logged puts: what compresses is stored compressed (a
+    /// logged put already compressed is copied as it is), decodes back to
+    /// the value, and names its stored length and codec to the flush; what
+    /// does not compress stays a plain logged put; damage to the stored
+    /// bytes fails the embedded checksum.
+    #[test]
+    fn compressed_logged_puts_round_trip() {
+        let text = b"a value that compresses well, ".repeat(20);
+        let noise: Vec<u8> = (0..400u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect();
+        for compression in [Compression::Lz4, Compression::ZSTD] {
+            let mut plain = WriteBatch::new();
+            plain
+                .put(b"t", &text)
+                .put(b"n", &noise)
+                .put(b"s", b"small")
+                .delete(b"d");
+            let b = plain.with_puts_logged_from(100, compression).unwrap();
+            // Logged already but uncompressed: compressed now; then settled.
+            let logged = plain.with_puts_logged_from(100, Compression::None).unwrap();
+            let again = logged.with_puts_logged_from(100, compression).unwrap();
+            assert_eq!(again.encoded(), b.encoded());
+            // Re-encoded again, the compressed put is copied as it is (the
+            // incompressible one is tried again, and stays plain).
+            let thrice = b.with_puts_logged_from(100, compression).unwrap();
+            assert_eq!(thrice.encoded(), b.encoded());
+            let mut b = b;
+            b.set_sequence(40);
+            let d = WriteBatch::decode(b.encoded().to_vec()).unwrap();
+            let ops: Vec<_> = d.iter().map(|o| o.unwrap()).collect();
+            assert_eq!(ops[0].codec, compression.codec());
+            assert!(ops[0].value.len() < text.len() / 2);
+            assert_eq!(ops[0].decoded_value().unwrap(), &text[..]);
+            assert_eq!(ops[1].codec, CODEC_NONE, "noise stays plain");
+            assert!(ops[1].logged.is_some());
+            assert_eq!(ops[1].decoded_value().unwrap(), &noise[..]);
+            assert_eq!((ops[2].logged, ops[3].kind), (None, ValueKind::Delete));
+            let found = logged_puts(d.encoded()).unwrap();
+            assert_eq!(found.len(), 2);
+            assert_eq!((found[0].seq, found[0].codec), (40, compression.codec()));
+            assert_eq!(found[0].value_len as usize, text.len());
+            assert_eq!(found[0].stored as usize, ops[0].value.len());
+            assert_eq!(
+                (found[1].seq, found[1].value_len as usize),
+                (41, noise.len())
+            );
+            let at = ops[0].logged.unwrap();
+            let mut bad = b.encoded().to_vec();
+            bad[at + RECORD_HEADER + 3] ^= 0x10;
+            assert!(WriteBatch::decode(bad)
+                .unwrap_err()
+                .contains("own checksum"));
+            let mut bad = b.encoded().to_vec();
+            bad[at - 1] = 9;
+            assert!(WriteBatch::decode(bad).is_err(), "unknown codec");
         }
     }
 

@@ -76,6 +76,28 @@ pub fn encode_write_batch(seq: SequenceNumber, ops: &[BatchOp]) -> Vec<u8> {
     b.encoded().to_vec()
 }
 
+/// [`encode_write_batch`], re-encoded as the write path does for the WAL
+/// (`Options::values_in_wal`): every put of at least `logged_from` bytes a
+/// logged put, compressed with `compression` where that pays.
+pub fn encode_logged_write_batch(
+    seq: SequenceNumber,
+    ops: &[BatchOp],
+    logged_from: usize,
+    compression: crate::Compression,
+) -> Vec<u8> {
+    let plain = encode_write_batch(seq, ops);
+    let Ok(b) = WriteBatch::decode(plain.clone()) else {
+        return plain;
+    };
+    match b.with_puts_logged_from(logged_from, compression) {
+        Some(mut logged) => {
+            logged.set_sequence(seq);
+            logged.encoded().to_vec()
+        }
+        None => plain,
+    }
+}
+
 /// Decodes a WAL payload as WAL recovery does (`db::open::replay_wals`):
 /// the batch's structure, then each operation; anything malformed is
 /// [`Error::Corruption`] naming `file` at record `offset`.
@@ -89,7 +111,8 @@ pub fn decode_write_batch(
     let mut ops = Vec::with_capacity(batch.len().min(1024));
     for op in batch.iter() {
         let op = op.map_err(|e| Error::corruption(file, offset, e.to_string()))?;
-        ops.push((op.kind, op.key.to_vec(), op.value.to_vec()));
+        let value = (op.decoded_value()).map_err(|r| Error::corruption(file, offset, r))?;
+        ops.push((op.kind, op.key.to_vec(), value.into_owned()));
     }
     Ok((batch.sequence(), ops))
 }

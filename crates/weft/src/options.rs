@@ -71,11 +71,11 @@ pub struct Options {
     /// decoded once and kept in the block cache
     /// ([`Options::block_cache_size`]). Default [`Compression::None`].
     pub sorted_compression: Compression,
-    /// How values written to value logs (by merges separating values, and
-    /// by GC moving live values) are compressed, each value on its own so
-    /// that a get decodes only the value it reads. Values still in their
-    /// WAL ([`Options::values_in_wal`]) are stored as written until GC
-    /// moves them. Default [`Compression::None`].
+    /// How values in value logs are compressed, each value on its own so
+    /// that a get decodes only the value it reads: values logged in the
+    /// WAL ([`Options::values_in_wal`]: compressed by the writer, on its
+    /// own thread), values merges separate, and values GC moves. Default
+    /// [`Compression::None`].
     pub value_log_compression: Compression,
     /// The application's say over what merges and GC rewrite: called on
     /// the newest version of each key they rewrite when it is a put no

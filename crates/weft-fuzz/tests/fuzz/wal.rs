@@ -5,9 +5,11 @@ use std::path::Path;
 
 use bolero::generator::TypeGenerator;
 use weft::internals::fuzz::{
-    decode_write_batch, encode_write_batch, frame_record, read_log, recover_wal, write_log,
-    BatchOp, LogRead, ValueKind,
+    decode_write_batch, encode_logged_write_batch, encode_write_batch, frame_record, read_log,
+    recover_wal, write_log, BatchOp, LogRead, ValueKind,
 };
+
+use weft::Compression;
 
 use crate::harness::{chunks, ok_or_corruption, scratch, Mutation};
 use crate::{fuzz_bytes, fuzz_typed};
@@ -30,6 +32,11 @@ pub struct Batch {
     seq: u64,
     #[generator(bolero::produce::<Vec<Op>>().with().len(0usize..=8))]
     ops: Vec<Op>,
+    /// How puts are encoded: plain; logged; logged and compressed (LZ4,
+    /// zstd) where that pays, as the write path re-encodes a batch.
+    encoding: u8,
+    /// Values repeated eight times, so that compression pays.
+    stretch: bool,
 }
 
 impl Batch {
@@ -38,7 +45,12 @@ impl Batch {
             .iter()
             .map(|o| {
                 if o.put {
-                    (ValueKind::Put, o.key.clone(), o.value.clone())
+                    let value = if self.stretch {
+                        o.value.repeat(8)
+                    } else {
+                        o.value.clone()
+                    };
+                    (ValueKind::Put, o.key.clone(), value)
                 } else {
                     (ValueKind::Delete, o.key.clone(), Vec::new())
                 }
@@ -47,7 +59,14 @@ impl Batch {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        encode_write_batch(self.seq, &self.ops())
+        match self.encoding % 4 {
+            0 => encode_write_batch(self.seq, &self.ops()),
+            n => {
+                let compression =
+                    [Compression::None, Compression::Lz4, Compression::ZSTD][usize::from(n - 1)];
+                encode_logged_write_batch(self.seq, &self.ops(), 0, compression)
+            }
+        }
     }
 }
 

@@ -236,7 +236,9 @@ impl ChangeFeed {
                     },
                     _ => ChangeOp::Put {
                         key: op.key.to_vec(),
-                        value: op.value.to_vec(),
+                        value: (op.decoded_value())
+                            .map_err(|r| Error::corruption(path.clone(), offset, r))?
+                            .into_owned(),
                     },
                 });
             }

@@ -173,9 +173,14 @@ impl Db {
         opts: &WriteOptions,
     ) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
-        let batch = match self.core().logged_from(!opts.disable_wal) {
-            Some(from) => WriteBatch::of_put_logged_from(key, value, from),
-            None => WriteBatch::of_put(key, value),
+        let core = self.core();
+        let batch = match core.logged_from(!opts.disable_wal) {
+            // Compressed or not, the write path encodes the WAL's copy of a
+            // large value from the plain batch, which fills the memtable.
+            Some(from) if core.options.value_log_compression == crate::Compression::None => {
+                WriteBatch::of_put_logged_from(key, value, from)
+            }
+            _ => WriteBatch::of_put(key, value),
         };
         self.write(batch, opts)
     }

@@ -442,7 +442,9 @@ fn replay_wals(
                     let seq = batch.sequence();
                     for (j, op) in batch.iter().enumerate() {
                         let op = op.map_err(|e| Error::corruption(&path, offset, e.to_string()))?;
-                        mem.insert(op.key, seq + j as u64, op.kind, op.value);
+                        let value = (op.decoded_value())
+                            .map_err(|r| Error::corruption(&path, offset, r))?;
+                        mem.insert(op.key, seq + j as u64, op.kind, &value);
                     }
                     if !batch.is_empty() {
                         let batch_last = seq + batch.len() as u64 - 1;

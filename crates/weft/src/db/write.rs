@@ -68,8 +68,11 @@ const WATERMARK_EVERY: u64 = 16;
 fn insert_batch(mem: &dyn Memtable, batch: &WriteBatch) {
     let first_seq = batch.sequence();
     for (i, op) in batch.iter().enumerate() {
-        // The batch was validated before it was queued, so decoding succeeds.
+        // The batch was validated before it was queued, so decoding
+        // succeeds, and it holds no compressed value (the write path fills
+        // the memtable from the batch it was given, not the WAL's).
         if let Ok(op) = op {
+            debug_assert_eq!(op.codec, crate::compression::CODEC_NONE);
             mem.insert(op.key, first_seq + i as u64, op.kind, op.value);
         }
     }
@@ -113,18 +116,27 @@ impl Core {
         }
         let bytes = batch.approximate_size() as u64;
         let mut has_logged_puts = false;
+        // The batch the memtable is filled from, when the WAL gets a
+        // re-encoded one: its values as given, never compressed.
+        let mut given = None;
         if let Some(from) = self.logged_from(logged) {
             // On the writer's own thread, outside the WAL lock: `Db::put`
-            // builds its batch logged already; a user's batch is copied.
-            // A batch smaller than the threshold holds no value that large.
+            // builds its batch logged already; a user's batch is copied
+            // (and compressed, `Options::value_log_compression`). A batch
+            // smaller than the threshold holds no value that large.
             if batch.approximate_size() >= from {
-                if let Some(logged) = batch.with_puts_logged_from(from) {
-                    batch = logged;
+                let compression = self.options.value_log_compression;
+                if let Some(logged) = batch.with_puts_logged_from(from, compression) {
+                    given = Some(std::mem::replace(&mut batch, logged));
                 }
                 has_logged_puts = batch.iter().flatten().any(|op| op.logged.is_some());
             }
         }
         let appended = self.append(&mut batch, sync, logged, has_logged_puts)?;
+        if let Some(given) = given.as_mut() {
+            given.set_sequence(appended.first);
+        }
+        let batch = given.unwrap_or(batch);
         let mem = &appended.pinned.mem;
         if !self.has_room(mem) {
             // Outside the WAL lock (a memtable's size reads lines every

@@ -27,19 +27,32 @@ const WAL_RECORD_HEADER: u64 = crate::util::crc::RECORD_HEADER_SIZE as u64;
 pub struct LoggedValues {
     /// The WAL's file number.
     log: u64,
-    /// `(sequence, offset of the embedded record, value length)`, in
-    /// sequence order (writers append their records in sequence order).
-    by_seq: Vec<(SequenceNumber, u64, u32)>,
-    /// The same, indexed by `sequence - first`, `(0, 0)` where no put was
+    /// `(sequence, where its record is)`, in sequence order (writers
+    /// append their records in sequence order).
+    by_seq: Vec<(SequenceNumber, Logged)>,
+    /// The same, indexed by `sequence - first`, offset 0 where no put was
     /// logged (no embedded record starts at offset 0: a batch header comes
     /// first) — when the logged puts are most of the WAL's operations.
     /// A flush looks a pointer up for every put in key order, so in
     /// random sequence order: a binary search over a memtable's worth of
     /// entries missed the cache at every step, and took a sixth of the
     /// flush thread's time.
-    dense: Vec<(u64, u32)>,
+    dense: Vec<Logged>,
     /// The sequence `dense[0]` stands for.
     first: SequenceNumber,
+}
+
+/// Where one logged put's value-log record lies in the WAL file.
+#[derive(Debug, Default, Clone, Copy)]
+struct Logged {
+    /// Offset of the embedded record in the file.
+    offset: u64,
+    /// Bytes the record stores.
+    stored: u32,
+    /// Bytes of the value.
+    value_len: u32,
+    /// How the stored bytes encode it (`compression::CODEC_*`).
+    codec: u8,
 }
 
 impl LoggedValues {
@@ -57,8 +70,14 @@ impl LoggedValues {
                     }
                     let logged = crate::batch::logged_puts(&payload)
                         .map_err(|r| Error::corruption(path, offset, r))?;
-                    for (seq, at, len) in logged {
-                        by_seq.push((seq, offset + WAL_RECORD_HEADER + at as u64, len));
+                    for put in logged {
+                        let at = Logged {
+                            offset: offset + WAL_RECORD_HEADER + put.at as u64,
+                            stored: put.stored,
+                            value_len: put.value_len,
+                            codec: put.codec,
+                        };
+                        by_seq.push((put.seq, at));
                     }
                 }
                 LogRead::End => break,
@@ -77,9 +96,9 @@ impl LoggedValues {
             // Dense when it costs at most about four times the sparse form.
             if span <= 4 * by_seq.len() as u64 + 1024 {
                 values.first = first.0;
-                values.dense = vec![(0, 0); span as usize];
-                for (seq, offset, len) in &by_seq {
-                    values.dense[(seq - first.0) as usize] = (*offset, *len);
+                values.dense = vec![Logged::default(); span as usize];
+                for (seq, at) in &by_seq {
+                    values.dense[(seq - first.0) as usize] = *at;
                 }
                 return Ok(values);
             }
@@ -97,14 +116,17 @@ impl LoggedValues {
     /// of `len` bytes (any other length would be a different write: it is
     /// then written inline, never pointed at wrongly).
     pub fn pointer(&self, seq: SequenceNumber, len: usize) -> Option<ValuePointer> {
-        let (offset, logged_len) = if self.dense.is_empty() {
+        let at = if self.dense.is_empty() {
             let i = self.by_seq.binary_search_by_key(&seq, |e| e.0).ok()?;
-            (self.by_seq[i].1, self.by_seq[i].2)
+            self.by_seq[i].1
         } else {
             let i = usize::try_from(seq.checked_sub(self.first)?).ok()?;
-            *self.dense.get(i).filter(|(offset, _)| *offset != 0)?
+            *self.dense.get(i).filter(|at| at.offset != 0)?
         };
-        (logged_len as usize == len).then_some(ValuePointer::plain(self.log, offset, logged_len))
+        (at.value_len as usize == len).then_some(ValuePointer {
+            codec: at.codec,
+            ..ValuePointer::plain(self.log, at.offset, at.stored)
+        })
     }
 }
 
@@ -137,7 +159,8 @@ mod tests {
                 expected.push((seq, len));
                 seq += 1;
             }
-            let mut batch = batch.with_puts_logged_from(from).unwrap_or(batch);
+            let mut batch =
+                (batch.with_puts_logged_from(from, crate::Compression::None)).unwrap_or(batch);
             batch.set_sequence(seq - ops_per_batch.len() as u64);
             w.add_record(batch.encoded()).unwrap();
         }
