@@ -244,9 +244,9 @@ fn values_logged_in_the_wal_are_compressed_and_read_back_everywhere() {
             0,
             &format!("{compression}: through the flush's pointers"),
         );
-        let mut feed = db.changes_from(1, weft::FeedLimit::Visible).unwrap();
+        let feed = db.changes_from(1, weft::FeedLimit::Visible).unwrap();
         let mut puts = 0;
-        while let Some(group) = feed.next() {
+        for group in feed {
             for op in group.unwrap().ops() {
                 if let weft::ChangeOp::Put { key: k, value: v } = op {
                     let i: u32 = std::str::from_utf8(v)

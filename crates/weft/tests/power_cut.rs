@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use weft::internals::fs::{FaultFs, FileSystem, PowerLoss};
-use weft::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+use weft::{Compression, Db, Options, ReadOptions, WriteBatch, WriteOptions};
 
 /// The background jobs a cut is aimed at (their `PowerCut::activity`).
 const JOBS: &[&str] = &["flush", "merge", "gc", "split", "consolidate", "checkpoint"];
@@ -144,9 +144,17 @@ fn random_options(rng: &mut StdRng, fs: &Arc<FaultFs>) -> (Options, String) {
     if rng.gen_ratio(1, 3) {
         o = o.munk_cache_size(256 << 10).munk_min_heat(0);
     }
+    // Each layer compressed or not (the values compress well): cuts land
+    // in compressed blocks, values and WAL records too.
+    let mut codec =
+        || [Compression::None, Compression::Lz4, Compression::ZSTD][rng.gen_range(0..3)];
+    o = o
+        .unsorted_compression(codec())
+        .sorted_compression(codec())
+        .value_log_compression(codec());
     let desc = format!(
         "{kind:?} wb={} mmap_reads={} manual_wal_flush={} blob={} values_in_wal={} partition={} \
-         jobs={} munks={}",
+         jobs={} munks={} compression={}/{}/{}",
         o.write_buffer_size,
         o.mmap_reads,
         o.manual_wal_flush,
@@ -154,7 +162,10 @@ fn random_options(rng: &mut StdRng, fs: &Arc<FaultFs>) -> (Options, String) {
         o.values_in_wal,
         o.partition_size,
         o.background_jobs,
-        o.munk_cache_size
+        o.munk_cache_size,
+        o.unsorted_compression,
+        o.sorted_compression,
+        o.value_log_compression
     );
     (o, desc)
 }
