@@ -55,7 +55,10 @@ mod wal;
 pub use batch::WriteBatch;
 pub use compaction_filter::{CompactionFilter, FilterDecision, FilterEntry};
 pub use compression::Compression;
-pub use db::{ChangeFeed, ChangeGroup, ChangeOp, CheckReport, Db, DbIterator, FeedLimit, Range};
+pub use db::{
+    ChangeFeed, ChangeGroup, ChangeOp, CheckReport, CheckpointInfo, Db, DbIterator, FeedLimit,
+    Range,
+};
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use memtable::MemtableKind;

@@ -1,6 +1,7 @@
 //! The database: the public API over the write path ([`mod@write`]), the read
 //! path, recovery ([`open`]) and background work ([`crate::background`]).
 
+mod checkpoint;
 pub(crate) mod core;
 mod feed;
 mod iter;
@@ -30,6 +31,7 @@ use crate::snapshot::Snapshot;
 use crate::stats::ReadPurpose;
 use crate::stats::{MunkStats, PartitionStats, ReadStats, Stats};
 use crate::wal::{LogRead, LogReader};
+pub use checkpoint::CheckpointInfo;
 pub use feed::{ChangeFeed, ChangeGroup, ChangeOp, FeedLimit};
 pub use iter::{DbIterator, Range};
 
@@ -891,6 +893,42 @@ impl Db {
     /// ```
     pub fn changes_from(&self, seq: u64, limit: FeedLimit) -> Result<ChangeFeed> {
         self.inner.core.changes_from(seq, limit)
+    }
+
+    /// Makes a consistent copy of the database in the new directory `dest`,
+    /// openable with [`Db::open`], without stopping writers: the database
+    /// as it was at one sequence (every logged batch up to
+    /// [`CheckpointInfo::sequence`], none after it). Tables, value logs and
+    /// index checkpoints are hard-linked where `dest` is on the same file
+    /// system (immutable files: the two databases then share their bytes,
+    /// and each deletes only its own names), copied otherwise; the WAL
+    /// holding the latest writes is copied up to that sequence, and a
+    /// manifest is written fresh for the copy.
+    ///
+    /// The copy is durable when this returns (every file and directory
+    /// entry fsynced), and it appears under `dest` whole or not at all: it
+    /// is built in a hidden temporary directory beside `dest` and renamed.
+    /// `dest` must not exist or be an empty directory
+    /// ([`Error::InvalidArgument`] otherwise); missing parents are created.
+    ///
+    /// Writes made with `WriteOptions::disable_wal` and not yet flushed are
+    /// not in the copy (as after a crash); change-feed holds are not copied.
+    ///
+    /// ```
+    /// use weft::{Db, Options};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path().join("db"), Options::default()).unwrap();
+    /// db.put("k", "v1").unwrap();
+    /// let info = db.checkpoint(dir.path().join("copy")).unwrap();
+    /// db.put("k", "v2").unwrap(); // after the checkpoint: not in the copy
+    ///
+    /// let copy = Db::open(dir.path().join("copy"), Options::default()).unwrap();
+    /// assert_eq!(copy.get("k").unwrap().as_deref(), Some(&b"v1"[..]));
+    /// assert_eq!(copy.stats().sequence, info.sequence);
+    /// ```
+    pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<CheckpointInfo> {
+        let core = self.core();
+        crate::util::fs::activity("checkpoint", || checkpoint::checkpoint(core, dest.as_ref()))
     }
 
     /// The database directory.

@@ -66,7 +66,7 @@ impl Drop for DirLock {
 }
 
 impl DirLock {
-    fn acquire(fs: &dyn FileSystem, dir: &Path) -> Result<DirLock> {
+    pub(crate) fn acquire(fs: &dyn FileSystem, dir: &Path) -> Result<DirLock> {
         let path = filename::lock_path(dir);
         let file = fs
             .open_lock_file(&path)

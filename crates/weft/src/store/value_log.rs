@@ -303,6 +303,18 @@ impl ValueLogFile {
         self.size
     }
 
+    /// Where the log lives: `NNNNNN.vlog`, or `NNNNNN.log` for a WAL kept
+    /// as a value log.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The open file: a checkpoint copies the log from it when it cannot
+    /// link the name (see `Table::file`).
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
     /// Reads and verifies the value `ptr` points at.
     pub fn read(&self, ptr: &ValuePointer) -> Result<Vec<u8>> {
         self.check_bounds(ptr)?;

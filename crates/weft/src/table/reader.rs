@@ -229,6 +229,13 @@ impl Table {
         &self.path
     }
 
+    /// The open file: a checkpoint copies a table from it when it cannot
+    /// link the name (another file system, or the name already deleted
+    /// while this version still holds the table).
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
     /// Entries in the table (from the footer).
     #[cfg(test)]
     pub fn entries(&self) -> u64 {

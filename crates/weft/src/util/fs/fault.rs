@@ -50,7 +50,7 @@ use super::{parent_dir, FileSystem, WritableFile};
 /// A kind of mutating operation, for choosing which one fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OpKind {
-    /// Creating a file or directory.
+    /// Creating a file or directory, or a hard link.
     Create,
     /// Appending to a file.
     Write,
@@ -62,7 +62,7 @@ pub enum OpKind {
     SetLen,
     /// Renaming.
     Rename,
-    /// Removing a file.
+    /// Removing a file or an empty directory.
     Remove,
     /// fsync of a directory.
     SyncDir,
@@ -576,6 +576,27 @@ impl FileSystem for FaultFs {
         self.shared.real.create_dir_all(path)
     }
 
+    /// A new name, as a create is: undone by a power loss unless its
+    /// directory was fsynced. The bytes are the source's, durable as far
+    /// as they were (the links the engine makes are of synced, immutable
+    /// files).
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.shared.begin(OpKind::Create, to)?;
+        let mut st = self.shared.state.lock();
+        self.shared.real.hard_link(from, to)?;
+        st.pending.push(NameOp::Create {
+            path: to.to_path_buf(),
+        });
+        Ok(())
+    }
+
+    /// Counted as a removal; like `create_dir_all`, not undone by a power
+    /// loss (directories are not tracked: only the files in them are).
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        self.shared.begin(OpKind::Remove, path)?;
+        self.shared.real.remove_dir(path)
+    }
+
     /// As a sync through a handle: everything written to the file so far
     /// is durable.
     fn sync_file(&self, path: &Path) -> io::Result<()> {
@@ -798,6 +819,40 @@ mod tests {
             assert!(stray.len() <= 3, "nothing set aside is left behind");
         }
         assert!(created_lost && removed_back && renamed_back);
+    }
+
+    #[test]
+    fn a_hard_link_is_a_new_name_that_a_power_loss_may_undo() {
+        let (mut kept, mut undone) = (false, false);
+        for seed in 0..40 {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            let fs = FaultFs::new(seed);
+            let f = fs.create(&d.join("a"), false).unwrap();
+            f.append(&[b"bytes"]).unwrap();
+            f.sync_all().unwrap();
+            fs.sync_dir(d).unwrap();
+            fs.hard_link(&d.join("a"), &d.join("b")).unwrap();
+            let loss = fs.apply_power_loss().unwrap();
+            assert_eq!(contents(&d.join("a")).unwrap(), b"bytes");
+            match loss.names_undone {
+                0 => assert_eq!(contents(&d.join("b")).unwrap(), b"bytes"),
+                1 => assert_eq!(contents(&d.join("b")), None),
+                n => panic!("one operation was pending, {n} undone"),
+            }
+            kept |= loss.names_undone == 0;
+            undone |= loss.names_undone == 1;
+        }
+        assert!(kept && undone);
+        // A directory fsync makes it durable.
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let fs = FaultFs::new(7);
+        fs.create(&d.join("a"), false).unwrap().sync_all().unwrap();
+        fs.hard_link(&d.join("a"), &d.join("b")).unwrap();
+        fs.sync_dir(d).unwrap();
+        assert_eq!(fs.apply_power_loss().unwrap().names_undone, 0);
+        assert!(d.join("b").exists());
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //! # What goes through the layer, and what cannot
 //!
 //! Everything that changes a file or a directory: creating, appending,
-//! reserving blocks, cutting, fsync, fdatasync, renaming, removing,
-//! directory fsync, and the lock file. Reads open a plain [`File`] through
+//! reserving blocks, cutting, fsync, fdatasync, renaming, hard links,
+//! removing files and empty directories, directory fsync, and the lock
+//! file. Reads open a plain [`File`] through
 //! the layer and then read it directly (`pread`, or a read-only mapping):
 //! reading cannot lose data, and a simulated power cut changes files only
 //! after the database is closed.
@@ -71,6 +72,16 @@ pub trait FileSystem: Debug + Send + Sync {
 
     /// Creates directory `path` and any missing parent.
     fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+
+    /// Makes `to` a second name of the file at `from` (a hard link): the
+    /// same bytes, with no copy. Fails with `EXDEV` across file systems,
+    /// and with some error wherever the file system has no hard links;
+    /// callers then copy (a checkpoint, `db::checkpoint`). Like a create,
+    /// the new name is durable only once its directory is fsynced.
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()>;
+
+    /// Removes the empty directory `path`.
+    fn remove_dir(&self, path: &Path) -> io::Result<()>;
 
     /// fsyncs directory `dir`, making the names created, renamed or
     /// removed in it durable (a file's own fsync does not cover its
@@ -196,6 +207,82 @@ pub(crate) fn write_new_synced(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -
     f.sync_all()
 }
 
+/// Bytes a copy moves per read and append: large enough that the system
+/// calls cost little beside the bytes, small enough to stay in cache.
+const COPY_CHUNK: usize = 1 << 20;
+
+/// What [`copy_to_new`] copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Copied {
+    /// Bytes read (and, for a copy, written).
+    pub bytes: u64,
+    /// Their CRC32C, unmasked.
+    pub crc32c: u32,
+}
+
+/// Reads `from` from offset 0, `limit` bytes (all of it when `None`),
+/// handing each chunk to `sink`; a file shorter than `limit` is
+/// `UnexpectedEof`. Reads go to the open file directly, as every read of
+/// the engine does (§5.13 of the design): what must not vanish is held
+/// open by the caller, whatever happens to its name meanwhile.
+fn read_chunks(
+    from: &File,
+    limit: Option<u64>,
+    mut sink: impl FnMut(&[u8]) -> io::Result<()>,
+) -> io::Result<Copied> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; COPY_CHUNK];
+    let mut done = Copied {
+        bytes: 0,
+        crc32c: 0,
+    };
+    loop {
+        let want = match limit {
+            Some(l) => (l - done.bytes).min(COPY_CHUNK as u64) as usize,
+            None => COPY_CHUNK,
+        };
+        if want == 0 {
+            return Ok(done);
+        }
+        let n = match from.read_at(&mut buf[..want], done.bytes) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            if limit.is_some() {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "the file ends at byte {} of the {} to copy",
+                        done.bytes, want
+                    ),
+                ));
+            }
+            return Ok(done);
+        }
+        sink(&buf[..n])?;
+        done.crc32c = crc32c::crc32c_append(done.crc32c, &buf[..n]);
+        done.bytes += n as u64;
+    }
+}
+
+/// Copies the first `limit` bytes of `from` (all of it when `None`) into a
+/// new file at `to`, fsyncs it, and returns what it copied with its
+/// CRC32C. The caller makes the name durable (a directory fsync), as for
+/// [`write_new_synced`].
+pub(crate) fn copy_to_new(
+    fs: &dyn FileSystem,
+    from: &File,
+    limit: Option<u64>,
+    to: &Path,
+) -> io::Result<Copied> {
+    let out = fs.create(to, false)?;
+    let copied = read_chunks(from, limit, |chunk| out.append(&[chunk]))?;
+    out.sync_all()?;
+    Ok(copied)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +292,43 @@ mod tests {
         assert_eq!(parent_dir(Path::new("x.log")), Path::new("."));
         assert_eq!(parent_dir(Path::new("d/x.log")), Path::new("d"));
         assert_eq!(file_name(Path::new("d/x.log")), "x.log");
+    }
+
+    #[test]
+    fn copies_a_prefix_or_all_with_its_checksum() {
+        let fs = real();
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        let bytes: Vec<u8> = (0..3 * COPY_CHUNK + 17).map(|i| (i % 251) as u8).collect();
+        write_new_synced(&*fs, &src, &bytes).unwrap();
+        let from = fs.open(&src).unwrap();
+        let all = copy_to_new(&*fs, &from, None, &dir.path().join("all")).unwrap();
+        assert_eq!(all.bytes, bytes.len() as u64);
+        assert_eq!(all.crc32c, crc32c::crc32c(&bytes));
+        assert_eq!(fs.read(&dir.path().join("all")).unwrap(), bytes);
+        let part = copy_to_new(&*fs, &from, Some(1000), &dir.path().join("part")).unwrap();
+        assert_eq!(part.crc32c, crc32c::crc32c(&bytes[..1000]));
+        assert_eq!(fs.read(&dir.path().join("part")).unwrap(), &bytes[..1000]);
+        let past = bytes.len() as u64 + 1;
+        let e = copy_to_new(&*fs, &from, Some(past), &dir.path().join("x")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn hard_links_share_the_bytes_and_empty_directories_go() {
+        let fs = real();
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        write_new_synced(&*fs, &a, b"abc").unwrap();
+        let sub = dir.path().join("sub");
+        fs.create_dir_all(&sub).unwrap();
+        fs.hard_link(&a, &sub.join("b")).unwrap();
+        fs.remove_file(&a).unwrap();
+        assert_eq!(fs.read(&sub.join("b")).unwrap(), b"abc");
+        assert!(fs.remove_dir(&sub).is_err(), "not empty");
+        fs.remove_file(&sub.join("b")).unwrap();
+        fs.remove_dir(&sub).unwrap();
+        assert!(!fs.exists(&sub));
     }
 
     #[test]
