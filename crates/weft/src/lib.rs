@@ -22,8 +22,9 @@
 //! [`Db`] and what it takes and returns: [`Options`], [`ReadOptions`],
 //! [`WriteOptions`], [`WriteBatch`], [`Snapshot`], the cursors
 //! ([`DbIterator`], [`Range`]), the change feed ([`ChangeFeed`],
-//! [`ChangeGroup`], [`ChangeOp`], [`FeedLimit`]), [`Error`],
-//! [`MemtableKind`] and [`Stats`].
+//! [`ChangeGroup`], [`ChangeOp`], [`FeedLimit`]), checkpoints
+//! ([`CheckpointInfo`]) and backups ([`BackupEngine`], [`BackupInfo`],
+//! [`BackupId`]), [`Error`], [`MemtableKind`] and [`Stats`].
 //! Every other module is private to the crate: memtables, tables, logs and
 //! the manifest are free to change without a semver promise. The memtable
 //! benchmark, the crash tests and the server reach a few internals through
@@ -31,6 +32,7 @@
 //! the stable API.
 
 mod background;
+mod backup;
 mod batch;
 mod cache;
 mod compaction_filter;
@@ -52,6 +54,7 @@ mod table;
 mod util;
 mod wal;
 
+pub use backup::{BackupEngine, BackupId, BackupInfo};
 pub use batch::WriteBatch;
 pub use compaction_filter::{CompactionFilter, FilterDecision, FilterEntry};
 pub use compression::Compression;

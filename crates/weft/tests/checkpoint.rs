@@ -29,13 +29,14 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use common::*;
 use weft::internals::fs::{FaultFs, FaultKind, FileSystem, OpKind};
-use weft::{ChangeOp, Db, Error, FeedLimit, Options, WriteBatch, WriteOptions};
+use weft::{BackupEngine, ChangeOp, Db, Error, FeedLimit, Options, WriteBatch, WriteOptions};
 
 /// Small buffers and tables, so that flushes, merges, GC and splits run
 /// while the writers do; values of 48 bytes and more are logged in the WAL
@@ -430,4 +431,253 @@ fn a_power_cut_during_a_checkpoint_leaves_the_whole_copy_or_none() {
     }
     assert!(none > 0, "some cut came before the copy was published");
     let _ = whole;
+}
+
+// ------------------------------------------------------------ backups ----
+
+/// The files of a database directory (a restored backup), by name.
+fn files_of(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file() && e.file_name() != "LOCK")
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+/// Bytes and count of the files in `dir`.
+fn usage(dir: &Path) -> (u64, usize) {
+    let files: Vec<_> = std::fs::read_dir(dir).unwrap().collect();
+    let bytes = files
+        .iter()
+        .map(|e| e.as_ref().unwrap().metadata().unwrap().len())
+        .sum();
+    (bytes, files.len())
+}
+
+/// Restores backup `id` into `dest`, checks it opens as `model`, and
+/// returns its files as restored (before the open recovered it).
+fn restore_and_check(
+    backups: &BackupEngine,
+    id: u64,
+    dest: &Path,
+    model: &Model,
+    ctx: &str,
+) -> BTreeMap<String, Vec<u8>> {
+    backups.restore(id, dest).unwrap();
+    let restored = files_of(dest);
+    let db = Db::open(dest, Options::default()).unwrap();
+    assert_db_eq(&db, model, ctx);
+    db.verify_checksums().unwrap();
+    db.close().unwrap();
+    restored
+}
+
+/// Puts `n` keys from `from` on, values large enough to be logged in the
+/// WAL (and kept there as a value log once flushed).
+fn put_many(db: &Db, model: &mut Model, from: u64, n: u64) {
+    for i in from..from + n {
+        let key = format!("key-{:05}", i % 3000).into_bytes();
+        let value = format!("{i:08}-").repeat(40).into_bytes();
+        db.put(&key, &value).unwrap();
+        model.insert(key, value);
+    }
+}
+
+#[test]
+fn backups_restore_and_the_second_copies_only_new_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db"), Options::default()).unwrap();
+    let mut model = Model::new();
+    put_many(&db, &mut model, 0, 2000);
+    db.flush().unwrap();
+    put_many(&db, &mut model, 2000, 1500);
+    db.compact().unwrap();
+    put_many(&db, &mut model, 3500, 100); // unflushed: the WAL tail
+    let model1 = model.clone();
+    let backups = BackupEngine::open(dir.path().join("backups")).unwrap();
+    let first = backups.create_backup(&db).unwrap();
+    let shared = dir.path().join("backups/shared");
+    let after_first = usage(&shared);
+
+    put_many(&db, &mut model, 3600, 800);
+    db.flush().unwrap();
+    put_many(&db, &mut model, 4400, 50);
+    let second = backups.create_backup(&db).unwrap();
+    assert_eq!((first, second), (1, 2));
+
+    let list = backups.list().unwrap();
+    assert_eq!(list.len(), 2);
+    let (one, two) = (&list[0], &list[1]);
+    assert_eq!((one.id, two.id), (first, second));
+    assert!(one.sequence < two.sequence);
+    assert_eq!(
+        (one.new_files, one.new_bytes),
+        (one.files, one.bytes),
+        "the first backup copies everything"
+    );
+    assert_eq!(after_first, (one.bytes, one.files as usize));
+
+    let r1 = dir.path().join("restored-1");
+    let r2 = dir.path().join("restored-2");
+    let f1 = restore_and_check(&backups, first, &r1, &model1, "the older backup");
+    let f2 = restore_and_check(&backups, second, &r2, &model, "the newer backup");
+    // What the second had to copy: its files that the first did not hold
+    // byte for byte (new tables and logs, a WAL cut elsewhere, a manifest,
+    // CURRENT); the rest (the first's tables and logs) is shared.
+    let fresh: Vec<(&String, &Vec<u8>)> =
+        f2.iter().filter(|(n, b)| f1.get(*n) != Some(b)).collect();
+    let fresh_bytes: u64 = fresh.iter().map(|(_, b)| b.len() as u64).sum();
+    assert_eq!(
+        (two.new_files, two.new_bytes),
+        (fresh.len() as u64, fresh_bytes),
+        "the second backup copied exactly its new files"
+    );
+    assert!(
+        two.new_bytes < two.bytes / 2,
+        "most of the second backup is the first's files: {two:?}"
+    );
+    assert!(f2.keys().any(|n| n.ends_with(".sst") && f1.contains_key(n)));
+    let after_second = usage(&shared);
+    assert_eq!(
+        after_second,
+        (
+            after_first.0 + two.new_bytes,
+            after_first.1 + two.new_files as usize
+        )
+    );
+    // The backup directory is independent of the source.
+    db.close().unwrap();
+    std::fs::remove_dir_all(dir.path().join("db")).unwrap();
+    std::fs::remove_dir_all(&r2).unwrap();
+    restore_and_check(&backups, second, &r2, &model, "the source deleted");
+    // One engine per directory.
+    assert!(matches!(
+        BackupEngine::open(dir.path().join("backups")).unwrap_err(),
+        Error::Locked { .. }
+    ));
+    // A restore needs a new or empty destination.
+    assert!(matches!(
+        backups.restore(first, &r1).unwrap_err(),
+        Error::InvalidArgument(_)
+    ));
+    assert!(matches!(
+        backups.restore(9, dir.path().join("r9")).unwrap_err(),
+        Error::InvalidArgument(_)
+    ));
+}
+
+#[test]
+fn deleting_a_backup_purges_only_what_no_other_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path().join("db"),
+        tiny_options(weft::MemtableKind::default()),
+    )
+    .unwrap();
+    let backups = BackupEngine::open(dir.path().join("backups")).unwrap();
+    let shared = dir.path().join("backups/shared");
+    let mut model = Model::new();
+    let mut models = Vec::new();
+    for round in 0..4 {
+        // Merges and GC between backups drop files the older ones hold.
+        fill(&db, &mut model, round * 1000, 1000);
+        let id = backups.create_backup(&db).unwrap();
+        models.push((id, model.clone()));
+    }
+    db.close().unwrap();
+    let total =
+        |backups: &BackupEngine| -> u64 { backups.list().unwrap().iter().map(|b| b.bytes).sum() };
+    let (before, _) = usage(&shared);
+    assert!(before < total(&backups), "backups share files");
+
+    backups.delete(2).unwrap();
+    let (after, _) = usage(&shared);
+    assert!(
+        after < before,
+        "backup 2's own files went ({before} -> {after})"
+    );
+    assert!(matches!(
+        backups.delete(2).unwrap_err(),
+        Error::InvalidArgument(_)
+    ));
+    for (id, m) in [&models[0], &models[2], &models[3]] {
+        let dest = dir.path().join(format!("r{id}"));
+        restore_and_check(
+            &backups,
+            *id,
+            &dest,
+            m,
+            &format!("backup {id} after deleting 2"),
+        );
+        std::fs::remove_dir_all(&dest).unwrap();
+    }
+    assert_eq!(backups.purge_old_backups(1).unwrap(), vec![1, 3]);
+    let list = backups.list().unwrap();
+    assert_eq!(list.iter().map(|b| b.id).collect::<Vec<_>>(), vec![4]);
+    // Only backup 4's files are left, each once.
+    assert_eq!(usage(&shared), (list[0].bytes, list[0].files as usize));
+    restore_and_check(
+        &backups,
+        4,
+        &dir.path().join("r4"),
+        &models[3].1,
+        "the last backup",
+    );
+
+    // Leftovers of an interrupted backup go at the next open.
+    drop(backups);
+    std::fs::write(shared.join("000999_00000000_5.sst"), b"stray").unwrap();
+    std::fs::write(dir.path().join("backups/meta/7.tmp"), b"half").unwrap();
+    std::fs::create_dir_all(dir.path().join("backups/tmp/checkpoint-7")).unwrap();
+    std::fs::write(dir.path().join("backups/tmp/checkpoint-7/000001.sst"), b"x").unwrap();
+    let backups = BackupEngine::open(dir.path().join("backups")).unwrap();
+    assert_eq!(usage(&shared), (list[0].bytes, list[0].files as usize));
+    assert_eq!(usage(&dir.path().join("backups/tmp")), (0, 0));
+    assert_eq!(usage(&dir.path().join("backups/meta")).1, 1);
+    // A new backup takes the next id.
+    let db = Db::open(dir.path().join("db"), Options::default()).unwrap();
+    assert_eq!(backups.create_backup(&db).unwrap(), 5);
+}
+
+#[test]
+fn a_corrupted_backup_file_is_corruption_on_restore() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db"), Options::default()).unwrap();
+    let mut model = Model::new();
+    put_many(&db, &mut model, 0, 1000);
+    db.flush().unwrap();
+    put_many(&db, &mut model, 1000, 10);
+    let backups = BackupEngine::open(dir.path().join("backups")).unwrap();
+    let id = backups.create_backup(&db).unwrap();
+    let shared = dir.path().join("backups/shared");
+    let table = files_where(&shared, |n| n.ends_with(".sst")).pop().unwrap();
+    let dest = dir.path().join("restored");
+    let expect_corruption = |what: &str| {
+        let e = backups.restore(id, &dest).unwrap_err();
+        assert_corruption_in(&e, &table, what);
+        assert!(!dest.exists(), "{what}: nothing restored");
+        assert_eq!(
+            others_in(dir.path()),
+            vec!["backups"],
+            "{what}: nothing left"
+        );
+    };
+    flip_byte(&table, file_len(&table) / 2);
+    expect_corruption("a flipped byte");
+    flip_byte(&table, file_len(&table) / 2);
+    truncate_file(&table, file_len(&table) - 1);
+    expect_corruption("a truncated file");
+    std::fs::remove_file(&table).unwrap();
+    expect_corruption("a missing file");
+    // The meta file is checked too.
+    let meta = dir.path().join(format!("backups/meta/{id}"));
+    flip_byte(&meta, 20);
+    match backups.list().unwrap_err() {
+        Error::Corruption { file, .. } => assert_eq!(file, meta),
+        e => panic!("{e}"),
+    }
 }

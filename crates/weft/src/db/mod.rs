@@ -32,8 +32,10 @@ use crate::stats::ReadPurpose;
 use crate::stats::{MunkStats, PartitionStats, ReadStats, Stats};
 use crate::wal::{LogRead, LogReader};
 pub use checkpoint::CheckpointInfo;
+pub(crate) use checkpoint::{check_destination, publish_dir, remove_dir_and_files, staging_dir};
 pub use feed::{ChangeFeed, ChangeGroup, ChangeOp, FeedLimit};
 pub use iter::{DbIterator, Range};
+pub(crate) use open::DirLock;
 
 /// An open database. Cheap to clone (an `Arc` inside), `Send + Sync`: share
 /// it between threads freely. Dropping the last clone closes it.

@@ -44,7 +44,9 @@ use crate::table::BlockCache;
 use crate::util::fs::FileSystem;
 use crate::wal::{LogLink, LogRead, LogReader, LogWriter};
 
-/// The LOCK file, held with `flock` for as long as the database is open.
+/// The LOCK file, held with `flock` for as long as the database (or a
+/// backup directory, `crate::backup`) is open.
+#[derive(Debug)]
 pub(crate) struct DirLock {
     file: File,
 }

@@ -211,7 +211,7 @@ pub(crate) fn write_new_synced(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -
 /// calls cost little beside the bytes, small enough to stay in cache.
 const COPY_CHUNK: usize = 1 << 20;
 
-/// What [`copy_to_new`] copied.
+/// What [`copy_to_new`] copied or [`checksum`] read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Copied {
     /// Bytes read (and, for a copy, written).
@@ -283,6 +283,11 @@ pub(crate) fn copy_to_new(
     Ok(copied)
 }
 
+/// The length and CRC32C of the whole of `from`.
+pub(crate) fn checksum(from: &File) -> io::Result<Copied> {
+    read_chunks(from, None, |_| Ok(()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,6 +314,7 @@ mod tests {
         let part = copy_to_new(&*fs, &from, Some(1000), &dir.path().join("part")).unwrap();
         assert_eq!(part.crc32c, crc32c::crc32c(&bytes[..1000]));
         assert_eq!(fs.read(&dir.path().join("part")).unwrap(), &bytes[..1000]);
+        assert_eq!(checksum(&from).unwrap(), all);
         let past = bytes.len() as u64 + 1;
         let e = copy_to_new(&*fs, &from, Some(past), &dir.path().join("x")).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
