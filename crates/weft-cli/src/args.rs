@@ -82,11 +82,71 @@ pub enum Command {
         #[arg(long)]
         limit: Option<u64>,
     },
+    /// Makes a consistent copy of the database (--db) in DEST, a new or
+    /// empty directory: tables and logs hard-linked where DEST shares the
+    /// file system, the latest writes copied up to one sequence. Prints
+    /// the sequence and what was linked and copied. (A database a server
+    /// holds open is copied with the server's SAVE.)
+    Checkpoint {
+        /// Destination directory (created; must not exist or be empty).
+        dest: PathBuf,
+    },
+    /// Incremental backups: each backup a checkpoint, storing only the
+    /// files no earlier backup in BACKUP_DIR stored.
+    Backup {
+        /// What to do.
+        #[command(subcommand)]
+        action: BackupAction,
+    },
     /// Runs db_bench-compatible benchmarks (no flags: a quick built-in run).
     Bench(Box<BenchArgs>),
     /// Serves the database over the Redis protocol (RESP2/RESP3); prints
     /// `listening on ADDR:PORT` once bound; stops on SIGINT/SIGTERM.
     Serve(ServeArgs),
+}
+
+/// `weft backup` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BackupAction {
+    /// Backs the database (--db) up into BACKUP_DIR (created if missing);
+    /// prints the backup's id, sequence and what it copied.
+    Create {
+        /// The backup directory.
+        backup_dir: PathBuf,
+    },
+    /// Lists the backups in BACKUP_DIR, oldest first: a header line, then
+    /// `ID<TAB>CREATED<TAB>SEQUENCE<TAB>FILES<TAB>BYTES<TAB>NEW_BYTES` per
+    /// backup (CREATED in seconds since the Unix epoch; NEW_BYTES what
+    /// making it copied).
+    List {
+        /// The backup directory.
+        backup_dir: PathBuf,
+    },
+    /// Restores backup ID into DEST (a new or empty directory), checking
+    /// every file's checksum; exits 2 if a backup file is corrupt.
+    Restore {
+        /// The backup directory.
+        backup_dir: PathBuf,
+        /// The backup to restore (`list` shows them).
+        id: u64,
+        /// Destination directory.
+        dest: PathBuf,
+    },
+    /// Deletes backup ID and the files no other backup needs.
+    Delete {
+        /// The backup directory.
+        backup_dir: PathBuf,
+        /// The backup to delete.
+        id: u64,
+    },
+    /// Deletes the oldest backups, keeping the newest KEEP.
+    Purge {
+        /// The backup directory.
+        backup_dir: PathBuf,
+        /// How many of the newest backups to keep.
+        #[arg(long)]
+        keep: usize,
+    },
 }
 
 /// `weft serve` options.

@@ -1,10 +1,12 @@
-//! The `weft` command: put/get/delete/scan/check/stats/bench/serve.
+//! The `weft` command: put/get/delete/scan/check/stats/changes/checkpoint/
+//! backup/bench/serve.
 //!
 //! Exit codes are part of the contract scripts rely on:
 //! - 0: success;
 //! - 1: `get` found no value, or an error (printed as `weft: <error>`);
-//! - 2: `check` found corruption (printed as `corruption: FILE at offset N:
-//!   reason`), or the command line was invalid (clap's usage error).
+//! - 2: `check` found corruption, or `backup restore` a corrupt backup file
+//!   (printed as `corruption: FILE at offset N: reason`), or the command
+//!   line was invalid (clap's usage error).
 //!
 //! Output goes through a locked, buffered stdout; a closed pipe
 //! (`weft scan | head`) ends the command quietly instead of panicking.
@@ -20,7 +22,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use weft::{Db, Options, ReadOptions};
 
-use args::{Cli, Command, ScanArgs, DEFAULT_DB};
+use args::{BackupAction, Cli, Command, ScanArgs, DEFAULT_DB};
 
 /// Everything that can end a command early.
 #[derive(Debug)]
@@ -154,6 +156,26 @@ fn run(cli: Cli) -> CliResult {
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Checkpoint { dest } => {
+            let db = open(&dir(), false)?;
+            let info = db.checkpoint(&dest)?;
+            db.close()?;
+            let mut out = io::stdout().lock();
+            writeln!(out, "sequence: {}", info.sequence)?;
+            writeln!(
+                out,
+                "linked:   {} files, {} bytes",
+                info.files_linked, info.bytes_linked
+            )?;
+            writeln!(
+                out,
+                "copied:   {} files, {} bytes",
+                info.files_copied, info.bytes_copied
+            )?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Backup { action } => backup(action, &dir()),
         Command::Bench(args) => {
             if let Some(args::BenchAction::Plot { files, out }) = &args.action {
                 let (written, notes) = weft_bench::plot::plot(files, out)?;
@@ -327,6 +349,76 @@ fn changes(db: &Db, from: u64, limit: u64, out: &mut dyn Write) -> CliResult<()>
         }
     }
     Ok(())
+}
+
+/// `weft backup ...`. A corrupt backup file found by `restore` exits 2,
+/// as `check`'s corruption does.
+fn backup(action: BackupAction, db_dir: &Path) -> CliResult {
+    let mut out = io::stdout().lock();
+    match action {
+        BackupAction::Create { backup_dir } => {
+            let backups = weft::BackupEngine::open(&backup_dir)?;
+            let db = open(db_dir, false)?;
+            let id = backups.create_backup(&db)?;
+            db.close()?;
+            let info = backups
+                .list()?
+                .into_iter()
+                .find(|b| b.id == id)
+                .ok_or_else(|| io::Error::other(format!("backup {id} is not listed")))?;
+            writeln!(out, "id:       {id}")?;
+            writeln!(out, "sequence: {}", info.sequence)?;
+            writeln!(out, "files:    {} files, {} bytes", info.files, info.bytes)?;
+            writeln!(
+                out,
+                "new:      {} files, {} bytes",
+                info.new_files, info.new_bytes
+            )?;
+        }
+        BackupAction::List { backup_dir } => {
+            let backups = weft::BackupEngine::open(&backup_dir)?;
+            writeln!(out, "id\tcreated\tsequence\tfiles\tbytes\tnew_bytes")?;
+            for b in backups.list()? {
+                writeln!(
+                    out,
+                    "{}\t{}\t{}\t{}\t{}\t{}",
+                    b.id, b.created_unix_secs, b.sequence, b.files, b.bytes, b.new_bytes
+                )?;
+            }
+        }
+        BackupAction::Restore {
+            backup_dir,
+            id,
+            dest,
+        } => {
+            let backups = weft::BackupEngine::open(&backup_dir)?;
+            match backups.restore(id, &dest) {
+                Ok(()) => writeln!(out, "restored backup {id} into {}", dest.display())?,
+                Err(weft::Error::Corruption {
+                    file,
+                    offset,
+                    reason,
+                }) => {
+                    eprintln!(
+                        "corruption: {} at offset {offset}: {reason}",
+                        file.display()
+                    );
+                    return Ok(ExitCode::from(2));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        BackupAction::Delete { backup_dir, id } => {
+            weft::BackupEngine::open(&backup_dir)?.delete(id)?;
+        }
+        BackupAction::Purge { backup_dir, keep } => {
+            for id in weft::BackupEngine::open(&backup_dir)?.purge_old_backups(keep)? {
+                writeln!(out, "deleted backup {id}")?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `weft check`: corruption (at open or during verification) exits 2 with

@@ -647,3 +647,149 @@ fn changes_prints_the_held_batches() {
         stderr(&o)
     );
 }
+
+/// `weft checkpoint DEST` copies the database as it is: the copy scans
+/// the same, later writes stay in the source, and the sequence and what
+/// was linked and copied are printed. A non-empty DEST and a missing
+/// database are errors that create nothing.
+#[test]
+fn checkpoint_copies_the_database() {
+    let (t, db) = temp_db();
+    for i in 0..60 {
+        ok(&db, &["put", &format!("k{i:03}"), &"v".repeat(i * 20)]);
+    }
+    let dest = t.path().join("copy");
+    let out = ok(&db, &[OsStr::new("checkpoint"), dest.as_os_str()]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines[0], "sequence: 60", "{out}");
+    assert!(
+        lines[1].starts_with("linked:   ") && lines[1].ends_with(" bytes"),
+        "{out}"
+    );
+    assert!(
+        lines[2].starts_with("copied:   ") && lines[2].ends_with(" bytes"),
+        "{out}"
+    );
+    let before = ok(&db, &["scan"]);
+    ok(&db, &["put", "later", "x"]);
+    assert_eq!(ok(&dest, &["scan"]), before);
+    assert_eq!(weft(&dest, &["get", "later"]).status.code(), Some(1));
+    let o = weft(&db, &[OsStr::new("checkpoint"), dest.as_os_str()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).starts_with("weft: invalid argument") && stderr(&o).contains("not empty"),
+        "{}",
+        stderr(&o)
+    );
+    let missing = t.path().join("missing");
+    let elsewhere = t.path().join("elsewhere");
+    let o = weft(&missing, &[OsStr::new("checkpoint"), elsewhere.as_os_str()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!missing.exists() && !elsewhere.exists());
+}
+
+/// `weft backup create|list|restore|delete|purge`: backups restore the
+/// state they were taken at, the second stores less than the first, a
+/// corrupt backup file makes `restore` exit 2 naming it.
+#[test]
+fn backup_create_list_restore_delete() {
+    let (t, db) = temp_db();
+    let backups = t.path().join("backups");
+    let b = backups.as_os_str();
+    for i in 0..40 {
+        ok(&db, &["put", &format!("k{i:03}"), &"first".repeat(60)]);
+    }
+    let first_scan = ok(&db, &["scan"]);
+    let out = ok(&db, &[OsStr::new("backup"), OsStr::new("create"), b]);
+    assert!(out.starts_with("id:       1\nsequence: 40\n"), "{out}");
+    for i in 0..5 {
+        ok(&db, &["put", &format!("k{i:03}"), "second"]);
+    }
+    let second_scan = ok(&db, &["scan"]);
+    let out = ok(&db, &[OsStr::new("backup"), OsStr::new("create"), b]);
+    assert!(out.starts_with("id:       2\nsequence: 45\n"), "{out}");
+
+    // `list` needs no database.
+    let none = t.path().join("no-db");
+    let list = ok(&none, &[OsStr::new("backup"), OsStr::new("list"), b]);
+    let rows: Vec<Vec<&str>> = list.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(
+        rows[0],
+        ["id", "created", "sequence", "files", "bytes", "new_bytes"]
+    );
+    assert_eq!(rows.len(), 3, "{list}");
+    assert_eq!((rows[1][0], rows[1][2]), ("1", "40"));
+    assert_eq!((rows[2][0], rows[2][2]), ("2", "45"));
+    let num = |s: &str| s.parse::<u64>().unwrap();
+    assert_eq!(num(rows[1][5]), num(rows[1][4]), "the first copies all");
+    assert!(
+        num(rows[2][5]) < num(rows[2][4]),
+        "the second shares: {list}"
+    );
+
+    let restore = |id: &str, dest: &Path| {
+        weft(
+            &none,
+            &[
+                OsStr::new("backup"),
+                OsStr::new("restore"),
+                b,
+                OsStr::new(id),
+                dest.as_os_str(),
+            ],
+        )
+    };
+    let r1 = t.path().join("r1");
+    assert!(restore("1", &r1).status.success());
+    assert_eq!(ok(&r1, &["scan"]), first_scan);
+    let r2 = t.path().join("r2");
+    assert!(restore("2", &r2).status.success());
+    assert_eq!(ok(&r2, &["scan"]), second_scan);
+
+    ok(
+        &none,
+        &[
+            OsStr::new("backup"),
+            OsStr::new("delete"),
+            b,
+            OsStr::new("1"),
+        ],
+    );
+    let list = ok(&none, &[OsStr::new("backup"), OsStr::new("list"), b]);
+    assert_eq!(list.lines().count(), 2, "{list}");
+
+    // Damage backup 2's largest file (every shared file is its own now):
+    // restore exits 2 naming it.
+    let shared = backups.join("shared");
+    let victim = std::fs::read_dir(&shared)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(&victim).unwrap();
+    bytes[10] ^= 0x40;
+    std::fs::write(&victim, bytes).unwrap();
+    let r3 = t.path().join("r3");
+    let o = restore("2", &r3);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with(&format!("corruption: {}", victim.display())),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!r3.exists());
+
+    let out = ok(
+        &none,
+        &[
+            OsStr::new("backup"),
+            OsStr::new("purge"),
+            b,
+            OsStr::new("--keep"),
+            OsStr::new("0"),
+        ],
+    );
+    assert_eq!(out, "deleted backup 2\n");
+    assert!(!none.exists(), "no command here opened a database");
+}
