@@ -161,6 +161,10 @@ pub struct ServeArgs {
     /// Data directory [default: --db, or ./weft-data]
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Where SAVE and BGSAVE write their checkpoint (the newest is kept)
+    /// [default: DIR-checkpoints beside the data directory]
+    #[arg(long = "save-dir", value_name = "DIR")]
+    pub save_dir: Option<PathBuf>,
     /// When acknowledged writes reach the disk: always (fsync before each
     /// reply), everysec (background fsync every second), no.
     #[arg(long, default_value = "everysec", value_parser = parse_sync)]

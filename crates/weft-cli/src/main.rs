@@ -211,6 +211,7 @@ fn serve(args: args::ServeArgs, default_dir: PathBuf) -> CliResult {
     config.bind = args.bind;
     config.port = args.port;
     config.dir = args.dir.unwrap_or(default_dir);
+    config.save_dir = args.save_dir;
     config.sync = args.sync;
     config.maxclients = args.maxclients;
     config.timeout = (args.timeout > 0).then(|| std::time::Duration::from_secs(args.timeout));

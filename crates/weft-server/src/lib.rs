@@ -4,7 +4,9 @@
 //!
 //! Connection/server: `PING ECHO HELLO [2|3 [AUTH u p] [SETNAME n]] QUIT
 //! SELECT 0 COMMAND [COUNT|DOCS|INFO] INFO [section...] DBSIZE FLUSHDB
-//! FLUSHALL TYPE CONFIG GET CLIENT ID|SETNAME|GETNAME|SETINFO TIME`.
+//! FLUSHALL TYPE CONFIG GET CLIENT ID|SETNAME|GETNAME|SETINFO TIME SAVE
+//! BGSAVE [SCHEDULE] LASTSAVE` (a save is an engine checkpoint: the `save`
+//! module).
 //! Strings: `GET SET [EX|PX|EXAT|PXAT|KEEPTTL] [NX|XX] [GET] SETNX GETSET
 //! MGET MSET DEL UNLINK EXISTS INCR INCRBY DECR DECRBY APPEND STRLEN
 //! GETRANGE`. Keys: `KEYS SCAN [MATCH] [COUNT] [TYPE] EXPIRE PEXPIRE
@@ -104,6 +106,7 @@ pub mod keyspace;
 pub mod locks;
 mod poll;
 pub mod resp;
+mod save;
 mod server;
 #[cfg(unix)]
 pub mod signal;
@@ -112,6 +115,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
+pub use save::{default_save_dir, Saves};
 pub use server::{Server, ShutdownHandle};
 
 /// Errors starting or stopping the server.
@@ -220,6 +224,10 @@ pub struct Config {
     /// [`DEFAULT_BUSY_POLL`] (see the `event_loop` module's "Polling before
     /// sleeping").
     pub busy_poll: Duration,
+    /// Where `SAVE` and `BGSAVE` write their checkpoints (`save` module
+    /// docs). Default `None`: `<dir>-checkpoints` beside the data directory
+    /// ([`default_save_dir`]).
+    pub save_dir: Option<PathBuf>,
     /// Engine options.
     pub db_options: weft::Options,
 }
@@ -237,6 +245,7 @@ impl Default for Config {
             max_query_buffer: 1 << 30,
             threads: default_threads(),
             busy_poll: DEFAULT_BUSY_POLL,
+            save_dir: None,
             db_options: weft::Options::default(),
         }
     }
@@ -308,6 +317,8 @@ pub struct Shared {
     pub counters: Counters,
     /// Start time.
     pub started: Instant,
+    /// `SAVE` / `BGSAVE` state.
+    pub saves: std::sync::Arc<Saves>,
 }
 
 #[cfg(test)]

@@ -53,8 +53,8 @@ pub struct ShutdownHandle {
 
 impl ShutdownHandle {
     /// Starts the shutdown: [`Server::run`] stops accepting, lets every
-    /// connection finish the requests it has read, flushes and closes the
-    /// database, and returns.
+    /// connection finish the requests it has read, waits for a background
+    /// save, flushes and closes the database, and returns.
     pub fn shutdown(&self) {
         self.stop.stop();
     }
@@ -108,12 +108,15 @@ impl Server {
             .clone()
             .manual_wal_flush(config.sync != SyncMode::Always);
         let db = weft::Db::open(&config.dir, db_options)?;
+        let save_dir =
+            (config.save_dir.clone()).unwrap_or_else(|| crate::save::default_save_dir(&config.dir));
         let shared = Arc::new(Shared {
             ks: Keyspace::new(db, config.sync)?,
             config,
             port: addr.port(),
             counters: Counters::default(),
             started: Instant::now(),
+            saves: Arc::new(crate::save::Saves::new(save_dir)),
         });
         Ok(Server {
             listener,
@@ -194,6 +197,8 @@ impl Server {
         for t in background {
             let _ = t.join();
         }
+        // A BGSAVE still running finishes before the database closes.
+        shared.saves.join();
         let db = shared.ks.db.clone();
         let flushed = db.flush();
         let closed = db.close();

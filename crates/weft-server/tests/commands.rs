@@ -761,3 +761,69 @@ fn concurrent_read_modify_write_is_atomic() {
     assert_eq!(q::<i64>(&mut c, &["STRLEN", "s"]).unwrap(), total);
     assert_eq!(won, per as i64, "each SETNX key is won exactly once");
 }
+
+/// The checkpoints in `dir` (SAVE and BGSAVE's), sorted.
+fn checkpoints_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// SAVE and BGSAVE write a checkpoint that a server opens as the data was
+/// at the save; the newest is kept; LASTSAVE and INFO persistence follow.
+#[test]
+fn save_and_bgsave_write_checkpoints_a_server_opens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let save_dir = tmp.path().join("saves");
+    let s = TestServer::with(|c| c.save_dir = Some(save_dir.clone()));
+    let mut c = s.conn();
+    let started: i64 = q(&mut c, &["LASTSAVE"]).unwrap();
+    for i in 0..200 {
+        let _: () = c.set(format!("k{i:03}"), i).unwrap();
+    }
+    let _: () = c.hset("h", "f", "v1").unwrap();
+    let reply: String = q(&mut c, &["SAVE"]).unwrap();
+    assert_eq!(reply, "OK");
+    let first = checkpoints_in(&save_dir);
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(q::<i64>(&mut c, &["LASTSAVE"]).unwrap() >= started);
+
+    let _: () = c.set("after-save", "x").unwrap();
+    let _: () = c.del("k000").unwrap();
+    let _: () = c.hset("h", "f", "v2").unwrap();
+    let reply: String = q(&mut c, &["BGSAVE"]).unwrap();
+    assert_eq!(reply, "Background saving started");
+    // Clients learn a background save's end from INFO (or LASTSAVE).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let info: String = q(&mut c, &["INFO", "persistence"]).unwrap();
+        if info.contains("rdb_bgsave_in_progress:0") {
+            assert!(info.contains("rdb_last_bgsave_status:ok"), "{info}");
+            assert!(info.contains("rdb_changes_since_last_save:0"), "{info}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "BGSAVE never ended");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let second = checkpoints_in(&save_dir);
+    assert_eq!(second.len(), 1, "only the newest is kept: {second:?}");
+    assert_ne!(second, first);
+    assert_eq!(
+        err(s.raw().cmd(&["BGSAVE", "NOW"])),
+        "ERR syntax error",
+        "BGSAVE takes only SCHEDULE"
+    );
+    let _: () = c.set("after-bgsave", "y").unwrap();
+
+    // The checkpoint is a data directory of its own.
+    let copy = TestServer::at(&second[0], |_| {});
+    let mut r = copy.conn();
+    assert_eq!(r.get::<_, Option<String>>("k000").unwrap(), None);
+    assert_eq!(r.get::<_, String>("k199").unwrap(), "199");
+    assert_eq!(r.get::<_, String>("after-save").unwrap(), "x");
+    assert_eq!(r.get::<_, Option<String>>("after-bgsave").unwrap(), None);
+    assert_eq!(r.hget::<_, _, String>("h", "f").unwrap(), "v2");
+    assert_eq!(q::<i64>(&mut r, &["DBSIZE"]).unwrap(), 201);
+}

@@ -1,5 +1,6 @@
 //! Connection and server commands: PING, ECHO, HELLO, QUIT, SELECT,
-//! COMMAND, INFO, DBSIZE, FLUSHDB, TYPE, CONFIG GET, CLIENT, TIME.
+//! COMMAND, INFO, DBSIZE, FLUSHDB, TYPE, CONFIG GET, CLIENT, TIME, SAVE,
+//! BGSAVE, LASTSAVE.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -103,7 +104,8 @@ pub fn hello(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 fn command_entry(ctx: &mut Ctx<'_>, c: &super::Command) {
     let (first, last, step) = match c.name {
         "ping" | "echo" | "hello" | "quit" | "select" | "command" | "info" | "dbsize"
-        | "flushdb" | "flushall" | "config" | "client" | "time" | "scan" | "keys" => (0, 0, 0),
+        | "flushdb" | "flushall" | "config" | "client" | "time" | "scan" | "keys" | "save"
+        | "bgsave" | "lastsave" => (0, 0, 0),
         "mset" => (1, -1, 2),
         "mget" | "del" | "unlink" | "exists" => (1, -1, 1),
         "weft.range" => (0, 0, 0),
@@ -208,10 +210,21 @@ pub fn info(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         );
     }
     if want("persistence") {
+        let saves = &sh.saves;
+        // A snapshot's sequence is the visible one, without the directory
+        // listing `stats` makes.
+        let sequence = sh.ks.db.snapshot().sequence();
+        let changes = sequence.saturating_sub(saves.last_sequence());
         let _ = write!(
             t,
-            "# Persistence\r\nloading:0\r\naof_enabled:{}\r\n\r\n",
-            u8::from(sh.config.sync != crate::SyncMode::No)
+            "# Persistence\r\nloading:0\r\naof_enabled:{}\r\nrdb_changes_since_last_save:{changes}\r\n\
+             rdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\n\
+             weft_save_dir:{}\r\n\r\n",
+            u8::from(sh.config.sync != crate::SyncMode::No),
+            u8::from(saves.in_progress()),
+            saves.last_save(),
+            if saves.last_ok() { "ok" } else { "err" },
+            saves.dir().display(),
         );
     }
     if want("stats") {
@@ -414,5 +427,46 @@ pub fn time(ctx: &mut Ctx<'_>, _a: &[Vec<u8>]) -> CmdResult {
     ctx.out.array(2);
     ctx.out.bulk((ms / 1000).to_string().as_bytes());
     ctx.out.bulk(us.to_string().as_bytes());
+    Ok(())
+}
+
+/// `SAVE`: a checkpoint of the database in the save directory, made on
+/// this event loop; `+OK` once it is durable (`crate::save`).
+pub fn save(ctx: &mut Ctx<'_>, _a: &[Vec<u8>]) -> CmdResult {
+    match ctx.shared.saves.save(&ctx.shared.ks.db) {
+        None => return err(crate::save::IN_PROGRESS),
+        Some(result) => {
+            result?;
+        }
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// `BGSAVE [SCHEDULE]`: the same checkpoint on a thread of its own,
+/// replying at once. (`SCHEDULE` is accepted; a save asked while one runs
+/// is refused rather than scheduled.)
+pub fn bgsave(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    match a.get(1) {
+        None => {}
+        Some(s) if a.len() == 2 && is(s, "schedule") => {}
+        Some(_) => return err(SYNTAX),
+    }
+    match ctx.shared.saves.start_background(&ctx.shared.ks.db) {
+        Ok(true) => ctx.out.simple("Background saving started"),
+        Ok(false) => return err(crate::save::IN_PROGRESS),
+        Err(e) => {
+            return Err(CmdError(
+                format!("ERR starting the background save: {e}").into(),
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// `LASTSAVE`: the Unix time of the last successful save (the server's
+/// start before one).
+pub fn lastsave(ctx: &mut Ctx<'_>, _a: &[Vec<u8>]) -> CmdResult {
+    ctx.out.int(ctx.shared.saves.last_save() as i64);
     Ok(())
 }
