@@ -552,7 +552,7 @@ mod tests {
             port: 0,
             counters: Counters::default(),
             started: Instant::now(),
-            saves: std::sync::Arc::new(crate::Saves::new(dir.path().join("saves"))),
+            saves: std::sync::Arc::new(crate::save::Saves::new(dir.path().join("saves"))),
         };
         let value = vec![b'v'; 256 << 10];
         cmd::commit_sets(&shared, &[vec![b"SET".to_vec(), b"big".to_vec(), value]]).unwrap();

@@ -115,7 +115,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-pub use save::{default_save_dir, Saves};
+pub use save::default_save_dir;
 pub use server::{Server, ShutdownHandle};
 
 /// Errors starting or stopping the server.
@@ -318,7 +318,7 @@ pub struct Shared {
     /// Start time.
     pub started: Instant,
     /// `SAVE` / `BGSAVE` state.
-    pub saves: std::sync::Arc<Saves>,
+    pub(crate) saves: std::sync::Arc<save::Saves>,
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ const PREFIX: &str = "checkpoint-";
 
 /// The state of the server's saves (INFO persistence reads it).
 #[derive(Debug)]
-pub struct Saves {
+pub(crate) struct Saves {
     dir: PathBuf,
     running: AtomicBool,
     /// Seconds since the Unix epoch of the last save that succeeded (the
@@ -193,6 +193,12 @@ impl Saves {
 /// The save directory by default: `<DIR>-checkpoints` beside the data
 /// directory `data_dir` (beside, not inside: a checkpoint is a database of
 /// its own, and copying the data directory copies no checkpoint).
+///
+/// ```
+/// use std::path::Path;
+/// let dir = weft_server::default_save_dir(Path::new("/srv/weft-data"));
+/// assert_eq!(dir, Path::new("/srv/weft-data-checkpoints"));
+/// ```
 pub fn default_save_dir(data_dir: &Path) -> PathBuf {
     let mut name = data_dir
         .file_name()

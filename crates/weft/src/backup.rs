@@ -505,6 +505,20 @@ impl BackupEngine {
 
     /// Deletes the oldest backups until at most `keep` remain (then the
     /// shared files no remaining backup lists); returns the ids deleted.
+    ///
+    /// ```
+    /// use weft::{BackupEngine, Db, Options};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path().join("db"), Options::default()).unwrap();
+    /// let backups = BackupEngine::open(dir.path().join("backups")).unwrap();
+    /// for v in ["1", "2", "3"] {
+    ///     db.put("k", v).unwrap();
+    ///     backups.create_backup(&db).unwrap();
+    /// }
+    /// assert_eq!(backups.purge_old_backups(1).unwrap(), vec![1, 2]);
+    /// let left = backups.list().unwrap();
+    /// assert_eq!((left.len(), left[0].id, left[0].sequence), (1, 3, 3));
+    /// ```
     pub fn purge_old_backups(&self, keep: usize) -> Result<Vec<BackupId>> {
         let _calls = self.calls.lock();
         let ids = self.ids()?;
