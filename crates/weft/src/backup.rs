@@ -4,20 +4,27 @@
 //! however many backups hold it (`docs/DESIGN.md` §1.5.2, the directory's
 //! format §2.10, crash safety §5.14).
 //!
-//! A backup is made from a checkpoint ([`Db::checkpoint`]) taken into the
-//! backup directory's `tmp/` (hard links where it shares the database's
-//! file system, so taking it copies only the WAL tail): that is what makes
-//! it consistent at one sequence, with writers running. Each of the
-//! checkpoint's files is then identified by its name, size and CRC32C and
-//! copied into `shared/` only if no earlier backup stored that very file.
-//! A table or value log never changes under its name, so a second backup
-//! copies only what was written since the first (new tables and logs, the
-//! WAL tail, a manifest); the checksum is still computed from the bytes,
+//! A backup stores what a checkpoint ([`Db::checkpoint`]) would place in
+//! its directory, taken the same way (`db::CheckpointSource`): the
+//! version, the unflushed WALs and the sequence captured in one critical
+//! section, so a backup is consistent at one sequence with writers
+//! running. The files are read straight from the database (the pinned
+//! version keeps them on disk, the WALs are held open and read only up to
+//! the sequence), and the manifest and `CURRENT` the checkpoint would
+//! write are built in memory: nothing is written into a temporary copy
+//! first, which on another file system than the database's would have
+//! copied every file on every backup.
+//!
+//! Each file is identified by its name, size and CRC32C and copied into
+//! `shared/` only if no earlier backup stored that very file. A table or
+//! value log never changes under its name, so a second backup copies only
+//! what was written since the first (new tables and logs, the WAL tail, a
+//! manifest, `CURRENT`); the checksum is still computed from the bytes,
 //! not assumed from the name, so a file that did change (a WAL cut at
-//! another sequence, or damage) is stored as the new file it is. Last, a
-//! meta file listing the backup's files with their sizes and checksums is
-//! written atomically (temporary name, fsync, rename, directory fsync):
-//! the backup exists once its meta does.
+//! another sequence, a `CURRENT` naming another manifest) is stored as the
+//! new file it is. Last, a meta file listing the backup's files with their
+//! sizes and checksums is written atomically (temporary name, fsync,
+//! rename, directory fsync): the backup exists once its meta does.
 //!
 //! [`BackupEngine::restore`] copies a backup's files into a new directory,
 //! checking each file's size and CRC32C as it copies (a mismatch is
@@ -26,6 +33,7 @@
 //! removes a meta file, then every shared file no remaining backup lists.
 
 use std::collections::BTreeSet;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -256,18 +264,13 @@ pub struct BackupEngine {
 impl BackupEngine {
     /// Opens the backup directory `dir`, creating it if missing, and locks
     /// it ([`Error::Locked`] if another `BackupEngine` has it). Leftovers
-    /// of a call a crash interrupted are removed: the checkpoint a backup
-    /// was being made from, temporary files, and shared files no backup
-    /// lists (copied by a backup whose meta file was never written).
+    /// of a call a crash interrupted are removed: temporary files, and
+    /// shared files no backup lists (copied by a backup whose meta file was
+    /// never written, or left by a delete).
     pub fn open(dir: impl AsRef<Path>) -> Result<BackupEngine> {
         let dir = dir.as_ref().to_path_buf();
         let fs = real();
-        for d in [
-            dir.clone(),
-            dir.join("shared"),
-            dir.join("meta"),
-            dir.join("tmp"),
-        ] {
+        for d in [dir.clone(), dir.join("shared"), dir.join("meta")] {
             fs.create_dir_all(&d)
                 .context(|| format!("creating {}", d.display()))?;
         }
@@ -332,97 +335,66 @@ impl BackupEngine {
     /// copies only the files no earlier backup in this directory stored.
     /// The backup exists, durably, once this returns; a failure leaves the
     /// earlier backups as they were and nothing of this one.
+    ///
+    /// Until it returns, the files of the database's version at the
+    /// backup's sequence stay on disk even if jobs drop them (as a
+    /// checkpoint holds them, `Db::checkpoint`): a long backup delays the
+    /// deletion of what merges replace meanwhile.
     pub fn create_backup(&self, db: &Db) -> Result<BackupId> {
         let _calls = self.calls.lock();
         let id = self.ids()?.last().map_or(1, |last| last + 1);
-        let source = self.dir.join("tmp").join(format!("checkpoint-{id}"));
-        let taken = db.checkpoint(&source)?;
-        let mut created = Undo {
-            fs: &*self.fs,
-            dir: Some(source.clone()),
-            files: Vec::new(),
-        };
         let shared = self.shared();
         let present: BTreeSet<String> = (self.fs.read_dir(&shared))
             .context(|| format!("listing {}", shared.display()))?
             .iter()
             .map(|p| file_name(p))
             .collect();
-        let mut files = Vec::new();
-        let (mut new_files, mut new_bytes) = (0, 0);
-        let mut names: Vec<PathBuf> =
-            (self.fs.read_dir(&source)).context(|| format!("listing {}", source.display()))?;
-        names.sort();
-        for path in names {
-            let name = file_name(&path);
-            if check_backed_up_name(&name).is_err() {
-                continue;
-            }
-            let open = (self.fs.open(&path)).context(|| format!("opening {}", path.display()))?;
-            let size = (open.metadata())
-                .context(|| format!("reading the size of {}", path.display()))?
-                .len();
-            // Stored already under this name and size? Then the bytes say
-            // whether it is the same file; otherwise it is copied at once,
-            // its checksum taken as it is.
-            let (before, after) = shared_name_around(&name, size);
-            let candidate = present.iter().any(|p| {
-                p.len() == before.len() + 8 + after.len()
-                    && p.starts_with(&before)
-                    && p.ends_with(&after)
-            });
-            let known = match candidate {
-                true => {
-                    let sum = checksum(&open).context(|| format!("reading {}", path.display()))?;
-                    let file = BackupFile {
-                        name: name.clone(),
-                        size: sum.bytes,
-                        crc32c: sum.crc32c,
-                    };
-                    present.contains(&file.shared_name()).then_some(file)
-                }
-                false => None,
-            };
-            let file = match known {
-                Some(file) => file,
-                None => {
-                    let tmp = shared.join(format!("{name}.tmp"));
-                    let copied = copy_to_new(&*self.fs, &open, Some(size), &tmp)
-                        .context(|| format!("copying {} into {}", path.display(), tmp.display()))?;
-                    let file = BackupFile {
-                        name: name.clone(),
-                        size,
-                        crc32c: copied.crc32c,
-                    };
-                    let to = shared.join(file.shared_name());
-                    (self.fs.rename(&tmp, &to))
-                        .context(|| format!("renaming {} to {}", tmp.display(), to.display()))?;
-                    created.files.push(to);
-                    new_files += 1;
-                    new_bytes += size;
-                    file
-                }
-            };
-            files.push(file);
+        let mut store = Store {
+            fs: &*self.fs,
+            shared,
+            present,
+            copied: Undo {
+                fs: &*self.fs,
+                dir: None,
+                files: Vec::new(),
+            },
+            files: Vec::new(),
+            new_files: 0,
+            new_bytes: 0,
+        };
+        let source = crate::util::fs::activity("backup", || db.checkpoint_source())?;
+        let sequence = source.sequence();
+        for f in source.files() {
+            store.file(file_name(&f.path), f.file, f.limit)?;
         }
-        (self.fs.sync_dir(&shared))
-            .context(|| format!("syncing directory {}", shared.display()))?;
+        // The manifest and CURRENT a checkpoint would write, built here.
+        let number = source.manifest_number();
+        let manifest = crate::manifest::snapshot_image(&source.manifest_state())?;
+        store.bytes(crate::filename::manifest_name(number), &manifest)?;
+        let current = crate::manifest::current_contents(number);
+        store.bytes("CURRENT".to_string(), current.as_bytes())?;
+        // Every byte is read: the database may let go of the files.
+        drop(source);
+        (self.fs.sync_dir(&store.shared))
+            .context(|| format!("syncing directory {}", store.shared.display()))?;
+        let files = std::mem::take(&mut store.files);
         let meta = Meta {
             info: BackupInfo {
                 id,
                 created_unix_secs: SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs()),
-                sequence: taken.sequence,
+                sequence,
                 files: files.len() as u64,
                 bytes: files.iter().map(|f| f.size).sum(),
-                new_files,
-                new_bytes,
+                new_files: store.new_files,
+                new_bytes: store.new_bytes,
             },
             files,
         };
         self.write_meta(&meta)?;
-        created.files.clear();
+        // Listed by a durable meta file now: kept.
+        store.copied.files.clear();
         Ok(id)
     }
 
@@ -567,15 +539,6 @@ impl BackupEngine {
 
     /// What an interrupted call left (see [`BackupEngine::open`]).
     fn remove_leftovers(&self) -> Result<()> {
-        let tmp = self.dir.join("tmp");
-        for path in (self.fs.read_dir(&tmp)).context(|| format!("listing {}", tmp.display()))? {
-            match path.is_dir() {
-                true => remove_dir_and_files(&*self.fs, &path),
-                false => {
-                    let _ = self.fs.remove_file(&path);
-                }
-            }
-        }
         let meta = self.meta_dir();
         for path in (self.fs.read_dir(&meta)).context(|| format!("listing {}", meta.display()))? {
             if file_name(&path).ends_with(".tmp") {
@@ -591,10 +554,99 @@ impl BackupEngine {
     }
 }
 
+/// Stores a backup's files into `shared/`, each unless it is there
+/// already, and lists them.
+struct Store<'a> {
+    fs: &'a dyn FileSystem,
+    shared: PathBuf,
+    /// The names in `shared/` before this backup.
+    present: BTreeSet<String>,
+    /// The files this backup copied, removed if it fails.
+    copied: Undo<'a>,
+    files: Vec<BackupFile>,
+    new_files: u64,
+    new_bytes: u64,
+}
+
+impl Store<'_> {
+    /// Stores the first `limit` bytes of `from` (all of it when `None`)
+    /// as the file `name`. A file stored already under this name and size
+    /// is read once to confirm it by its checksum; any other is copied at
+    /// once, its checksum taken as it is.
+    fn file(&mut self, name: String, from: &File, limit: Option<u64>) -> Result<()> {
+        let size = match limit {
+            Some(bytes) => bytes,
+            None => (from.metadata())
+                .context(|| format!("reading the size of {name}"))?
+                .len(),
+        };
+        let (before, after) = shared_name_around(&name, size);
+        let candidate = self.present.iter().any(|p| {
+            p.len() == before.len() + 8 + after.len()
+                && p.starts_with(&before)
+                && p.ends_with(&after)
+        });
+        if candidate {
+            let sum = checksum(from, Some(size)).context(|| format!("reading {name}"))?;
+            let file = BackupFile {
+                name: name.clone(),
+                size,
+                crc32c: sum.crc32c,
+            };
+            if self.present.contains(&file.shared_name()) {
+                self.files.push(file);
+                return Ok(());
+            }
+        }
+        let tmp = self.shared.join(format!("{name}.tmp"));
+        let copied = copy_to_new(self.fs, from, Some(size), &tmp)
+            .context(|| format!("copying {name} into {}", tmp.display()))?;
+        self.keep(
+            tmp,
+            BackupFile {
+                name,
+                size,
+                crc32c: copied.crc32c,
+            },
+        )
+    }
+
+    /// Stores `bytes` as the file `name` (the manifest and `CURRENT`,
+    /// built in memory).
+    fn bytes(&mut self, name: String, bytes: &[u8]) -> Result<()> {
+        let file = BackupFile {
+            name,
+            size: bytes.len() as u64,
+            crc32c: crc32c::crc32c(bytes),
+        };
+        if self.present.contains(&file.shared_name()) {
+            self.files.push(file);
+            return Ok(());
+        }
+        let tmp = self.shared.join(format!("{}.tmp", file.name));
+        crate::util::fs::write_new_synced(self.fs, &tmp, bytes)
+            .context(|| format!("writing {}", tmp.display()))?;
+        self.keep(tmp, file)
+    }
+
+    /// Renames the fsynced `tmp` to `file`'s shared name and lists it.
+    fn keep(&mut self, tmp: PathBuf, file: BackupFile) -> Result<()> {
+        let to = self.shared.join(file.shared_name());
+        (self.fs.rename(&tmp, &to))
+            .context(|| format!("renaming {} to {}", tmp.display(), to.display()))?;
+        self.copied.files.push(to);
+        self.present.insert(file.shared_name());
+        self.new_files += 1;
+        self.new_bytes += file.size;
+        self.files.push(file);
+        Ok(())
+    }
+}
+
 /// What a call is making, undone when it is dropped: the files in
 /// `files` (a backup's copies into `shared/` until its meta file lists
-/// them), then the directory `dir` with its files (a backup's checkpoint,
-/// always; a restore's staging directory until it is renamed into place).
+/// them), then the directory `dir` with its files (a restore's staging
+/// directory until it is renamed into place).
 struct Undo<'a> {
     fs: &'a dyn FileSystem,
     dir: Option<PathBuf>,

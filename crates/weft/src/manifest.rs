@@ -716,10 +716,22 @@ impl ManifestWriter {
     }
 }
 
+/// The bytes of a manifest holding `state` as its one snapshot edit: what
+/// [`ManifestWriter::create`] writes, built in memory (a backup stores it
+/// without writing it into a database directory).
+pub fn snapshot_image(state: &ManifestState) -> Result<Vec<u8>> {
+    crate::wal::framed_record(&state.snapshot_edit().encode())
+}
+
+/// The bytes of a `CURRENT` naming manifest `number`.
+pub fn current_contents(number: u64) -> String {
+    format!("{}\n", filename::manifest_name(number))
+}
+
 fn set_current(fs: &dyn FileSystem, dir: &Path, number: u64) -> Result<()> {
     let tmp: PathBuf = dir.join("CURRENT.tmp");
     let cur = filename::current_path(dir);
-    let name = format!("{}\n", filename::manifest_name(number));
+    let name = current_contents(number);
     write_new_synced(fs, &tmp, name.as_bytes()).context(|| format!("writing {}", tmp.display()))?;
     fs.rename(&tmp, &cur)
         .context(|| format!("renaming {} to CURRENT", tmp.display()))?;
@@ -741,6 +753,25 @@ mod tests {
             smallest: internal_key(b"a", 5, ValueKind::Put),
             largest: internal_key(b"z", 1, ValueKind::Delete),
         }
+    }
+
+    #[test]
+    fn the_snapshot_image_is_what_create_writes() {
+        let fs = real();
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = ManifestState {
+            log_number: 4,
+            next_file_number: 9,
+            last_sequence: 77,
+            ..Default::default()
+        };
+        state.partitions.insert(0, PartitionMeta::default());
+        ManifestWriter::create(&*fs, dir.path(), 8, &state).unwrap();
+        let written = fs.read(&filename::manifest_path(dir.path(), 8)).unwrap();
+        assert_eq!(snapshot_image(&state).unwrap(), written);
+        let current = fs.read(&filename::current_path(dir.path())).unwrap();
+        assert_eq!(current, current_contents(8).into_bytes());
+        assert_eq!(recover(&*fs, dir.path()).unwrap().1.last_sequence, 77);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Checkpoints ([`crate::Db::checkpoint`]): a consistent, openable copy of
 //! a live database in another directory, taken without stopping writers
-//! (`docs/DESIGN.md` §1.5.2, crash safety §5.14).
+//! (`docs/DESIGN.md` §1.5.2, crash safety §5.14). A backup
+//! (`crate::backup`) stores the same files, from the same
+//! [`CheckpointSource`].
 //!
 //! # What the copy is
 //!
@@ -52,7 +54,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::filename;
 use crate::key::SequenceNumber;
 use crate::manifest::{ManifestState, ManifestWriter, PartitionMeta, ValueLogMeta};
-use crate::store::Version;
+use crate::store::{TableFile, Version};
 use crate::util::fs::{copy_to_new, file_name, parent_dir, FileSystem, WritableFile};
 
 /// What [`crate::Db::checkpoint`] made.
@@ -100,68 +102,180 @@ impl WalSource {
     }
 }
 
-/// The engine state a checkpoint copies, taken in one critical section.
-struct Captured {
+/// A database's files as of one sequence, pinned and held open: what a
+/// checkpoint places into its directory and a backup stores
+/// ([`CheckpointSource::capture`]; see the module docs). While it lives,
+/// the files it names stay on disk (the pinned version's) or readable (the
+/// WALs and index checkpoints, held open).
+pub(crate) struct CheckpointSource {
+    dir: PathBuf,
     version: Arc<Version>,
     /// Oldest first, the active WAL last.
     wals: Vec<WalPrefix>,
     sequence: SequenceNumber,
     next_file_number: u64,
-    index_checkpoints: BTreeMap<u64, u64>,
+    /// The index checkpoints still there when opened after the capture:
+    /// partition, number, the file.
+    index_checkpoints: Vec<(u64, u64, File)>,
 }
 
-/// Takes the version, the unflushed WALs and the sequence together (see
-/// the module docs): under the state lock (no flush installs, no rotation
-/// swaps the WAL), then the WAL lock (no append).
-fn capture(core: &Core) -> Result<Captured> {
-    let mut st = core.state.lock();
-    let mut wals = Vec::with_capacity(st.imms.len() + 1);
-    for imm in &st.imms {
-        let path = filename::wal_path(&core.dir, imm.wal_number);
-        let file = core
-            .fs
-            .open(&path)
-            .context(|| format!("opening {} for a checkpoint", path.display()))?;
-        wals.push(WalPrefix {
-            number: imm.wal_number,
-            source: WalSource::Closed(file),
-            bytes: imm.wal_size,
-        });
-    }
-    let active = {
-        let mut wal = core.wal.lock();
-        // Hands records buffered by `manual_wal_flush` to the OS, so the
-        // file holds every record up to the sequence read next.
-        let handle = wal.writer.sync_handle();
-        handle.map(|handle| {
-            let sequence = core.last_seq.load(Ordering::Relaxed);
-            (wal.number, handle, wal.writer.size_in_file(), sequence)
-        })
-    };
-    let (number, handle, bytes, sequence) = match active {
-        Ok(a) => a,
-        Err(e) => {
-            // A failed WAL write poisons, as `Db::flush_wal`'s does.
-            core.poison_holding_state(&e, &mut st);
-            return Err(e);
+/// One file of a [`CheckpointSource`].
+pub(crate) struct SourceFile<'a> {
+    /// Where it is in the source directory (the name may be gone: `file`
+    /// is what to read); its file name is its name in a copy too.
+    pub path: PathBuf,
+    /// The file, held open.
+    pub file: &'a File,
+    /// How many of its bytes belong to the copy: `None` for the whole of
+    /// an immutable file (which a copy may link), `Some` for a WAL, cut at
+    /// the checkpoint's sequence (always copied).
+    pub limit: Option<u64>,
+}
+
+impl CheckpointSource {
+    /// Takes the version, the unflushed WALs and the sequence together:
+    /// under the state lock (no flush installs, no rotation swaps the WAL),
+    /// then the WAL lock (no append). Then, with no lock held, opens the
+    /// index checkpoints: those replaced (and deleted) meanwhile are left
+    /// out, and the copy's open rebuilds those partitions' indexes.
+    pub(crate) fn capture(core: &Core) -> Result<CheckpointSource> {
+        core.check_open()?;
+        let mut st = core.state.lock();
+        let mut wals = Vec::with_capacity(st.imms.len() + 1);
+        for imm in &st.imms {
+            let path = filename::wal_path(&core.dir, imm.wal_number);
+            let file = (core.fs.open(&path))
+                .context(|| format!("opening {} for a checkpoint", path.display()))?;
+            wals.push(WalPrefix {
+                number: imm.wal_number,
+                source: WalSource::Closed(file),
+                bytes: imm.wal_size,
+            });
         }
-    };
-    wals.push(WalPrefix {
-        number,
-        source: WalSource::Active(handle),
-        bytes,
-    });
-    Ok(Captured {
-        version: Arc::clone(&st.version),
-        wals,
-        sequence,
-        next_file_number: st.next_file_number,
-        index_checkpoints: st.index_checkpoints.clone(),
-    })
+        let active = {
+            let mut wal = core.wal.lock();
+            // Hands records buffered by `manual_wal_flush` to the OS, so
+            // the file holds every record up to the sequence read next.
+            let handle = wal.writer.sync_handle();
+            handle.map(|handle| {
+                let sequence = core.last_seq.load(Ordering::Relaxed);
+                (wal.number, handle, wal.writer.size_in_file(), sequence)
+            })
+        };
+        let (number, handle, bytes, sequence) = match active {
+            Ok(a) => a,
+            Err(e) => {
+                // A failed WAL write poisons, as `Db::flush_wal`'s does.
+                core.poison_holding_state(&e, &mut st);
+                return Err(e);
+            }
+        };
+        wals.push(WalPrefix {
+            number,
+            source: WalSource::Active(handle),
+            bytes,
+        });
+        let version = Arc::clone(&st.version);
+        let next_file_number = st.next_file_number;
+        let index_checkpoints: BTreeMap<u64, u64> = st.index_checkpoints.clone();
+        drop(st);
+        let index_checkpoints = index_checkpoints
+            .into_iter()
+            .filter(|(pid, _)| version.partitions.iter().any(|p| p.id == *pid))
+            .filter_map(|(pid, n)| {
+                let path = filename::index_checkpoint_path(&core.dir, n);
+                core.fs.open(&path).ok().map(|f| (pid, n, f))
+            })
+            .collect();
+        Ok(CheckpointSource {
+            dir: core.dir.clone(),
+            version,
+            wals,
+            sequence,
+            next_file_number,
+            index_checkpoints,
+        })
+    }
+
+    /// The sequence the copy stands at.
+    pub(crate) fn sequence(&self) -> SequenceNumber {
+        self.sequence
+    }
+
+    /// The files of the copy but its manifest and `CURRENT`: tables, value
+    /// logs and index checkpoints (whole), then the WAL prefixes.
+    pub(crate) fn files(&self) -> Vec<SourceFile<'_>> {
+        let whole = |path: PathBuf, file| SourceFile {
+            path,
+            file,
+            limit: None,
+        };
+        let tables = (self.version.all_tables()).map(|t| {
+            whole(
+                filename::table_path(&self.dir, t.meta.number),
+                t.table.file(),
+            )
+        });
+        let logs = (self.version.value_logs.values())
+            .map(|l| whole(l.file.path().to_path_buf(), l.file.file()));
+        let index = (self.index_checkpoints.iter())
+            .map(|(_, n, f)| whole(filename::index_checkpoint_path(&self.dir, *n), f));
+        let wals = self.wals.iter().map(|w| SourceFile {
+            path: filename::wal_path(&self.dir, w.number),
+            file: w.source.file(),
+            limit: Some(w.bytes),
+        });
+        tables.chain(logs).chain(index).chain(wals).collect()
+    }
+
+    /// The number of the copy's manifest: past every number the source had
+    /// handed out at the capture.
+    pub(crate) fn manifest_number(&self) -> u64 {
+        self.next_file_number
+    }
+
+    /// What the copy's manifest holds: the pinned version, its WALs from
+    /// the oldest copied on, the checkpoint's sequence, no change-feed
+    /// holds.
+    pub(crate) fn manifest_state(&self) -> ManifestState {
+        let version = &self.version;
+        let metas =
+            |ts: &[Arc<TableFile>]| ts.iter().map(|t| (t.meta.number, t.meta.clone())).collect();
+        ManifestState {
+            log_number: self.wals.first().map_or(0, |w| w.number),
+            next_file_number: self.manifest_number() + 1,
+            last_sequence: self.sequence,
+            partitions: (version.partitions.iter())
+                .map(|p| {
+                    let meta = PartitionMeta {
+                        lower: p.lower.clone(),
+                        upper: p.upper.clone(),
+                        unsorted: metas(&p.unsorted),
+                        sorted: metas(&p.sorted),
+                    };
+                    (p.id, meta)
+                })
+                .collect(),
+            value_logs: (version.value_logs.iter())
+                .map(|(n, l)| {
+                    let meta = ValueLogMeta {
+                        size: l.file.size(),
+                        garbage: l.garbage,
+                        refs: l.refs.clone(),
+                    };
+                    (*n, meta)
+                })
+                .collect(),
+            index_checkpoints: (self.index_checkpoints.iter())
+                .map(|(pid, n, _)| (*pid, *n))
+                .collect(),
+            ..ManifestState::default()
+        }
+    }
 }
 
 /// A checkpoint's temporary directory, removed with what it holds unless
-/// [`Staging::finish`] renamed it to the destination.
+/// `done` (renamed to the destination).
 struct Staging<'a> {
     fs: &'a dyn FileSystem,
     dir: PathBuf,
@@ -320,7 +434,7 @@ pub(crate) fn checkpoint(core: &Core, dest: &Path) -> Result<CheckpointInfo> {
         dir: tmp,
         done: false,
     };
-    let captured = capture(core)?;
+    let source = CheckpointSource::capture(core)?;
     // The unit tests' window for jobs that delete what was captured.
     crate::fault::pause_point("checkpoint.captured", &core.dir);
     let mut placer = Placer {
@@ -328,81 +442,27 @@ pub(crate) fn checkpoint(core: &Core, dest: &Path) -> Result<CheckpointInfo> {
         to_dir: &staging.dir,
         link: true,
         info: CheckpointInfo {
-            sequence: captured.sequence,
+            sequence: source.sequence(),
             ..CheckpointInfo::default()
         },
     };
-    let version = &captured.version;
-    for t in version.all_tables() {
-        let path = filename::table_path(&core.dir, t.meta.number);
-        placer.place(&path, t.table.file())?;
-    }
-    for log in version.value_logs.values() {
-        placer.place(log.file.path(), log.file.file())?;
-    }
-    // Index checkpoints only spare the copy's open a rebuild of the hash
-    // index: one replaced (and deleted) since the capture is left out, and
-    // that partition's index is rebuilt from its tables.
-    let mut index_checkpoints = BTreeMap::new();
-    for (pid, n) in &captured.index_checkpoints {
-        if !version.partitions.iter().any(|p| p.id == *pid) {
-            continue;
+    for f in source.files() {
+        match f.limit {
+            None => placer.place(&f.path, f.file)?,
+            Some(bytes) => {
+                let to = staging.dir.join(file_name(&f.path));
+                placer.copy(f.file, Some(bytes), &to)?;
+            }
         }
-        let path = filename::index_checkpoint_path(&core.dir, *n);
-        let Ok(open) = fs.open(&path) else {
-            continue;
-        };
-        placer.place(&path, &open)?;
-        index_checkpoints.insert(*pid, *n);
     }
-    for w in &captured.wals {
-        let to = filename::wal_path(&staging.dir, w.number);
-        placer.copy(w.source.file(), Some(w.bytes), &to)?;
-    }
-
-    let manifest_number = captured.next_file_number;
-    let state = ManifestState {
-        log_number: captured.wals.first().map_or(0, |w| w.number),
-        next_file_number: manifest_number + 1,
-        last_sequence: captured.sequence,
-        partitions: version
-            .partitions
-            .iter()
-            .map(|p| {
-                let metas = |ts: &[Arc<crate::store::TableFile>]| {
-                    ts.iter().map(|t| (t.meta.number, t.meta.clone())).collect()
-                };
-                let meta = PartitionMeta {
-                    lower: p.lower.clone(),
-                    upper: p.upper.clone(),
-                    unsorted: metas(&p.unsorted),
-                    sorted: metas(&p.sorted),
-                };
-                (p.id, meta)
-            })
-            .collect(),
-        value_logs: version
-            .value_logs
-            .iter()
-            .map(|(n, l)| {
-                let meta = ValueLogMeta {
-                    size: l.file.size(),
-                    garbage: l.garbage,
-                    refs: l.refs.clone(),
-                };
-                (*n, meta)
-            })
-            .collect(),
-        index_checkpoints,
-        ..ManifestState::default()
-    };
-    // Writes the manifest (fsynced), then CURRENT, then fsyncs the
+    // Writes the manifest (fdatasynced), then CURRENT, then fsyncs the
     // directory: every name above is durable with it.
+    let number = source.manifest_number();
     let (_manifest, manifest_bytes) =
-        ManifestWriter::create(fs, &staging.dir, manifest_number, &state)?;
+        ManifestWriter::create(fs, &staging.dir, number, &source.manifest_state())?;
     placer.info.files_copied += 2;
     placer.info.bytes_copied +=
-        manifest_bytes + filename::manifest_name(manifest_number).len() as u64 + 1;
+        manifest_bytes + crate::manifest::current_contents(number).len() as u64;
     let info = placer.info;
     publish_dir(fs, &staging.dir, dest)?;
     staging.done = true;

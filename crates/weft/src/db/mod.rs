@@ -32,7 +32,9 @@ use crate::stats::ReadPurpose;
 use crate::stats::{MunkStats, PartitionStats, ReadStats, Stats};
 use crate::wal::{LogRead, LogReader};
 pub use checkpoint::CheckpointInfo;
-pub(crate) use checkpoint::{check_destination, publish_dir, remove_dir_and_files, staging_dir};
+pub(crate) use checkpoint::{
+    check_destination, publish_dir, remove_dir_and_files, staging_dir, CheckpointSource,
+};
 pub use feed::{ChangeFeed, ChangeGroup, ChangeOp, FeedLimit};
 pub use iter::{DbIterator, Range};
 pub(crate) use open::DirLock;
@@ -931,6 +933,12 @@ impl Db {
     pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<CheckpointInfo> {
         let core = self.core();
         crate::util::fs::activity("checkpoint", || checkpoint::checkpoint(core, dest.as_ref()))
+    }
+
+    /// The database's files as of one sequence, pinned and held open: what
+    /// a backup stores (`crate::backup`).
+    pub(crate) fn checkpoint_source(&self) -> Result<CheckpointSource> {
+        CheckpointSource::capture(self.core())
     }
 
     /// The database directory.

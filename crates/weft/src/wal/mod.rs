@@ -104,6 +104,17 @@ mod writer;
 mod tests;
 
 pub use format::LogLink;
+
+/// The bytes a [`LogWriter`] writes for one record of `payload` (header,
+/// then payload): a log image built in memory, as a backup stores a
+/// manifest it never writes to disk as a file of its own.
+pub fn framed_record(payload: &[u8]) -> crate::error::Result<Vec<u8>> {
+    let header = format::encode_header(payload)?;
+    let mut bytes = Vec::with_capacity(header.len() + payload.len());
+    bytes.extend_from_slice(&header);
+    bytes.extend_from_slice(payload);
+    Ok(bytes)
+}
 pub use mapped::MappedAppender;
 pub use reader::{LogRead, LogReader};
 pub use writer::LogWriter;

@@ -283,9 +283,10 @@ pub(crate) fn copy_to_new(
     Ok(copied)
 }
 
-/// The length and CRC32C of the whole of `from`.
-pub(crate) fn checksum(from: &File) -> io::Result<Copied> {
-    read_chunks(from, None, |_| Ok(()))
+/// The length and CRC32C of the first `limit` bytes of `from` (all of it
+/// when `None`).
+pub(crate) fn checksum(from: &File, limit: Option<u64>) -> io::Result<Copied> {
+    read_chunks(from, limit, |_| Ok(()))
 }
 
 #[cfg(test)]
@@ -314,7 +315,8 @@ mod tests {
         let part = copy_to_new(&*fs, &from, Some(1000), &dir.path().join("part")).unwrap();
         assert_eq!(part.crc32c, crc32c::crc32c(&bytes[..1000]));
         assert_eq!(fs.read(&dir.path().join("part")).unwrap(), &bytes[..1000]);
-        assert_eq!(checksum(&from).unwrap(), all);
+        assert_eq!(checksum(&from, None).unwrap(), all);
+        assert_eq!(checksum(&from, Some(1000)).unwrap(), part);
         let past = bytes.len() as u64 + 1;
         let e = copy_to_new(&*fs, &from, Some(past), &dir.path().join("x")).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
