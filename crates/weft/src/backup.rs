@@ -392,15 +392,17 @@ impl BackupEngine {
             },
             files,
         };
-        self.write_meta(&meta)?;
-        // Listed by a durable meta file now: kept.
-        store.copied.files.clear();
+        self.write_meta(&meta, &mut store.copied)?;
         Ok(id)
     }
 
     /// Writes `meta` atomically: a temporary file, fsynced, renamed over
-    /// its name, the directory fsynced.
-    fn write_meta(&self, meta: &Meta) -> Result<()> {
+    /// its name, the directory fsynced. Once the rename is done the files
+    /// it lists are kept (taken from `copied`), even if the directory's
+    /// fsync then fails: the meta file may survive a crash, and must not
+    /// name files that are gone; if it does not survive, they are unlisted
+    /// and the next open removes them.
+    fn write_meta(&self, meta: &Meta, copied: &mut Undo<'_>) -> Result<()> {
         let dir = self.meta_dir();
         let path = self.meta_path(meta.info.id);
         let tmp = dir.join(format!("{}.tmp", meta.info.id));
@@ -408,6 +410,7 @@ impl BackupEngine {
             .context(|| format!("writing {}", tmp.display()))?;
         (self.fs.rename(&tmp, &path))
             .context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+        copied.files.clear();
         (self.fs.sync_dir(&dir)).context(|| format!("syncing directory {}", dir.display()))
     }
 
