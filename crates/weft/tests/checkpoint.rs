@@ -9,8 +9,9 @@
 //!   sequence the checkpoint returned: every batch up to it, none after,
 //!   values logged in WALs included.
 //! - `a_checkpoint_survives_the_source_being_deleted`: tables, value logs
-//!   and WALs kept as value logs, linked into the copy; the source
-//!   directory removed; the copy reads everything, takes writes, reopens.
+//!   and WALs kept as value logs (every layer compressed), linked into the
+//!   copy; the source directory removed; the copy reads everything, takes
+//!   writes, reopens.
 //! - `files_are_linked_on_one_file_system_and_the_tail_is_copied`.
 //! - `the_destination_must_be_new_or_empty`.
 //! - `a_failed_checkpoint_leaves_nothing_under_the_destination`: every
@@ -206,11 +207,21 @@ fn fill(db: &Db, model: &mut Model, from: u64, n: u64) {
     }
 }
 
+/// Small sizes, and every layer compressed: the copy's files are the
+/// source's bytes, whatever their encoding.
+fn compressed() -> Options {
+    use weft::Compression;
+    tiny_options(weft::MemtableKind::default())
+        .unsorted_compression(Compression::Lz4)
+        .sorted_compression(Compression::Zstd(3))
+        .value_log_compression(Compression::Zstd(3))
+}
+
 #[test]
 fn a_checkpoint_survives_the_source_being_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("db");
-    let db = Db::open(&src, tiny_options(weft::MemtableKind::default())).unwrap();
+    let db = Db::open(&src, compressed()).unwrap();
     let mut model = Model::new();
     fill(&db, &mut model, 0, 2500);
     let dest = dir.path().join("copy");
@@ -230,14 +241,14 @@ fn a_checkpoint_survives_the_source_being_deleted() {
     db.put("later", "x").unwrap();
     db.close().unwrap();
     std::fs::remove_dir_all(&src).unwrap();
-    let copy = Db::open(&dest, tiny_options(weft::MemtableKind::default())).unwrap();
+    let copy = Db::open(&dest, compressed()).unwrap();
     assert_eq!(copy.stats().sequence, info.sequence);
     assert_db_eq(&copy, &model, "the copy, its source deleted");
     assert_eq!(copy.get("later").unwrap(), None);
     copy.verify_checksums().unwrap();
     fill(&copy, &mut model, 2500, 800);
     copy.close().unwrap();
-    let copy = Db::open(&dest, tiny_options(weft::MemtableKind::default())).unwrap();
+    let copy = Db::open(&dest, compressed()).unwrap();
     assert_db_eq(&copy, &model, "the copy, written to and reopened");
 }
 
