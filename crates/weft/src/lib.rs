@@ -20,10 +20,10 @@
 //! # The public surface
 //!
 //! [`Db`] and what it takes and returns: [`Options`], [`ReadOptions`],
-//! [`WriteOptions`], [`WriteBatch`], [`Snapshot`], the cursors
+//! [`WriteOptions`], [`CloseOptions`], [`WriteBatch`], [`Snapshot`], the cursors
 //! ([`DbIterator`], [`Range`]), the change feed ([`ChangeFeed`],
 //! [`ChangeGroup`], [`ChangeOp`], [`FeedLimit`]), [`Error`],
-//! [`MemtableKind`] and [`Stats`].
+//! [`MemtableKind`] and [`Stats`] (with [`LifetimeStats`]).
 //! Every other module is private to the crate: memtables, tables, logs and
 //! the manifest are free to change without a semver promise. The memtable
 //! benchmark, the crash tests and the server reach a few internals through
@@ -45,6 +45,7 @@ mod memtable;
 mod options;
 mod snapshot;
 mod stats;
+mod stats_file;
 mod store;
 mod table;
 mod util;
@@ -55,11 +56,11 @@ pub use db::{ChangeFeed, ChangeGroup, ChangeOp, CheckReport, Db, DbIterator, Fee
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use memtable::MemtableKind;
-pub use options::{prefix_successor, Options, ReadOptions, WriteOptions};
+pub use options::{prefix_successor, CloseOptions, Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;
 pub use stats::{
-    BackgroundJobStats, CacheStats, DiskUsage, FeedHoldStats, JobKind, MunkStats, PartitionStats,
-    ReadStats, RowCacheStats, Stats,
+    BackgroundJobStats, CacheStats, DiskUsage, FeedHoldStats, JobKind, LifetimeStats, MunkStats,
+    PartitionStats, ReadStats, RowCacheStats, Stats,
 };
 
 /// What the memtable benchmark, the crash tests and tools reach inside the
