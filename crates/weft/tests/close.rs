@@ -413,8 +413,9 @@ fn an_unusable_stats_file_restarts_the_counters_and_never_fails_the_open() {
 }
 
 /// A `STATS.tmp` left by a crash in the middle of a save is never read:
-/// the open keeps the counters of `STATS` and removes the leftover; and
-/// the open's own cleanup never removes `STATS`.
+/// the open keeps the counters of `STATS` and removes the leftover — also
+/// an open that fails after its sweep, before any save of its own could
+/// replace the file — and never removes or changes `STATS` itself.
 #[test]
 fn a_torn_temporary_stats_file_is_ignored_and_removed() {
     let dir = tempfile::tempdir().unwrap();
@@ -422,10 +423,26 @@ fn a_torn_temporary_stats_file_is_ignored_and_removed() {
     db.put("k", "v").unwrap();
     db.close().unwrap();
     let tmp = dir.path().join("STATS.tmp");
-    std::fs::write(&tmp, b"WEFTSTAT\x01\x00\x05torn").unwrap();
+    let torn = b"WEFTSTAT\x01\x00\x05torn";
+    std::fs::write(&tmp, torn).unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let l = db.stats().lifetime;
     assert_eq!((l.opens, l.restarts, l.flushes), (2, 0, 1), "{l:?}");
     assert!(!tmp.exists(), "the open left STATS.tmp");
     assert!(stats_path(dir.path()).exists(), "the open removed STATS");
+    db.close().unwrap();
+
+    // An open that fails on a damaged table, after the sweep.
+    let saved = std::fs::read(stats_path(dir.path())).unwrap();
+    std::fs::write(&tmp, torn).unwrap();
+    let sst = sst_files(dir.path())
+        .pop()
+        .expect("the close flushed a table");
+    truncate_file(&sst, file_len(&sst) - 1);
+    let e = Db::open(dir.path(), Options::default())
+        .err()
+        .expect("a damaged table");
+    assert!(e.is_corruption(), "{e}");
+    assert!(!tmp.exists(), "the failed open left STATS.tmp");
+    assert_eq!(std::fs::read(stats_path(dir.path())).unwrap(), saved);
 }

@@ -120,7 +120,7 @@ fn shutdown(core: &Core, background: &Mutex<Vec<JoinHandle<()>>>, flush: bool) -
     })();
     // Releases not yet in the manifest: written now, so that a clean
     // close retains no more than needed (a crash would retain more).
-    let holds = match core.is_poisoned() {
+    let holds = match core.is_poisoned() || synced.is_err() {
         false => core.persist_holds(),
         true => Ok(()),
     };

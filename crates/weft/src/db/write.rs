@@ -125,6 +125,11 @@ impl Core {
             }
         }
         let appended = self.append(&mut batch, sync, logged, has_logged_puts)?;
+        if !logged {
+            // The unit tests' window between an unlogged write's sequence
+            // and its insert (the close's flush must wait for it).
+            crate::fault::pause_point("write.unlogged_appended", &self.dir);
+        }
         let mem = &appended.pinned.mem;
         if !self.has_room(mem) {
             // Outside the WAL lock (a memtable's size reads lines every
