@@ -2,13 +2,14 @@
 //! engine statistics `weft bench` prints and stores.
 //!
 //! JSON keys are the `Stats` field names, so a script's field means exactly
-//! what the library's doc says. Byte-string keys (partition bounds) are
+//! what the library's doc says; `lifetime` holds the counters over every
+//! open (`weft::LifetimeStats`) under the same names as the since-open ones. Byte-string keys (partition bounds) are
 //! rendered with `escape_ascii`, the same escaping `weft scan` uses, because
 //! JSON strings cannot carry arbitrary bytes. Durations are seconds, as
 //! JSON numbers; background jobs are keyed by [`job_key`].
 
 use serde_json::{json, Value};
-use weft::{JobKind, Stats};
+use weft::{BackgroundJobStats, JobKind, LifetimeStats, ReadStats, Stats};
 
 /// A byte string as printable text (`escape_ascii`).
 pub fn esc(bytes: &[u8]) -> String {
@@ -17,7 +18,76 @@ pub fn esc(bytes: &[u8]) -> String {
 
 /// The JSON key of a kind of background job: its name, `_` for spaces.
 pub fn job_key(kind: JobKind) -> String {
-    kind.name().replace(' ', "_")
+    kind.key()
+}
+
+/// Background jobs as a JSON object keyed by [`job_key`].
+fn jobs_json(jobs: &[(JobKind, BackgroundJobStats)]) -> Value {
+    let map: serde_json::Map<String, Value> = jobs
+        .iter()
+        .map(|(kind, j)| {
+            let job = json!({
+                "count": j.count,
+                "bytes_written": j.bytes_written,
+                "queued": j.queued.as_secs_f64(),
+                "running": j.running.as_secs_f64(),
+            });
+            (job_key(*kind), job)
+        })
+        .collect();
+    Value::Object(map)
+}
+
+/// Point reads by layer as a JSON object.
+fn reads_json(r: &ReadStats) -> Value {
+    json!({
+        "memtable_hits": r.memtable_hits,
+        "unsorted_hits": r.unsorted_hits,
+        "sorted_hits": r.sorted_hits,
+        "misses": r.misses,
+        "unsorted_probes": r.unsorted_probes,
+        "unsorted_false_probes": r.unsorted_false_probes,
+        "sorted_probes": r.sorted_probes,
+        "value_log_reads": r.value_log_reads,
+    })
+}
+
+/// The lifetime counters ([`weft::LifetimeStats`]) as a JSON object, keyed
+/// by their field names as the since-open ones are.
+pub fn lifetime_json(l: &LifetimeStats) -> Value {
+    json!({
+        "opens": l.opens,
+        "restarts": l.restarts,
+        "restart_reason": l.restart_reason,
+        "unclean_closes": l.unclean_closes,
+        "save_error": l.save_error,
+        "user_bytes_written": l.user_bytes_written,
+        "wal_bytes_written": l.wal_bytes_written,
+        "flush_bytes_written": l.flush_bytes_written,
+        "merge_bytes_written": l.merge_bytes_written,
+        "value_log_bytes_written": l.value_log_bytes_written,
+        "values_kept_in_wal_bytes": l.values_kept_in_wal_bytes,
+        "split_bytes_written": l.split_bytes_written,
+        "consolidation_bytes_written": l.consolidation_bytes_written,
+        "manifest_bytes_written": l.manifest_bytes_written,
+        "index_checkpoint_bytes_written": l.index_checkpoint_bytes_written,
+        "gc_bytes_written": l.gc_bytes_written,
+        "write_amplification": l.write_amplification,
+        "get_bytes_read": l.get_bytes_read,
+        "scan_bytes_read": l.scan_bytes_read,
+        "background_bytes_read": l.background_bytes_read,
+        "flushes": l.flushes,
+        "merges": l.merges,
+        "gcs": l.gcs,
+        "splits": l.splits,
+        "consolidations": l.consolidations,
+        "write_slowdowns": l.write_slowdowns,
+        "write_stalls": l.write_stalls,
+        "write_stall_micros": l.write_stall_micros,
+        "wal_tail_truncated_bytes": l.wal_tail_truncated_bytes,
+        "reads": reads_json(&l.reads),
+        "background_jobs": jobs_json(&l.background_jobs),
+    })
 }
 
 /// Stats as a JSON object.
@@ -41,19 +111,6 @@ pub fn to_json(s: &Stats) -> Value {
                 "index_entries": p.index_entries,
                 "index_bytes": p.index_bytes,
             })
-        })
-        .collect();
-    let background_jobs: serde_json::Map<String, Value> = s
-        .background_jobs
-        .iter()
-        .map(|(kind, j)| {
-            let job = json!({
-                "count": j.count,
-                "bytes_written": j.bytes_written,
-                "queued": j.queued.as_secs_f64(),
-                "running": j.running.as_secs_f64(),
-            });
-            (job_key(*kind), job)
         })
         .collect();
     json!({
@@ -121,7 +178,7 @@ pub fn to_json(s: &Stats) -> Value {
         "wal_tail_truncated_bytes": s.wal_tail_truncated_bytes,
         "splits": s.splits,
         "consolidations": s.consolidations,
-        "background_jobs": background_jobs,
+        "background_jobs": jobs_json(&s.background_jobs),
         "partition_size": s.partition_size,
         "disk": {
             "tables": s.disk.tables,
@@ -138,15 +195,7 @@ pub fn to_json(s: &Stats) -> Value {
             "retained_bytes": h.retained_bytes,
         })).collect::<Vec<_>>(),
         "feed_retained_bytes": s.feed_retained_bytes,
-        "reads": {
-            "memtable_hits": s.reads.memtable_hits,
-            "unsorted_hits": s.reads.unsorted_hits,
-            "sorted_hits": s.reads.sorted_hits,
-            "misses": s.reads.misses,
-            "unsorted_probes": s.reads.unsorted_probes,
-            "unsorted_false_probes": s.reads.unsorted_false_probes,
-            "sorted_probes": s.reads.sorted_probes,
-            "value_log_reads": s.reads.value_log_reads,
-        },
+        "reads": reads_json(&s.reads),
+        "lifetime": lifetime_json(&s.lifetime),
     })
 }

@@ -2,11 +2,13 @@
 //! for scripts (the JSON is [`weft_bench::stats_json`], shared with
 //! `weft bench`).
 
-use weft::Stats;
+use weft::{LifetimeStats, Stats};
 use weft_bench::stats_json::esc;
 pub use weft_bench::stats_json::to_json;
 
-/// Stats as an aligned, human-readable table.
+/// Stats as an aligned, human-readable table: the state, then every
+/// counter twice, since this open and over the database's life
+/// ([`weft::LifetimeStats`]).
 pub fn to_table(s: &Stats) -> String {
     let mut out = String::new();
     let mut row = |label: &str, value: String| {
@@ -24,42 +26,6 @@ pub fn to_table(s: &Stats) -> String {
     );
     row("live snapshots", s.live_snapshots.to_string());
     row("read watermark", s.read_watermark.to_string());
-    row("user bytes written", s.user_bytes_written.to_string());
-    row("wal bytes written", s.wal_bytes_written.to_string());
-    row("flush bytes written", s.flush_bytes_written.to_string());
-    row("merge bytes written", s.merge_bytes_written.to_string());
-    row(
-        "value-log bytes written",
-        s.value_log_bytes_written.to_string(),
-    );
-    row(
-        "values kept in WAL (bytes not copied)",
-        s.values_kept_in_wal_bytes.to_string(),
-    );
-    row("split bytes written", s.split_bytes_written.to_string());
-    row(
-        "consolidation bytes written",
-        s.consolidation_bytes_written.to_string(),
-    );
-    row(
-        "manifest bytes written",
-        s.manifest_bytes_written.to_string(),
-    );
-    row(
-        "index checkpoint bytes written",
-        s.index_checkpoint_bytes_written.to_string(),
-    );
-    row(
-        "write amplification",
-        format!("{:.3}", s.write_amplification),
-    );
-    row(
-        "bytes read from disk",
-        format!(
-            "{} by gets, {} by scans, {} by background jobs",
-            s.get_bytes_read, s.scan_bytes_read, s.background_bytes_read
-        ),
-    );
     let c = &s.block_cache;
     let lookups = c.hits + c.misses;
     let ratio = if lookups == 0 {
@@ -130,38 +96,6 @@ pub fn to_table(s: &Stats) -> String {
             s.tables, s.mapped_tables
         ),
     );
-    row("flushes", s.flushes.to_string());
-    row("merges", s.merges.to_string());
-    row(
-        "value-log GCs",
-        format!("{} ({} bytes written)", s.gcs, s.gc_bytes_written),
-    );
-    row("partition splits", s.splits.to_string());
-    let r = &s.reads;
-    row(
-        "gets answered by",
-        format!(
-            "memtable {}, UnsortedStore {}, SortedStore {}, none {}",
-            r.memtable_hits, r.unsorted_hits, r.sorted_hits, r.misses
-        ),
-    );
-    row(
-        "table reads by gets",
-        format!(
-            "UnsortedStore {} ({} found nothing), SortedStore {}, value log {}",
-            r.unsorted_probes, r.unsorted_false_probes, r.sorted_probes, r.value_log_reads
-        ),
-    );
-    row("write slowdowns", s.write_slowdowns.to_string());
-    row("write stalls", s.write_stalls.to_string());
-    row(
-        "write stall time",
-        format!("{:.3} s", s.write_stall_micros as f64 / 1e6),
-    );
-    row(
-        "wal tail truncated bytes",
-        s.wal_tail_truncated_bytes.to_string(),
-    );
     row("space on disk", space_line(s));
     let d = &s.disk;
     row(
@@ -171,7 +105,13 @@ pub fn to_table(s: &Stats) -> String {
             d.tables, d.value_logs, d.wals, d.manifest, d.index_checkpoints, d.other
         ),
     );
-    out.push_str(&background_jobs_table(s));
+    out.push_str(&lifetime_lines(&s.lifetime));
+    out.push_str(&counters_table(s));
+    out.push_str(&background_jobs_table("since open", &s.background_jobs));
+    out.push_str(&background_jobs_table(
+        "lifetime",
+        &s.lifetime.background_jobs,
+    ));
     out.push_str(&feed_holds(s));
     out.push_str(&format!("partitions: {}\n", s.partitions.len()));
     if let Some(line) = partition_size_line(s) {
@@ -223,6 +163,154 @@ pub fn to_table(s: &Stats) -> String {
             ));
         }
     }
+    out
+}
+
+/// How far the lifetime counters reach: opens, restarts, crashes, and
+/// why they restarted or could not be saved, if so.
+fn lifetime_lines(l: &LifetimeStats) -> String {
+    let mut out = format!(
+        "{:<28} {} opens (this one included), {} restarts of the counters, {} unclean closes\n",
+        "lifetime", l.opens, l.restarts, l.unclean_closes
+    );
+    if let Some(why) = &l.restart_reason {
+        out.push_str(&format!("  counters restarted at this open: {why}\n"));
+    }
+    if let Some(e) = &l.save_error {
+        out.push_str(&format!("  last save of the counters failed: {e}\n"));
+    }
+    out
+}
+
+/// Every counter since this open and over the database's life, side by
+/// side.
+fn counters_table(s: &Stats) -> String {
+    let l = &s.lifetime;
+    let mut out = format!(
+        "{:<38} {:>20} {:>20}\n",
+        "counters", "since open", "lifetime"
+    );
+    let mut row = |label: &str, now: String, life: String| {
+        out.push_str(&format!("  {label:<36} {now:>20} {life:>20}\n"));
+    };
+    let mut n = |label: &str, now: u64, life: u64| row(label, now.to_string(), life.to_string());
+    n(
+        "user bytes written",
+        s.user_bytes_written,
+        l.user_bytes_written,
+    );
+    n(
+        "wal bytes written",
+        s.wal_bytes_written,
+        l.wal_bytes_written,
+    );
+    n(
+        "flush bytes written",
+        s.flush_bytes_written,
+        l.flush_bytes_written,
+    );
+    n(
+        "merge bytes written",
+        s.merge_bytes_written,
+        l.merge_bytes_written,
+    );
+    n(
+        "value-log bytes written",
+        s.value_log_bytes_written,
+        l.value_log_bytes_written,
+    );
+    n(
+        "values kept in WAL (bytes not copied)",
+        s.values_kept_in_wal_bytes,
+        l.values_kept_in_wal_bytes,
+    );
+    n("gc bytes written", s.gc_bytes_written, l.gc_bytes_written);
+    n(
+        "split bytes written",
+        s.split_bytes_written,
+        l.split_bytes_written,
+    );
+    n(
+        "consolidation bytes written",
+        s.consolidation_bytes_written,
+        l.consolidation_bytes_written,
+    );
+    n(
+        "manifest bytes written",
+        s.manifest_bytes_written,
+        l.manifest_bytes_written,
+    );
+    n(
+        "index checkpoint bytes written",
+        s.index_checkpoint_bytes_written,
+        l.index_checkpoint_bytes_written,
+    );
+    n("bytes read by gets", s.get_bytes_read, l.get_bytes_read);
+    n("bytes read by scans", s.scan_bytes_read, l.scan_bytes_read);
+    n(
+        "bytes read by background jobs",
+        s.background_bytes_read,
+        l.background_bytes_read,
+    );
+    n("flushes", s.flushes, l.flushes);
+    n("merges", s.merges, l.merges);
+    n("value-log GCs", s.gcs, l.gcs);
+    n("partition splits", s.splits, l.splits);
+    n("consolidations", s.consolidations, l.consolidations);
+    n("write slowdowns", s.write_slowdowns, l.write_slowdowns);
+    n("write stalls", s.write_stalls, l.write_stalls);
+    n(
+        "wal tail truncated bytes",
+        s.wal_tail_truncated_bytes,
+        l.wal_tail_truncated_bytes,
+    );
+    let (r, lr) = (&s.reads, &l.reads);
+    n(
+        "gets answered by memtable",
+        r.memtable_hits,
+        lr.memtable_hits,
+    );
+    n(
+        "gets answered by UnsortedStore",
+        r.unsorted_hits,
+        lr.unsorted_hits,
+    );
+    n(
+        "gets answered by SortedStore",
+        r.sorted_hits,
+        lr.sorted_hits,
+    );
+    n("gets that found nothing", r.misses, lr.misses);
+    n(
+        "UnsortedStore tables read by gets",
+        r.unsorted_probes,
+        lr.unsorted_probes,
+    );
+    n(
+        "  of which held no version",
+        r.unsorted_false_probes,
+        lr.unsorted_false_probes,
+    );
+    n(
+        "SortedStore tables read by gets",
+        r.sorted_probes,
+        lr.sorted_probes,
+    );
+    n(
+        "value-log reads by gets",
+        r.value_log_reads,
+        lr.value_log_reads,
+    );
+    row(
+        "write stall time",
+        format!("{:.3} s", s.write_stall_micros as f64 / 1e6),
+        format!("{:.3} s", l.write_stall_micros as f64 / 1e6),
+    );
+    row(
+        "write amplification",
+        format!("{:.3}", s.write_amplification),
+        format!("{:.3}", l.write_amplification),
+    );
     out
 }
 
@@ -298,13 +386,13 @@ fn partition_size_line(s: &Stats) -> Option<String> {
 
 /// One row per kind of background job: runs, bytes written, and the time
 /// jobs waited and ran, next to which the write stall time says whether
-/// background work kept pace.
-fn background_jobs_table(s: &Stats) -> String {
+/// background work kept pace; `span` says over what (since open, lifetime).
+fn background_jobs_table(span: &str, jobs: &[(weft::JobKind, weft::BackgroundJobStats)]) -> String {
     let mut out = format!(
-        "background jobs (since open):\n  {:<18} {:>8} {:>16} {:>12} {:>12} {:>12}\n",
+        "background jobs ({span}):\n  {:<18} {:>8} {:>16} {:>12} {:>12} {:>12}\n",
         "kind", "count", "bytes written", "queued s", "running s", "mean ms"
     );
-    for (kind, j) in &s.background_jobs {
+    for (kind, j) in jobs {
         let mean = if j.count == 0 {
             "-".to_string()
         } else {
@@ -379,7 +467,8 @@ mod tests {
         p.value_log_garbage_bytes = 250;
         s.partitions.push(p);
         let t = to_table(&s);
-        let row = t.lines().find(|l| l.starts_with("  flush ")).unwrap();
+        let jobs = t.split("background jobs (since open):").nth(1).unwrap();
+        let row = jobs.lines().find(|l| l.starts_with("  flush ")).unwrap();
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(
             cells,
@@ -402,6 +491,62 @@ mod tests {
         assert_eq!(j["background_jobs"]["index_checkpoint"]["count"], 0);
         assert_eq!(j["disk"]["wals"], 1 << 20);
         assert_eq!(j["live_bytes_estimate"], 2 << 20);
+    }
+
+    /// Each counter's row shows both views, the lifetime notes appear
+    /// when set, and the JSON has the lifetime object under the same keys.
+    #[test]
+    fn lifetime_counters_render_beside_the_since_open_ones() {
+        let mut s = Stats::default();
+        s.flushes = 2;
+        s.user_bytes_written = 100;
+        s.lifetime.flushes = 7;
+        s.lifetime.user_bytes_written = 12345;
+        s.lifetime.opens = 4;
+        s.lifetime.restarts = 1;
+        s.lifetime.unclean_closes = 2;
+        s.lifetime.background_jobs = weft::JobKind::ALL
+            .iter()
+            .map(|&k| (k, Default::default()))
+            .collect();
+        let t = to_table(&s);
+        let cells = |label: &str| -> Vec<String> {
+            let line = t
+                .lines()
+                .find(|l| l.trim_start().starts_with(label))
+                .unwrap_or_else(|| panic!("no {label} row in\n{t}"));
+            line[label.len() + 2..]
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(cells("flushes"), ["2", "7"], "{t}");
+        assert_eq!(cells("user bytes written"), ["100", "12345"], "{t}");
+        assert!(
+            t.contains("4 opens (this one included), 1 restarts of the counters, 2 unclean closes"),
+            "{t}"
+        );
+        assert!(t.contains("background jobs (lifetime):"), "{t}");
+        assert!(!t.contains("counters restarted at this open"), "{t}");
+        s.lifetime.restart_reason = Some("STATS: checksum mismatch".into());
+        s.lifetime.save_error = Some("disk full".into());
+        let t = to_table(&s);
+        assert!(
+            t.contains("counters restarted at this open: STATS: checksum mismatch"),
+            "{t}"
+        );
+        assert!(
+            t.contains("last save of the counters failed: disk full"),
+            "{t}"
+        );
+
+        let j = to_json(&s);
+        assert_eq!(j["flushes"], 2);
+        assert_eq!(j["lifetime"]["flushes"], 7);
+        assert_eq!(j["lifetime"]["opens"], 4);
+        assert_eq!(j["lifetime"]["restart_reason"], "STATS: checksum mismatch");
+        assert!(j["lifetime"]["background_jobs"]["flush"]["count"].is_u64());
+        assert!(j["lifetime"]["reads"]["misses"].is_u64());
     }
 
     #[test]

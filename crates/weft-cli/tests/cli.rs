@@ -793,3 +793,83 @@ fn backup_create_list_restore_delete() {
     assert_eq!(out, "deleted backup 2\n");
     assert!(!none.exists(), "no command here opened a database");
 }
+
+/// `weft stats` shows the counters over every open beside those of its
+/// own open: a library session that flushed and merged, then two `weft
+/// put` sessions (each close flushes its one write), add up in
+/// `lifetime`, while the since-open counters of the `stats` command's own
+/// open read 0.
+#[test]
+fn stats_shows_lifetime_counters_summed_over_every_open() {
+    let (_t, db) = temp_db();
+    let first = {
+        let d = weft::Db::open(&db, weft::Options::default()).unwrap();
+        for i in 0..100 {
+            d.put(format!("k{i:03}"), "some value").unwrap();
+        }
+        d.compact().unwrap();
+        let s = d.stats();
+        d.close().unwrap();
+        s
+    };
+    assert!(first.flushes >= 1 && first.merges >= 1, "{first:?}");
+    ok(&db, &["put", "a", "1"]);
+    let json = ok(&db, &["stats", "--json"]);
+    let after_one: serde_json::Value = serde_json::from_str(&json).unwrap();
+    ok(&db, &["put", "b", "2"]);
+    let json = ok(&db, &["stats", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let life = &v["lifetime"];
+    let num = |x: &serde_json::Value| x.as_u64().unwrap_or_else(|| panic!("{x} in {json}"));
+    // Since this open: nothing but the open itself.
+    assert_eq!(num(&v["flushes"]), 0, "{json}");
+    assert_eq!(num(&v["merges"]), 0, "{json}");
+    assert_eq!(num(&v["user_bytes_written"]), 0, "{json}");
+    assert!(num(&v["manifest_bytes_written"]) > 0, "{json}");
+    // Over every open: the library session, two puts, two stats.
+    assert_eq!(num(&life["opens"]), 5, "{json}");
+    assert_eq!(num(&life["restarts"]), 0, "{json}");
+    assert_eq!(num(&life["flushes"]), first.flushes + 2, "{json}");
+    assert_eq!(num(&life["merges"]), first.merges, "{json}");
+    assert_eq!(
+        num(&life["merge_bytes_written"]),
+        first.merge_bytes_written,
+        "{json}"
+    );
+    let put_bytes = num(&after_one["lifetime"]["user_bytes_written"]) - first.user_bytes_written;
+    assert!(put_bytes > 0, "{json}");
+    assert_eq!(
+        num(&life["user_bytes_written"]),
+        first.user_bytes_written + 2 * put_bytes,
+        "{json}"
+    );
+    assert!(num(&life["manifest_bytes_written"]) > num(&v["manifest_bytes_written"]));
+    assert_eq!(
+        num(&life["background_jobs"]["merge"]["count"]),
+        first.background_job(weft::JobKind::Merge).count,
+        "{json}"
+    );
+    assert!(life["restart_reason"].is_null(), "{json}");
+
+    let table = ok(&db, &["stats"]);
+    assert!(
+        table.contains("6 opens (this one included), 0 restarts"),
+        "{table}"
+    );
+    assert!(
+        table.contains("since open") && table.contains("lifetime"),
+        "{table}"
+    );
+    let flushes: Vec<&str> = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("flushes "))
+        .unwrap_or_else(|| panic!("no flushes row in\n{table}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        flushes,
+        ["flushes", "0", &(first.flushes + 2).to_string()],
+        "{table}"
+    );
+    assert!(table.contains("background jobs (lifetime):"), "{table}");
+}

@@ -222,7 +222,8 @@ fn check_backed_up_name(name: &str) -> std::result::Result<(), String> {
             | FileKind::Wal(_)
             | FileKind::Table(_)
             | FileKind::ValueLog(_)
-            | FileKind::IndexCheckpoint(_),
+            | FileKind::IndexCheckpoint(_)
+            | FileKind::Stats,
         ) if !name.contains('/') => Ok(()),
         _ => Err(format!("{name:?} is not a database file")),
     }

@@ -9,6 +9,8 @@
 //! NNNNNN.vlog          value log (values separated from SortedStore keys)
 //! NNNNNN.hix           checkpoint of a partition's hash index
 //! NNNNNN.tmp           a file being written; removed at open
+//! STATS                lifetime counters (`stats_file`), replaced atomically
+//! STATS.tmp            the next STATS being written; removed at open
 //! ```
 //! All numbers come from one counter persisted in the manifest.
 
@@ -39,6 +41,10 @@ pub enum FileKind {
     IndexCheckpoint(u64),
     /// A temporary file.
     Temp(u64),
+    /// The lifetime counters (`STATS`).
+    Stats,
+    /// The next `STATS` being written (`STATS.tmp`).
+    StatsTemp,
 }
 
 /// Path of the LOCK file.
@@ -73,6 +79,14 @@ pub fn value_log_path(dir: &Path, n: u64) -> PathBuf {
 pub fn index_checkpoint_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.hix"))
 }
+/// Path of the lifetime counters' file.
+pub fn stats_path(dir: &Path) -> PathBuf {
+    dir.join("STATS")
+}
+/// Path the next lifetime counters' file is written to before its rename.
+pub fn stats_temp_path(dir: &Path) -> PathBuf {
+    dir.join("STATS.tmp")
+}
 /// Path of temporary file `n`.
 #[cfg(test)]
 pub fn temp_path(dir: &Path, n: u64) -> PathBuf {
@@ -84,6 +98,8 @@ pub fn parse_file_name(name: &str) -> Option<FileKind> {
     match name {
         "LOCK" => return Some(FileKind::Lock),
         "CURRENT" => return Some(FileKind::Current),
+        "STATS" => return Some(FileKind::Stats),
+        "STATS.tmp" => return Some(FileKind::StatsTemp),
         _ => {}
     }
     if let Some(n) = name.strip_prefix("MANIFEST-") {
@@ -120,5 +136,12 @@ mod tests {
             assert_eq!(parse_file_name(name), Some(k));
         }
         assert_eq!(parse_file_name("notes.txt"), None);
+        for (p, k) in [
+            (stats_path(d), FileKind::Stats),
+            (stats_temp_path(d), FileKind::StatsTemp),
+        ] {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            assert_eq!(parse_file_name(name), Some(k));
+        }
     }
 }

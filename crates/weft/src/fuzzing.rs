@@ -567,6 +567,37 @@ pub fn reseal_hash_index(image: &mut [u8]) {
     }
 }
 
+// ---- the lifetime counters (STATS) ----
+
+/// Decodes a `STATS` file as an open does (`stats_file::load`): whether a
+/// clean close wrote it and its counters by name, or why it is unusable;
+/// then builds the lifetime view an open would show from the counters.
+pub fn decode_stats_file(
+    bytes: &[u8],
+) -> std::result::Result<(bool, BTreeMap<String, u64>), String> {
+    let file = crate::stats_file::StatsFile::decode(bytes)?;
+    let _ = crate::stats::LifetimeStats::from_counts(&file.counts);
+    Ok((file.clean, file.counts))
+}
+
+/// The bytes of a `STATS` file, as a save writes them.
+pub fn encode_stats_file(clean: bool, counts: &BTreeMap<String, u64>) -> Vec<u8> {
+    crate::stats_file::StatsFile {
+        clean,
+        counts: counts.clone(),
+    }
+    .encode()
+}
+
+/// Recomputes a `STATS` file's trailing masked CRC32C over its (mutated)
+/// bytes; a no-op on one too short to hold it.
+pub fn reseal_stats_file(bytes: &mut [u8]) {
+    if let Some(body) = bytes.len().checked_sub(4) {
+        let crc = crc::masked_crc32c(&[&bytes[..body]]);
+        bytes[body..].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
 // ---- the allocation guard ----
 
 /// Largest single allocation the guard allows while it is armed: far above

@@ -20,11 +20,13 @@
 //! # The public surface
 //!
 //! [`Db`] and what it takes and returns: [`Options`], [`ReadOptions`],
-//! [`WriteOptions`], [`WriteBatch`], [`Snapshot`], the cursors
+//! [`WriteOptions`], [`CloseOptions`], [`WriteBatch`], [`Snapshot`], the cursors
 //! ([`DbIterator`], [`Range`]), the change feed ([`ChangeFeed`],
 //! [`ChangeGroup`], [`ChangeOp`], [`FeedLimit`]), checkpoints
 //! ([`CheckpointInfo`]) and backups ([`BackupEngine`], [`BackupInfo`],
-//! [`BackupId`]), [`Error`], [`MemtableKind`] and [`Stats`].
+//! [`BackupId`]), compression ([`Compression`]), the compaction filter
+//! ([`CompactionFilter`], [`FilterEntry`], [`FilterDecision`]), [`Error`],
+//! [`MemtableKind`] and [`Stats`] (with [`LifetimeStats`]).
 //! Every other module is private to the crate: memtables, tables, logs and
 //! the manifest are free to change without a semver promise. The memtable
 //! benchmark, the crash tests and the server reach a few internals through
@@ -49,6 +51,7 @@ mod memtable;
 mod options;
 mod snapshot;
 mod stats;
+mod stats_file;
 mod store;
 mod table;
 mod util;
@@ -65,11 +68,11 @@ pub use db::{
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use memtable::MemtableKind;
-pub use options::{prefix_successor, Options, ReadOptions, WriteOptions};
+pub use options::{prefix_successor, CloseOptions, Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;
 pub use stats::{
-    BackgroundJobStats, CacheStats, DiskUsage, FeedHoldStats, JobKind, MunkStats, PartitionStats,
-    ReadStats, RowCacheStats, Stats,
+    BackgroundJobStats, CacheStats, DiskUsage, FeedHoldStats, JobKind, LifetimeStats, MunkStats,
+    PartitionStats, ReadStats, RowCacheStats, Stats,
 };
 
 /// What the memtable benchmark, the crash tests and tools reach inside the

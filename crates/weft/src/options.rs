@@ -1,6 +1,7 @@
 //! Options: plain structs with documented defaults and chainable setters.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::compaction_filter::CompactionFilter;
 use crate::compression::Compression;
@@ -180,6 +181,13 @@ pub struct Options {
     /// buffer before replies go out). Recovery still yields a prefix of the
     /// write history. Default `false`.
     pub manual_wal_flush: bool,
+    /// How often the lifetime counters ([`crate::LifetimeStats`]) are saved
+    /// to the `STATS` file while the database is open, besides at open and
+    /// at a clean close: what a crash can take from them is about this much
+    /// of activity. A save writes one small file (fsync, rename) from the
+    /// flush thread, and is skipped when no counter changed. Zero saves only
+    /// at open and close. Default 60 s.
+    pub stats_save_interval: Duration,
     /// The file system every file operation goes through (LevelDB's `Env`,
     /// RocksDB's `FileSystem`). Default: the operating system's. The crash
     /// tests put a fault-injecting one here. Hidden: the trait may still
@@ -222,6 +230,7 @@ impl Default for Options {
             gc_garbage_ratio: 0.5,
             gc_min_garbage_bytes: 0,
             manual_wal_flush: false,
+            stats_save_interval: Duration::from_secs(60),
             max_value_logs: usize::MAX,
             background_jobs: default_background_jobs(),
             background_write_rate: 0,
@@ -302,6 +311,8 @@ impl Options {
         gc_min_garbage_bytes: u64,
         /// Sets [`Options::manual_wal_flush`].
         manual_wal_flush: bool,
+        /// Sets [`Options::stats_save_interval`].
+        stats_save_interval: Duration,
         /// Sets [`Options::max_value_logs`].
         max_value_logs: usize,
         /// Sets [`Options::background_jobs`].
@@ -419,8 +430,9 @@ pub struct WriteOptions {
     /// the memtable only until the next flush, so a crash before it loses
     /// the write — and, unlike logged writes, recovery is then not a prefix
     /// of the history (a later logged write may survive an earlier unlogged
-    /// one). For bulk loads that can be redone. Default `false`; cannot be
-    /// combined with `sync`.
+    /// one). A clean close flushes it ([`crate::Db::close`]; not
+    /// [`CloseOptions::flush`]`(false)`). For bulk loads that can be redone.
+    /// Default `false`; cannot be combined with `sync`.
     pub disable_wal: bool,
 }
 
@@ -437,6 +449,51 @@ impl WriteOptions {
     /// Sets [`WriteOptions::disable_wal`].
     pub fn disable_wal(mut self, disable: bool) -> Self {
         self.disable_wal = disable;
+        self
+    }
+}
+
+/// How [`crate::Db::close_with`] closes a database; `CloseOptions::default()`
+/// is what [`crate::Db::close`] and dropping the last clone do.
+///
+/// ```
+/// use weft::{CloseOptions, Db, Options, WriteOptions};
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open(dir.path(), Options::default()).unwrap();
+/// db.put_opt("bulk", "loaded", &WriteOptions::new().disable_wal(true)).unwrap();
+/// db.put("logged", "kept").unwrap();
+/// // No flush: quicker, and the unlogged write is lost as in a crash.
+/// db.close_with(&CloseOptions::new().flush(false)).unwrap();
+/// let db = Db::open(dir.path(), Options::default()).unwrap();
+/// assert_eq!(db.get("bulk").unwrap(), None);
+/// assert_eq!(db.get("logged").unwrap().as_deref(), Some(&b"kept"[..]));
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct CloseOptions {
+    /// Write the memtables (the active one and any waiting for flush) to
+    /// tables before closing, as RocksDB does at close, so that writes made
+    /// with [`WriteOptions::disable_wal`] survive and the next open has no
+    /// WAL to replay. `false` leaves them to the WAL (synced at close): the
+    /// close is quicker, the next open replays the WAL into tables, and the
+    /// unlogged writes since the last flush are lost. Default `true`.
+    pub flush: bool,
+}
+
+impl Default for CloseOptions {
+    fn default() -> Self {
+        CloseOptions { flush: true }
+    }
+}
+
+impl CloseOptions {
+    /// Defaults (`flush = true`).
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets [`CloseOptions::flush`].
+    pub fn flush(mut self, flush: bool) -> Self {
+        self.flush = flush;
         self
     }
 }

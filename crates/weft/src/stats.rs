@@ -1,5 +1,6 @@
 //! Engine statistics, as returned by [`crate::Db::stats`].
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::util::stripe::StripedCounter;
@@ -121,6 +122,307 @@ pub struct Stats {
     /// (some may be value logs too): what consumers that do not release
     /// cost in disk.
     pub feed_retained_bytes: u64,
+    /// The counters over the database's life, every open before this one
+    /// included: the flat counters of `Stats` count since this open only.
+    pub lifetime: LifetimeStats,
+}
+
+/// Counters over a database's whole life ([`Stats::lifetime`]), kept across
+/// opens in the `STATS` file of its directory: the sum of every earlier
+/// session's counters and this one's.
+///
+/// What they may miss: a session that ended in a crash (a killed process,
+/// a machine crash) loses what it counted after its last save — at most
+/// about [`crate::Options::stats_save_interval`] of activity, since the
+/// counters are saved at open, at that interval while the database is
+/// open, and at a clean close; [`LifetimeStats::unclean_closes`] counts
+/// such sessions. They never go backwards from one open to the next,
+/// except when the `STATS` file is missing or damaged: then they start
+/// again from zero and [`LifetimeStats::restarts`] says so. The data is
+/// never at stake: a bad `STATS` never fails an open.
+///
+/// Gauges (sizes, tables, partitions) and the cache and munk counters have
+/// no lifetime view: they describe this process.
+///
+/// ```
+/// use weft::{Db, Options};
+/// let dir = tempfile::tempdir().unwrap();
+/// for _ in 0..2 {
+///     let db = Db::open(dir.path(), Options::default()).unwrap();
+///     db.put("k", "v").unwrap();
+///     db.close().unwrap(); // flushes the memtable, saves the counters
+/// }
+/// let db = Db::open(dir.path(), Options::default()).unwrap();
+/// let s = db.stats();
+/// assert_eq!(s.flushes, 0); // since this open
+/// assert_eq!(s.lifetime.flushes, 2); // one per earlier close
+/// assert_eq!(s.lifetime.opens, 3);
+/// assert_eq!(s.lifetime.restarts, 0);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct LifetimeStats {
+    /// Opens counted, this one included.
+    pub opens: u64,
+    /// Opens of an existing database that found `STATS` missing,
+    /// unreadable or damaged and started the counters again from zero
+    /// (this one included): while nonzero, the counters cover only the
+    /// sessions since the last of them. A database written by a build
+    /// without lifetime counters has one at its first open by this one.
+    pub restarts: u64,
+    /// Why this open started the counters again (`None` if it did not):
+    /// the file and what was wrong with it.
+    pub restart_reason: Option<String>,
+    /// Sessions that ended without a clean close (a crash, a kill, or a
+    /// close whose save failed): each may have lost the counts made after
+    /// its last save.
+    pub unclean_closes: u64,
+    /// The error of the last save of the counters in this process, if it
+    /// failed (a save is retried at the next interval and at close; a
+    /// failure never affects the data or the database's operation).
+    pub save_error: Option<String>,
+    /// As [`Stats::user_bytes_written`].
+    pub user_bytes_written: u64,
+    /// As [`Stats::wal_bytes_written`].
+    pub wal_bytes_written: u64,
+    /// As [`Stats::flush_bytes_written`].
+    pub flush_bytes_written: u64,
+    /// As [`Stats::merge_bytes_written`].
+    pub merge_bytes_written: u64,
+    /// As [`Stats::value_log_bytes_written`].
+    pub value_log_bytes_written: u64,
+    /// As [`Stats::values_kept_in_wal_bytes`].
+    pub values_kept_in_wal_bytes: u64,
+    /// As [`Stats::split_bytes_written`].
+    pub split_bytes_written: u64,
+    /// As [`Stats::consolidation_bytes_written`].
+    pub consolidation_bytes_written: u64,
+    /// As [`Stats::manifest_bytes_written`].
+    pub manifest_bytes_written: u64,
+    /// As [`Stats::index_checkpoint_bytes_written`].
+    pub index_checkpoint_bytes_written: u64,
+    /// As [`Stats::gc_bytes_written`].
+    pub gc_bytes_written: u64,
+    /// As [`Stats::write_amplification`], over the lifetime counters.
+    pub write_amplification: f64,
+    /// As [`Stats::get_bytes_read`].
+    pub get_bytes_read: u64,
+    /// As [`Stats::scan_bytes_read`].
+    pub scan_bytes_read: u64,
+    /// As [`Stats::background_bytes_read`].
+    pub background_bytes_read: u64,
+    /// As [`Stats::flushes`].
+    pub flushes: u64,
+    /// As [`Stats::merges`].
+    pub merges: u64,
+    /// As [`Stats::gcs`].
+    pub gcs: u64,
+    /// As [`Stats::compaction_filter_removed`].
+    pub compaction_filter_removed: u64,
+    /// As [`Stats::splits`].
+    pub splits: u64,
+    /// As [`Stats::consolidations`].
+    pub consolidations: u64,
+    /// As [`Stats::write_slowdowns`].
+    pub write_slowdowns: u64,
+    /// As [`Stats::write_stalls`].
+    pub write_stalls: u64,
+    /// As [`Stats::write_stall_micros`].
+    pub write_stall_micros: u64,
+    /// As [`Stats::wal_tail_truncated_bytes`], summed over every open.
+    pub wal_tail_truncated_bytes: u64,
+    /// As [`Stats::reads`].
+    pub reads: ReadStats,
+    /// As [`Stats::background_jobs`].
+    pub background_jobs: Vec<(JobKind, BackgroundJobStats)>,
+}
+
+impl LifetimeStats {
+    /// The figures of background jobs of `kind` (zero if none ran).
+    pub fn background_job(&self, kind: JobKind) -> BackgroundJobStats {
+        self.background_jobs
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, s)| *s)
+            .unwrap_or_default()
+    }
+
+    /// Bytes the jobs of `kind` wrote, from the per-kind byte counters
+    /// ([`BackgroundJobStats::bytes_written`]).
+    pub(crate) fn bytes_written_by(&self, kind: JobKind) -> u64 {
+        match kind {
+            JobKind::Flush => self.flush_bytes_written,
+            JobKind::Merge => self
+                .merge_bytes_written
+                .saturating_add(self.value_log_bytes_written),
+            JobKind::Gc => self.gc_bytes_written,
+            JobKind::Split => self.split_bytes_written,
+            JobKind::Consolidation => self.consolidation_bytes_written,
+            JobKind::IndexCheckpoint => self.index_checkpoint_bytes_written,
+            JobKind::Munk => 0,
+        }
+    }
+
+    /// Every byte written (WAL, tables and logs of every kind, GC,
+    /// checkpoints, manifest) over user bytes; 0 when none. In floating
+    /// point: counters read from a file may be anything.
+    pub(crate) fn amplification(&self) -> f64 {
+        let written: f64 = [
+            self.wal_bytes_written,
+            self.flush_bytes_written,
+            self.merge_bytes_written,
+            self.value_log_bytes_written,
+            self.gc_bytes_written,
+            self.split_bytes_written,
+            self.consolidation_bytes_written,
+            self.index_checkpoint_bytes_written,
+            self.manifest_bytes_written,
+        ]
+        .iter()
+        .map(|&b| b as f64)
+        .sum();
+        if self.user_bytes_written == 0 {
+            0.0
+        } else {
+            written / self.user_bytes_written as f64
+        }
+    }
+
+    /// The counters by the names the `STATS` file stores them under (the
+    /// field names; `reads.*` and `jobs.<kind>.*` for the nested ones).
+    /// Derived figures (write amplification, jobs' bytes) and the notes
+    /// (`restart_reason`, `save_error`) are not stored.
+    pub(crate) fn to_counts(&self) -> Vec<(String, u64)> {
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let mut out: Vec<(String, u64)> = self
+            .scalars()
+            .into_iter()
+            .map(|(name, v)| (name.to_string(), v))
+            .collect();
+        for (kind, j) in &self.background_jobs {
+            let key = kind.key();
+            out.push((format!("jobs.{key}.count"), j.count));
+            out.push((format!("jobs.{key}.queued_nanos"), nanos(j.queued)));
+            out.push((format!("jobs.{key}.running_nanos"), nanos(j.running)));
+        }
+        out
+    }
+
+    /// The stored counters of the flat fields, by name.
+    fn scalars(&self) -> [(&'static str, u64); 35] {
+        let r = &self.reads;
+        [
+            ("opens", self.opens),
+            ("restarts", self.restarts),
+            ("unclean_closes", self.unclean_closes),
+            ("user_bytes_written", self.user_bytes_written),
+            ("wal_bytes_written", self.wal_bytes_written),
+            ("flush_bytes_written", self.flush_bytes_written),
+            ("merge_bytes_written", self.merge_bytes_written),
+            ("value_log_bytes_written", self.value_log_bytes_written),
+            ("values_kept_in_wal_bytes", self.values_kept_in_wal_bytes),
+            ("split_bytes_written", self.split_bytes_written),
+            (
+                "consolidation_bytes_written",
+                self.consolidation_bytes_written,
+            ),
+            ("manifest_bytes_written", self.manifest_bytes_written),
+            (
+                "index_checkpoint_bytes_written",
+                self.index_checkpoint_bytes_written,
+            ),
+            ("gc_bytes_written", self.gc_bytes_written),
+            ("get_bytes_read", self.get_bytes_read),
+            ("scan_bytes_read", self.scan_bytes_read),
+            ("background_bytes_read", self.background_bytes_read),
+            ("flushes", self.flushes),
+            ("merges", self.merges),
+            ("gcs", self.gcs),
+            ("compaction_filter_removed", self.compaction_filter_removed),
+            ("splits", self.splits),
+            ("consolidations", self.consolidations),
+            ("write_slowdowns", self.write_slowdowns),
+            ("write_stalls", self.write_stalls),
+            ("write_stall_micros", self.write_stall_micros),
+            ("wal_tail_truncated_bytes", self.wal_tail_truncated_bytes),
+            ("reads.memtable_hits", r.memtable_hits),
+            ("reads.unsorted_hits", r.unsorted_hits),
+            ("reads.sorted_hits", r.sorted_hits),
+            ("reads.misses", r.misses),
+            ("reads.unsorted_probes", r.unsorted_probes),
+            ("reads.unsorted_false_probes", r.unsorted_false_probes),
+            ("reads.sorted_probes", r.sorted_probes),
+            ("reads.value_log_reads", r.value_log_reads),
+        ]
+    }
+
+    /// The counters from `counts` (a name missing reads as 0; names this
+    /// build does not know are ignored here and kept by the caller), with
+    /// the derived figures computed.
+    pub(crate) fn from_counts(counts: &BTreeMap<String, u64>) -> LifetimeStats {
+        let get = |name: &str| counts.get(name).copied().unwrap_or(0);
+        let mut s = LifetimeStats {
+            opens: get("opens"),
+            restarts: get("restarts"),
+            unclean_closes: get("unclean_closes"),
+            user_bytes_written: get("user_bytes_written"),
+            wal_bytes_written: get("wal_bytes_written"),
+            flush_bytes_written: get("flush_bytes_written"),
+            merge_bytes_written: get("merge_bytes_written"),
+            value_log_bytes_written: get("value_log_bytes_written"),
+            values_kept_in_wal_bytes: get("values_kept_in_wal_bytes"),
+            split_bytes_written: get("split_bytes_written"),
+            consolidation_bytes_written: get("consolidation_bytes_written"),
+            manifest_bytes_written: get("manifest_bytes_written"),
+            index_checkpoint_bytes_written: get("index_checkpoint_bytes_written"),
+            gc_bytes_written: get("gc_bytes_written"),
+            get_bytes_read: get("get_bytes_read"),
+            scan_bytes_read: get("scan_bytes_read"),
+            background_bytes_read: get("background_bytes_read"),
+            flushes: get("flushes"),
+            merges: get("merges"),
+            gcs: get("gcs"),
+            compaction_filter_removed: get("compaction_filter_removed"),
+            splits: get("splits"),
+            consolidations: get("consolidations"),
+            write_slowdowns: get("write_slowdowns"),
+            write_stalls: get("write_stalls"),
+            write_stall_micros: get("write_stall_micros"),
+            wal_tail_truncated_bytes: get("wal_tail_truncated_bytes"),
+            reads: ReadStats {
+                memtable_hits: get("reads.memtable_hits"),
+                unsorted_hits: get("reads.unsorted_hits"),
+                sorted_hits: get("reads.sorted_hits"),
+                misses: get("reads.misses"),
+                unsorted_probes: get("reads.unsorted_probes"),
+                unsorted_false_probes: get("reads.unsorted_false_probes"),
+                sorted_probes: get("reads.sorted_probes"),
+                value_log_reads: get("reads.value_log_reads"),
+            },
+            ..LifetimeStats::default()
+        };
+        s.finish_jobs(|kind, field| get(&format!("jobs.{}.{field}", kind.key())));
+        s.write_amplification = s.amplification();
+        s
+    }
+
+    /// Sets [`LifetimeStats::background_jobs`] from `get(kind, field)`
+    /// (`count`, `queued_nanos`, `running_nanos`), each job's bytes from the
+    /// byte counters.
+    pub(crate) fn finish_jobs(&mut self, get: impl Fn(JobKind, &str) -> u64) {
+        self.background_jobs = JobKind::ALL
+            .iter()
+            .map(|&kind| {
+                let stats = BackgroundJobStats {
+                    count: get(kind, "count"),
+                    bytes_written: self.bytes_written_by(kind),
+                    queued: Duration::from_nanos(get(kind, "queued_nanos")),
+                    running: Duration::from_nanos(get(kind, "running_nanos")),
+                };
+                (kind, stats)
+            })
+            .collect();
+    }
 }
 
 /// One change-feed hold ([`Stats::feed_holds`]).
@@ -205,6 +507,12 @@ impl JobKind {
         }
     }
 
+    /// [`JobKind::name`] with `_` for spaces: a key for JSON and the
+    /// `STATS` file.
+    pub fn key(self) -> String {
+        self.name().replace(' ', "_")
+    }
+
     /// Its position in [`JobKind::ALL`].
     pub(crate) fn index(self) -> usize {
         match self {
@@ -257,7 +565,8 @@ pub struct DiskUsage {
     pub manifest: u64,
     /// Hash-index checkpoints (`.hix`).
     pub index_checkpoints: u64,
-    /// Everything else: files being written, the lock file, foreign files.
+    /// Everything else: files being written, the lock file, the lifetime
+    /// counters (`STATS`), foreign files.
     pub other: u64,
 }
 
@@ -455,5 +764,78 @@ impl DiskReads {
     /// (gets, scans, background jobs) bytes read so far.
     pub fn totals(&self) -> (u64, u64, u64) {
         (self.get.load(), self.scan.load(), self.background.load())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every counter goes to the `STATS` names and comes back: a field
+    /// that `to_counts` forgot or `from_counts` reads under another name
+    /// would come back as 0.
+    #[test]
+    fn lifetime_counters_round_trip_through_their_names() {
+        let mut next = 0u64;
+        let mut n = || {
+            next += 1;
+            next
+        };
+        let mut s = LifetimeStats {
+            opens: n(),
+            restarts: n(),
+            unclean_closes: n(),
+            user_bytes_written: n(),
+            wal_bytes_written: n(),
+            flush_bytes_written: n(),
+            merge_bytes_written: n(),
+            value_log_bytes_written: n(),
+            values_kept_in_wal_bytes: n(),
+            split_bytes_written: n(),
+            consolidation_bytes_written: n(),
+            manifest_bytes_written: n(),
+            index_checkpoint_bytes_written: n(),
+            gc_bytes_written: n(),
+            get_bytes_read: n(),
+            scan_bytes_read: n(),
+            background_bytes_read: n(),
+            flushes: n(),
+            merges: n(),
+            gcs: n(),
+            compaction_filter_removed: n(),
+            splits: n(),
+            consolidations: n(),
+            write_slowdowns: n(),
+            write_stalls: n(),
+            write_stall_micros: n(),
+            wal_tail_truncated_bytes: n(),
+            reads: ReadStats {
+                memtable_hits: n(),
+                unsorted_hits: n(),
+                sorted_hits: n(),
+                misses: n(),
+                unsorted_probes: n(),
+                unsorted_false_probes: n(),
+                sorted_probes: n(),
+                value_log_reads: n(),
+            },
+            ..Default::default()
+        };
+        let base = n() * 1000;
+        s.finish_jobs(|kind, field| base + kind.index() as u64 * 10 + field.len() as u64);
+        s.write_amplification = s.amplification();
+        let counts = s.to_counts();
+        let names: std::collections::BTreeSet<&str> =
+            counts.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names.len(), counts.len(), "a name is used twice");
+        let values: std::collections::BTreeSet<u64> = counts.iter().map(|(_, v)| *v).collect();
+        assert_eq!(values.len(), counts.len(), "two fields share a value");
+        let back = LifetimeStats::from_counts(&counts.into_iter().collect());
+        assert_eq!(back, s);
+        assert!(s.write_amplification > 0.0);
+        assert_eq!(
+            s.background_job(JobKind::Merge).bytes_written,
+            s.merge_bytes_written + s.value_log_bytes_written
+        );
     }
 }

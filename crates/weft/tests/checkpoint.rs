@@ -775,3 +775,30 @@ fn files_of_one_name_and_size_are_told_apart_by_their_bytes() {
     assert_eq!(stored.len(), 2, "{stored:?}");
     assert!(list[1].new_files >= 1 && list[1].new_files < list[1].files);
 }
+
+/// A checkpoint and a restored backup carry the lifetime counters
+/// (`STATS`): the copy's first open counts on from the source's saves.
+#[test]
+fn copies_keep_counting_the_lifetime_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put("k", "v").unwrap();
+    db.flush().unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.stats().lifetime.opens, 2);
+    let copies = tempfile::tempdir().unwrap();
+    let checkpoint = copies.path().join("checkpoint");
+    db.checkpoint(&checkpoint).unwrap();
+    let backups = BackupEngine::open(copies.path().join("backups")).unwrap();
+    let id = backups.create_backup(&db).unwrap();
+    let restored = copies.path().join("restored");
+    backups.restore(id, &restored).unwrap();
+    for copy in [&checkpoint, &restored] {
+        let c = Db::open(copy, Options::default()).unwrap();
+        let life = c.stats().lifetime;
+        assert_eq!(life.opens, 3, "{}: {life:?}", copy.display());
+        assert!(life.flushes >= 1, "{}: {life:?}", copy.display());
+        assert_eq!(c.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+    }
+}

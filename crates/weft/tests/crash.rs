@@ -460,10 +460,14 @@ fn written_then_wait_for_kill(db: Db) {
 /// Runs the child test `name` on `dir` (passed in `env`), waits for it to
 /// say `written`, and kills it with SIGKILL.
 fn kill_once_written(name: &str, env: &str, dir: &Path) {
+    kill_once_written_with(name, &[(env, dir.display().to_string())]);
+}
+
+/// [`kill_once_written`] with the child's environment in `envs`.
+fn kill_once_written_with(name: &str, envs: &[(&str, String)]) {
     let logs = tempfile::tempdir().unwrap();
     let stderr_path = logs.path().join(format!("{name}.stderr"));
-    let (mut child, rx, reader) =
-        spawn_child(name, &[(env, dir.display().to_string())], &stderr_path);
+    let (mut child, rx, reader) = spawn_child(name, envs, &stderr_path);
     let mut lines = Vec::new();
     let written = wait_for_line(&rx, "written", Duration::from_secs(60), &mut lines);
     child.kill().expect("kill");
@@ -522,6 +526,132 @@ fn unlogged_writes_are_lost_logged_ones_kept_after_kill9() {
         ),
         Err(Error::InvalidArgument(_))
     ));
+}
+
+// ---------------------------------------------------- lifetime counters ----
+
+/// Explicit flushes the child of
+/// [`lifetime_counters_after_kill9_lose_at_most_what_was_not_saved`] makes.
+const CHILD_FLUSHES: u64 = 3;
+
+/// Child side of
+/// [`lifetime_counters_after_kill9_lose_at_most_what_was_not_saved`]: one
+/// flush of one write, [`CHILD_FLUSHES`] times, an unlogged write left in
+/// the memtable, then (if `WEFT_STATS_INTERVAL_MS` is not 0) a wait of many
+/// save intervals, and a kill.
+#[test]
+fn child_stats_worker() {
+    let Some(dir) = env_of("WEFT_STATS_DIR") else {
+        return;
+    };
+    let ms: u64 = env_of("WEFT_STATS_INTERVAL_MS").unwrap().parse().unwrap();
+    let interval = Duration::from_millis(ms);
+    let opts = Options::default().stats_save_interval(interval);
+    let db = Db::open(&dir, opts).expect("child: open");
+    let round = db.stats().lifetime.opens;
+    for i in 0..CHILD_FLUSHES {
+        db.put(format!("child{round}-{i}"), b"v")
+            .expect("child: put");
+        db.flush().expect("child: flush");
+    }
+    assert_eq!(db.stats().flushes, CHILD_FLUSHES);
+    db.put_opt(
+        b"child-unlogged",
+        b"v",
+        &WriteOptions::new().disable_wal(true),
+    )
+    .expect("child: unlogged put");
+    std::thread::sleep(interval * 25);
+    written_then_wait_for_kill(db);
+}
+
+/// The lifetime counters after kill -9: a child that saved them at an
+/// interval loses nothing it counted before its last save (its flushes are
+/// all there), a child that saves only at open and close loses exactly what
+/// it counted after the open (its flushes are not); the counters never go
+/// back, count each open, and count each killed session as unclean.
+#[test]
+fn lifetime_counters_after_kill9_lose_at_most_what_was_not_saved() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    for i in 0..200u32 {
+        db.put(format!("k{i:03}"), b"value").unwrap();
+    }
+    db.compact().unwrap();
+    let clean = db.stats().lifetime;
+    db.close().unwrap();
+    assert!(clean.flushes >= 1 && clean.merges >= 1, "{clean:?}");
+    let child = |interval_ms: u64| {
+        kill_once_written_with(
+            "child_stats_worker",
+            &[
+                ("WEFT_STATS_DIR", dir.path().display().to_string()),
+                ("WEFT_STATS_INTERVAL_MS", interval_ms.to_string()),
+            ],
+        )
+    };
+    let never_back = |before: &weft::LifetimeStats, after: &weft::LifetimeStats| {
+        for (name, b, a) in [
+            ("flushes", before.flushes, after.flushes),
+            ("merges", before.merges, after.merges),
+            (
+                "user bytes",
+                before.user_bytes_written,
+                after.user_bytes_written,
+            ),
+            (
+                "wal bytes",
+                before.wal_bytes_written,
+                after.wal_bytes_written,
+            ),
+            (
+                "manifest bytes",
+                before.manifest_bytes_written,
+                after.manifest_bytes_written,
+            ),
+            ("opens", before.opens, after.opens),
+        ] {
+            assert!(a >= b, "lifetime {name} went back from {b} to {a}");
+        }
+    };
+
+    // Saved every 10 ms: the kill loses nothing counted before the wait.
+    child(10);
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let after_first = db.stats().lifetime;
+    never_back(&clean, &after_first);
+    assert_eq!(after_first.opens, 3, "{after_first:?}");
+    assert_eq!(after_first.unclean_closes, 1, "{after_first:?}");
+    assert_eq!(after_first.restarts, 0, "{after_first:?}");
+    assert_eq!(
+        after_first.flushes,
+        clean.flushes + CHILD_FLUSHES,
+        "the child's flushes were saved before the kill"
+    );
+    assert_eq!(after_first.merges, clean.merges);
+    assert!(after_first.user_bytes_written > clean.user_bytes_written);
+    assert_eq!(db.get(b"child-unlogged").unwrap(), None);
+    db.close().unwrap();
+
+    // Saved only at open: the kill loses the child's flushes (and nothing
+    // before its open), and its data is all there.
+    child(0);
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let after_second = db.stats().lifetime;
+    never_back(&after_first, &after_second);
+    assert_eq!(after_second.opens, 5, "{after_second:?}");
+    assert_eq!(after_second.unclean_closes, 2, "{after_second:?}");
+    assert_eq!(
+        after_second.flushes, after_first.flushes,
+        "counts made after the last save were kept"
+    );
+    for i in 0..CHILD_FLUSHES {
+        assert_eq!(
+            db.get(format!("child4-{i}")).unwrap().as_deref(),
+            Some(&b"v"[..]),
+            "the second child's flushed write {i}"
+        );
+    }
 }
 
 // ----------------------------------------------------- manual_wal_flush ----

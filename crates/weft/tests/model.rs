@@ -8,6 +8,14 @@
 //! Tiny options (8 KiB write buffer, 16 KiB tables, 32 KiB unsorted limit,
 //! 256 B blocks) make flushes, merges and multi-table partitions happen all
 //! the time; the test asserts at the end that flushes and merges did happen.
+//!
+//! Some writes skip the WAL (`disable_wal`): a reopen by `close()` or by
+//! dropping the handle flushes them, so the model keeps them; a reopen by
+//! `close_with(flush(false))` is drawn only while every unlogged write has
+//! been flushed by an explicit `flush`/`compact` (which unlogged writes a
+//! background flush took is timing), and the logged writes since come back
+//! from the WAL. Across reopens the lifetime counters (`Stats::lifetime`)
+//! must never go back and must count every open.
 
 // A test (or benchmark) fails by panicking: its unwraps are its assertions.
 #![allow(clippy::unwrap_used)]
@@ -17,7 +25,9 @@ mod common;
 use std::ops::Bound;
 
 use common::*;
-use weft::{Compression, Db, MemtableKind, ReadOptions, Snapshot, WriteBatch, WriteOptions};
+use weft::{
+    CloseOptions, Compression, Db, MemtableKind, ReadOptions, Snapshot, WriteBatch, WriteOptions,
+};
 
 /// Small alphabet, including the extreme bytes, so keys collide and sort
 /// at the edges.
@@ -95,6 +105,12 @@ struct Harness {
     max_partitions: usize,
     reopens: u64,
     max_sorted_tables: usize,
+    /// An unlogged write was made since the last explicit flush.
+    unlogged_pending: bool,
+    /// Reopens by a close without flush.
+    unflushed_closes: u64,
+    /// The lifetime counters before the last reopen.
+    lifetime: weft::LifetimeStats,
 }
 
 impl Harness {
@@ -152,9 +168,12 @@ impl Harness {
             .push(format!("put {} = {} bytes", show(&k), v.len()));
         if self.rng.gen_ratio(1, 4) {
             let sync = self.rng.gen_ratio(1, 20);
-            self.db()
-                .put_opt(&k, &v, &WriteOptions::new().sync(sync))
-                .expect("put_opt");
+            let unlogged = !sync && self.rng.gen_ratio(1, 3);
+            self.unlogged_pending |= unlogged;
+            let opts = WriteOptions::new().sync(sync).disable_wal(unlogged);
+            self.trace
+                .push(format!("  sync={sync} unlogged={unlogged}"));
+            self.db().put_opt(&k, &v, &opts).expect("put_opt");
         } else {
             self.db().put(&k, &v).expect("put");
         }
@@ -199,12 +218,15 @@ impl Harness {
             }
         }
         let sync = self.rng.gen_ratio(1, 20);
-        self.trace
-            .push(format!("batch sync={sync} [{}]", desc.join(", ")));
+        let unlogged = !sync && self.rng.gen_ratio(1, 10);
+        self.unlogged_pending |= unlogged && n > 0;
+        self.trace.push(format!(
+            "batch sync={sync} unlogged={unlogged} [{}]",
+            desc.join(", ")
+        ));
         assert_eq!(batch.len(), n);
-        self.db()
-            .write(batch, &WriteOptions::new().sync(sync))
-            .expect("write batch");
+        let opts = WriteOptions::new().sync(sync).disable_wal(unlogged);
+        self.db().write(batch, &opts).expect("write batch");
         self.model = after;
     }
 
@@ -515,12 +537,14 @@ impl Harness {
     fn op_flush(&mut self) {
         self.trace.push("flush");
         self.db().flush().expect("flush");
+        self.unlogged_pending = false;
         self.note_stats();
     }
 
     fn op_compact(&mut self) {
         self.trace.push("compact");
         self.db().compact().expect("compact");
+        self.unlogged_pending = false;
         self.note_stats();
     }
 
@@ -539,10 +563,14 @@ impl Harness {
     }
 
     fn op_reopen(&mut self) {
-        let close = self.rng.gen_bool(0.5);
+        // Without a flush only when no unlogged write may be in a memtable.
+        let how = match self.rng.gen_range(0..3) {
+            0 if !self.unlogged_pending => "close without flush",
+            0 | 1 => "close",
+            _ => "drop",
+        };
         self.trace.push(format!(
-            "reopen via {} (dropping {} snapshots)",
-            if close { "close" } else { "drop" },
+            "reopen via {how} (dropping {} snapshots)",
             self.snapshots.len()
         ));
         self.note_stats();
@@ -553,11 +581,16 @@ impl Harness {
         self.merges += st.merges;
         self.gcs += st.gcs;
         self.consolidations += st.consolidations;
-        if close {
-            db.close().expect("close");
-        } else {
-            drop(db);
+        match how {
+            "close" => db.close().expect("close"),
+            "drop" => drop(db),
+            _ => {
+                db.close_with(&CloseOptions::new().flush(false))
+                    .expect("close_with");
+                self.unflushed_closes += 1;
+            }
         }
+        self.unlogged_pending = false;
         self.reopens += 1;
         self.db = Some(Db::open(self.dir.path(), self.options.clone()).expect("reopen"));
         assert_db_eq(self.db(), &self.model, "state after reopen");
@@ -565,6 +598,32 @@ impl Harness {
             self.db().stats().sequence > 0 || self.model.is_empty(),
             "sequence restarted at 0 after reopen"
         );
+        let lifetime = self.db().stats().lifetime;
+        assert_eq!(lifetime.opens, self.reopens + 1, "lifetime opens");
+        assert_eq!(
+            (lifetime.restarts, lifetime.unclean_closes),
+            (0, 0),
+            "{lifetime:?}"
+        );
+        for (name, before, after) in [
+            ("flushes", self.lifetime.flushes, lifetime.flushes),
+            ("merges", self.lifetime.merges, lifetime.merges),
+            ("gcs", self.lifetime.gcs, lifetime.gcs),
+            ("splits", self.lifetime.splits, lifetime.splits),
+            (
+                "user bytes",
+                self.lifetime.user_bytes_written,
+                lifetime.user_bytes_written,
+            ),
+        ] {
+            assert!(
+                after >= before,
+                "lifetime {name} went back: {before} -> {after}"
+            );
+        }
+        assert!(lifetime.flushes >= self.flushes, "lifetime flushes");
+        assert!(lifetime.merges >= self.merges, "lifetime merges");
+        self.lifetime = lifetime;
     }
 }
 
@@ -616,6 +675,9 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
         max_partitions: 0,
         reopens: 0,
         max_sorted_tables: 0,
+        unlogged_pending: false,
+        unflushed_closes: 0,
+        lifetime: Default::default(),
     };
     for step in 0..steps {
         h.step(step);
@@ -634,14 +696,16 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
     let merges = h.merges + st.merges;
     let gcs = h.gcs + st.gcs;
     let consolidations = h.consolidations + st.consolidations;
+    assert!(st.lifetime.flushes >= flushes && st.lifetime.merges >= merges);
     eprintln!(
         "model seed={seed} kind={} steps={steps}: flushes={flushes} merges={merges} gcs={gcs} consolidations={consolidations} \
-         max value logs={} max partitions={} reopens={} \
+         max value logs={} max partitions={} reopens={} (without flush {}) \
          max sorted tables/partition={} partitions={} keys={}",
         h.kind,
         h.max_value_logs,
         h.max_partitions,
         h.reopens,
+        h.unflushed_closes,
         h.max_sorted_tables,
         st.partitions.len(),
         h.model.len()
@@ -659,6 +723,10 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
     assert!(
         consolidations > 0,
         "UnsortedStores were never consolidated for scans: the run did not test it"
+    );
+    assert!(
+        h.unflushed_closes > 0,
+        "no reopen closed without a flush: the run did not test it"
     );
     assert!(
         h.max_partitions > 1,

@@ -6,9 +6,9 @@
 use std::path::Path;
 
 use weft::internals::fuzz::{
-    build_table, encode_block, encode_filter, encode_version_edit, encode_write_batch,
-    internal_key, write_log, write_value_log, FileMeta, HashIndex, LogLink, Placement, ValueKind,
-    VersionEdit, STORE_FORMAT_VERSION,
+    build_table, encode_block, encode_filter, encode_stats_file, encode_version_edit,
+    encode_write_batch, internal_key, write_log, write_value_log, FileMeta, HashIndex, LogLink,
+    Placement, ValueKind, VersionEdit, STORE_FORMAT_VERSION,
 };
 
 fn corpus(target: &str) -> std::path::PathBuf {
@@ -185,4 +185,22 @@ fn write_seed_corpus() {
     write("hash_index_checkpoint", "four_tables", &ix.encode());
     ix.remove_tables(&[4]);
     write("hash_index_checkpoint", "removed", &ix.encode());
+
+    // Lifetime counters.
+    let counts: std::collections::BTreeMap<String, u64> = [
+        ("opens", 3),
+        ("flushes", 17),
+        ("jobs.merge.running_nanos", 123_456_789),
+        ("reads.misses", u64::MAX),
+        ("a counter of a later build", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    write("stats_file", "clean", &encode_stats_file(true, &counts));
+    write(
+        "stats_file",
+        "empty",
+        &encode_stats_file(false, &Default::default()),
+    );
 }

@@ -1,8 +1,8 @@
 //! Fuzz targets for every decoder of bytes that come from disk: WAL
 //! records and write batches, manifest edits, table blocks, index,
-//! filter and footer, compressed blocks and values, value-log records
-//! and hash-index checkpoints
-//! — and of the bytes the server reads: RESP requests and its metadata
+//! filter and footer, compressed blocks and values, value-log records,
+//! hash-index checkpoints and the lifetime counters' `STATS` file — and
+//! of the bytes the server reads: RESP requests and its metadata
 //! records. README.md here says how to run them for longer.
 //!
 //! The harness is [bolero]: one `check!()` target runs under plain
@@ -40,6 +40,7 @@ mod regressions;
 
 mod manifest;
 mod resp;
+mod stats_file;
 mod table;
 mod value_log;
 mod wal;

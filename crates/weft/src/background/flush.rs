@@ -227,6 +227,14 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
             }
             st.version = Arc::new(version);
             st.imms.pop_front();
+            // Counted before `imm_flushed` moves, so that the stats a
+            // `Db::flush` caller reads once it returns include this flush
+            // (and the lifetime counters a close saves do).
+            if kept_wal.is_some() {
+                Counters::add(&core.counters.wal_kept_bytes, stats.logged_bytes);
+            }
+            Counters::add(&core.counters.flush_bytes, stats.bytes_written);
+            Counters::add(&core.counters.flushes, 1);
             st.imm_flushed += 1;
             st.log_number = next_log;
             if retain {
@@ -242,11 +250,6 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
     if kept_wal.is_none() && retained != Some(true) {
         let _ = core.fs.remove_file(&wal_path);
     }
-    if kept_wal.is_some() {
-        Counters::add(&core.counters.wal_kept_bytes, stats.logged_bytes);
-    }
-    Counters::add(&core.counters.flush_bytes, stats.bytes_written);
-    Counters::add(&core.counters.flushes, 1);
 
     // UniKV §III-G: checkpoint a partition's index every half
     // `unsorted_limit` of flushed table bytes, so open replays few tables.

@@ -97,6 +97,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::db::core::{Core, EngineState};
+use crate::db::lifetime::SaveAt;
 use crate::stats::JobKind;
 use crate::util::fs::activity;
 
@@ -160,7 +161,10 @@ pub(crate) fn thread_loops(core: &Arc<Core>) -> Vec<(String, ThreadLoop)> {
         .collect()
 }
 
-/// The flush thread's loop; returns at shutdown.
+/// The flush thread's loop; returns at shutdown. Between flushes it also
+/// saves the lifetime counters every [`crate::Options::stats_save_interval`]
+/// (`db::lifetime`): a thread that is always there, and that waits on the
+/// state's condition variable anyway.
 fn run_flushes(core: &Arc<Core>, policy: &Mutex<Policy>) {
     loop {
         let queued = {
@@ -169,10 +173,22 @@ fn run_flushes(core: &Arc<Core>, policy: &Mutex<Policy>) {
                 if st.shutting_down {
                     return;
                 }
+                let save_in = core.stats_save_due_in();
+                if save_in == Some(Duration::ZERO) {
+                    parking_lot::MutexGuard::unlocked(&mut st, || {
+                        core.save_stats(SaveAt::Interval);
+                    });
+                    continue;
+                }
                 if !core.is_poisoned() && !st.imms.is_empty() && st.restructuring == 0 {
                     break;
                 }
-                core.state_cv.wait(&mut st);
+                match save_in {
+                    Some(wait) => {
+                        core.state_cv.wait_for(&mut st, wait);
+                    }
+                    None => core.state_cv.wait(&mut st),
+                }
             }
             st.flushing = true;
             // Job stats: a flush is due from when its memtable became immutable.

@@ -117,6 +117,9 @@ pub(crate) struct CheckpointSource {
     /// The index checkpoints still there when opened after the capture:
     /// partition, number, the file.
     index_checkpoints: Vec<(u64, u64, File)>,
+    /// The lifetime counters (`STATS`) as last saved, if there: a copy
+    /// keeps counting from them (statistics, not data: no sequence cut).
+    stats: Option<File>,
 }
 
 /// One file of a [`CheckpointSource`].
@@ -187,6 +190,7 @@ impl CheckpointSource {
                 core.fs.open(&path).ok().map(|f| (pid, n, f))
             })
             .collect();
+        let stats = core.fs.open(&filename::stats_path(&core.dir)).ok();
         Ok(CheckpointSource {
             dir: core.dir.clone(),
             version,
@@ -194,6 +198,7 @@ impl CheckpointSource {
             sequence,
             next_file_number,
             index_checkpoints,
+            stats,
         })
     }
 
@@ -203,7 +208,7 @@ impl CheckpointSource {
     }
 
     /// The files of the copy but its manifest and `CURRENT`: tables, value
-    /// logs and index checkpoints (whole), then the WAL prefixes.
+    /// logs, index checkpoints and `STATS` (whole), then the WAL prefixes.
     pub(crate) fn files(&self) -> Vec<SourceFile<'_>> {
         let whole = |path: PathBuf, file| SourceFile {
             path,
@@ -225,7 +230,13 @@ impl CheckpointSource {
             file: w.source.file(),
             limit: Some(w.bytes),
         });
-        tables.chain(logs).chain(index).chain(wals).collect()
+        let stats = (self.stats.iter()).map(|f| whole(filename::stats_path(&self.dir), f));
+        tables
+            .chain(logs)
+            .chain(index)
+            .chain(stats)
+            .chain(wals)
+            .collect()
     }
 
     /// The number of the copy's manifest: past every number the source had

@@ -486,6 +486,9 @@ pub(crate) struct Core {
     /// Bytes of munk images alive (`store::munk`), installed or still
     /// pinned by a reader: what [`Options::munk_cache_size`] bounds.
     pub munk_bytes: Arc<AtomicU64>,
+    /// The earlier sessions' counters and the saves of the lifetime
+    /// counters (`db::lifetime`).
+    pub lifetime: crate::stats_file::Lifetime,
 }
 
 impl Core {
@@ -499,6 +502,7 @@ impl Core {
         wal: ActiveWal,
         last_seq: SequenceNumber,
         counters: Counters,
+        lifetime: crate::stats_file::Lifetime,
     ) -> Core {
         let table_options = options.table_options();
         let throttled = background_behind(&options, &state);
@@ -546,6 +550,7 @@ impl Core {
             counters,
             reads: Default::default(),
             munk_bytes: Arc::default(),
+            lifetime,
         }
     }
 
@@ -661,6 +666,12 @@ impl Core {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
+        self.check_poisoned()
+    }
+
+    /// `Err(Poisoned)` if an earlier failure poisoned the database: what
+    /// the flush at close checks, which runs after `closed` is set.
+    pub fn check_poisoned(&self) -> Result<()> {
         if self.poisoned.load(Ordering::Acquire) {
             let r = self.poison_reason.lock().clone().unwrap_or_default();
             return Err(Error::Poisoned(r));
@@ -716,7 +727,10 @@ impl Core {
                 Some(FileKind::Wal(_)) => &mut usage.wals,
                 Some(FileKind::Manifest(_) | FileKind::Current) => &mut usage.manifest,
                 Some(FileKind::IndexCheckpoint(_)) => &mut usage.index_checkpoints,
-                Some(FileKind::Lock | FileKind::Temp(_)) | None => &mut usage.other,
+                Some(
+                    FileKind::Lock | FileKind::Temp(_) | FileKind::Stats | FileKind::StatsTemp,
+                )
+                | None => &mut usage.other,
             };
             *slot += size;
         }

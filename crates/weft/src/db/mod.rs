@@ -5,6 +5,7 @@ mod checkpoint;
 pub(crate) mod core;
 mod feed;
 mod iter;
+pub(crate) mod lifetime;
 mod open;
 mod publish;
 pub(crate) use open::check_wal_tail;
@@ -26,10 +27,10 @@ use crate::error::{Error, Result};
 use crate::iter::visible::VisibleIter;
 use crate::iter::MergingIter;
 use crate::key::{SequenceNumber, ValueKind, MAX_KEY_SIZE};
-use crate::options::{prefix_successor, Options, ReadOptions, WriteOptions};
+use crate::options::{prefix_successor, CloseOptions, Options, ReadOptions, WriteOptions};
 use crate::snapshot::Snapshot;
 use crate::stats::ReadPurpose;
-use crate::stats::{MunkStats, PartitionStats, ReadStats, Stats};
+use crate::stats::{MunkStats, PartitionStats, Stats};
 use crate::wal::{LogRead, LogReader};
 pub use checkpoint::CheckpointInfo;
 pub(crate) use checkpoint::{
@@ -40,7 +41,8 @@ pub use iter::{DbIterator, Range};
 pub(crate) use open::DirLock;
 
 /// An open database. Cheap to clone (an `Arc` inside), `Send + Sync`: share
-/// it between threads freely. Dropping the last clone closes it.
+/// it between threads freely. [`Db::close`] closes it for every clone;
+/// dropping the last clone closes it too (see [`Db::close`] for both).
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
@@ -60,30 +62,52 @@ struct DbHandle {
     core: Arc<Core>,
     /// The flush thread and the job pool, joined at shutdown.
     background: Mutex<Vec<JoinHandle<()>>>,
+    /// The directory lock, `None` once closed. Held through the whole
+    /// close, so a close racing another returns only once the first is
+    /// done (and the directory can be opened again).
     lock: Mutex<Option<open::DirLock>>,
 }
 
 impl Drop for DbHandle {
+    /// The last clone is gone without [`Db::close`]: the same close, with
+    /// its errors dropped (a destructor has no caller to tell). During a
+    /// panic's unwinding it does not flush, so that nothing a flush might
+    /// meet turns the panic into an abort; the WALs are still synced.
     fn drop(&mut self) {
-        let _ = self.shutdown();
+        let flush = !std::thread::panicking();
+        let _ = self.shutdown(flush);
     }
 }
 
 impl DbHandle {
-    /// Stops background work (after its current job), syncs the WAL and
-    /// releases the directory lock.
-    fn shutdown(&self) -> Result<()> {
-        let r = shutdown(&self.core, &self.background);
-        drop(self.lock.lock().take());
+    /// Closes the engine (see [`Db::close`]) unless it is closed already,
+    /// then releases the directory lock.
+    fn shutdown(&self, flush: bool) -> Result<()> {
+        let mut lock = self.lock.lock();
+        if lock.is_none() {
+            return Ok(());
+        }
+        let r = shutdown(&self.core, &self.background, flush);
+        drop(lock.take());
         r
     }
 }
 
-/// Stops background work (after its current job) and syncs the WAL.
-fn shutdown(core: &Core, background: &Mutex<Vec<JoinHandle<()>>>) -> Result<()> {
+/// Closes the engine: refuses new operations, flushes the memtables if
+/// `flush`, stops background work (after its current job), syncs the WALs
+/// and saves the lifetime counters. Every step runs whatever an earlier
+/// one returned; the first error is returned.
+fn shutdown(core: &Core, background: &Mutex<Vec<JoinHandle<()>>>, flush: bool) -> Result<()> {
+    // From here on, every read and write gets `Closed`: a writer checks it
+    // under the WAL lock, so a racing writer either took its sequence
+    // before (and the flush below covers it) or gets `Closed`.
     if core.closed.swap(true, Ordering::AcqRel) {
         return Ok(());
     }
+    let flushed = match flush {
+        true => crate::util::fs::activity("close", || core.flush_at_close()),
+        false => Ok(()),
+    };
     {
         let mut st = core.state.lock();
         st.shutting_down = true;
@@ -92,15 +116,23 @@ fn shutdown(core: &Core, background: &Mutex<Vec<JoinHandle<()>>>) -> Result<()> 
     for h in std::mem::take(&mut *background.lock()) {
         let _ = h.join();
     }
-    // A racing writer gets `Closed`, or appends before this sync.
-    core.closed_wals.sync_all()?;
-    core.wal.lock().writer.sync()?;
+    let synced = (|| {
+        core.closed_wals.sync_all()?;
+        let mut wal = core.wal.lock();
+        // Cut to its records first: nothing this engine still holds (a
+        // clone, an iterator) changes the file once the lock is released.
+        wal.writer.seal()?;
+        wal.writer.sync()
+    })();
     // Releases not yet in the manifest: written now, so that a clean
     // close retains no more than needed (a crash would retain more).
-    if !core.is_poisoned() {
-        core.persist_holds()?;
-    }
-    Ok(())
+    let holds = match core.is_poisoned() || synced.is_err() {
+        false => core.persist_holds(),
+        true => Ok(()),
+    };
+    // Last, so it counts everything above; a failure is only noted.
+    core.save_stats(lifetime::SaveAt::Close);
+    flushed.and(synced).and(holds)
 }
 
 /// Result of [`Db::verify_checksums`].
@@ -148,7 +180,7 @@ impl Db {
                 Ok(h) => threads.push(h),
                 Err(e) => {
                     // Stop the thread already started before failing.
-                    let _ = shutdown(&core, &Mutex::new(threads));
+                    let _ = shutdown(&core, &Mutex::new(threads), false);
                     return Err(Error::io("starting a background thread", e));
                 }
             }
@@ -657,24 +689,16 @@ impl Db {
         Ok(report)
     }
 
-    /// Engine statistics.
+    /// Engine statistics: the counters since this open, and in
+    /// [`Stats::lifetime`] the same counters over every open of the
+    /// database (kept in its `STATS` file).
     pub fn stats(&self) -> Stats {
         let core = self.core();
         let sv = core.super_version();
         let c = &core.counters;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-        let user = c.user_bytes.load();
-        let written = c.wal_bytes.load()
-            + load(&c.flush_bytes)
-            + load(&c.merge_bytes)
-            + load(&c.value_log_bytes)
-            + load(&c.gc_bytes)
-            + load(&c.split_bytes)
-            + load(&c.consolidation_bytes)
-            + load(&c.checkpoint_bytes)
-            + load(&c.manifest_bytes);
-        let (get_bytes_read, scan_bytes_read, background_bytes_read) =
-            core.cache.disk_reads().totals();
+        let session = core.session_counters();
+        let lifetime = core.lifetime_stats(&session);
         let (feed_holds, feed_retained_bytes) = core.feed_stats();
         Stats {
             sequence: core.visible(),
@@ -716,24 +740,20 @@ impl Db {
                     }
                 })
                 .collect(),
-            user_bytes_written: user,
-            wal_bytes_written: c.wal_bytes.load(),
-            flush_bytes_written: load(&c.flush_bytes),
-            merge_bytes_written: load(&c.merge_bytes),
-            value_log_bytes_written: load(&c.value_log_bytes),
-            values_kept_in_wal_bytes: load(&c.wal_kept_bytes),
-            split_bytes_written: load(&c.split_bytes),
-            consolidation_bytes_written: load(&c.consolidation_bytes),
-            manifest_bytes_written: load(&c.manifest_bytes),
-            index_checkpoint_bytes_written: load(&c.checkpoint_bytes),
-            get_bytes_read,
-            scan_bytes_read,
-            background_bytes_read,
-            write_amplification: if user == 0 {
-                0.0
-            } else {
-                written as f64 / user as f64
-            },
+            user_bytes_written: session.user_bytes_written,
+            wal_bytes_written: session.wal_bytes_written,
+            flush_bytes_written: session.flush_bytes_written,
+            merge_bytes_written: session.merge_bytes_written,
+            value_log_bytes_written: session.value_log_bytes_written,
+            values_kept_in_wal_bytes: session.values_kept_in_wal_bytes,
+            split_bytes_written: session.split_bytes_written,
+            consolidation_bytes_written: session.consolidation_bytes_written,
+            manifest_bytes_written: session.manifest_bytes_written,
+            index_checkpoint_bytes_written: session.index_checkpoint_bytes_written,
+            get_bytes_read: session.get_bytes_read,
+            scan_bytes_read: session.scan_bytes_read,
+            background_bytes_read: session.background_bytes_read,
+            write_amplification: session.write_amplification,
             block_cache: core.cache.stats(),
             row_cache: core
                 .row_cache
@@ -767,33 +787,25 @@ impl Db {
                 .filter(|t| t.table.is_mapped())
                 .count() as u64,
             tables: sv.version.all_tables().count() as u64,
-            flushes: load(&c.flushes),
-            merges: load(&c.merges),
-            gc_bytes_written: load(&c.gc_bytes),
-            gcs: load(&c.gcs),
-            compaction_filter_removed: load(&c.filtered),
-            splits: load(&c.splits),
-            consolidations: load(&c.consolidations),
-            write_slowdowns: load(&c.slowdowns),
-            write_stalls: load(&c.stalls),
-            write_stall_micros: load(&c.stall_micros),
-            wal_tail_truncated_bytes: load(&c.wal_truncated),
-            background_jobs: c.background_jobs(),
+            flushes: session.flushes,
+            merges: session.merges,
+            gc_bytes_written: session.gc_bytes_written,
+            gcs: session.gcs,
+            compaction_filter_removed: session.compaction_filter_removed,
+            splits: session.splits,
+            consolidations: session.consolidations,
+            write_slowdowns: session.write_slowdowns,
+            write_stalls: session.write_stalls,
+            write_stall_micros: session.write_stall_micros,
+            wal_tail_truncated_bytes: session.wal_tail_truncated_bytes,
             partition_size: core.options.partition_size,
             disk: core.disk_usage(),
             live_bytes_estimate: live_bytes_estimate(&sv.version),
             feed_holds,
             feed_retained_bytes,
-            reads: ReadStats {
-                memtable_hits: core.reads.memtable_hits.load(),
-                unsorted_hits: core.reads.unsorted_hits.load(),
-                sorted_hits: core.reads.sorted_hits.load(),
-                misses: core.reads.misses.load(),
-                unsorted_probes: core.reads.unsorted_probes.load(),
-                unsorted_false_probes: core.reads.unsorted_false_probes.load(),
-                sorted_probes: core.reads.sorted_probes.load(),
-                value_log_reads: core.reads.value_log_reads.load(),
-            },
+            reads: session.reads,
+            background_jobs: session.background_jobs,
+            lifetime,
         }
     }
 
@@ -946,11 +958,62 @@ impl Db {
         &self.core().dir
     }
 
-    /// Stops background work (after its current job), syncs the WAL and
-    /// closes the database. Other clones of this `Db` get [`Error::Closed`]
-    /// from then on; the directory lock is released when the last is dropped.
+    /// Closes the database for every clone: [`Db::close_with`] with
+    /// [`CloseOptions::default()`], which flushes the memtables.
+    ///
+    /// What survives what, writes acknowledged before the close began:
+    ///
+    /// | write | clean close | process killed | machine crash |
+    /// |---|---|---|---|
+    /// | default (logged, no `sync`) | kept | kept | kept once a sync covered it: a `sync` write or [`Db::sync_wal`] after it, a flush, or a clean close |
+    /// | `sync` | kept | kept | kept |
+    /// | [`WriteOptions::disable_wal`] | kept (flushed); lost with `flush(false)` | lost unless flushed before | lost unless flushed before |
+    /// | [`Options::manual_wal_flush`] | kept | kept once handed to the OS ([`Db::flush_wal`] etc.) | as default, once handed to the OS |
+    ///
+    /// A close runs to the end whatever a step returns, and returns the first
+    /// error: a flush that fails (or a database already poisoned, which
+    /// runs no background work, with writes in its memtable) leaves the
+    /// logged writes to the WAL, synced, and loses the unlogged ones. Writes
+    /// racing the close either complete before it (and are covered) or get
+    /// [`Error::Closed`].
+    ///
+    /// Once it returns, the directory lock is released, and the directory
+    /// may be opened again, here or in another process, even while other
+    /// clones of this `Db` (or iterators, snapshots and change feeds made
+    /// from it) are still alive: from the moment the close begins, their
+    /// calls get [`Error::Closed`], and nothing they hold changes the
+    /// files the reopened database uses. Iterators made before keep reading
+    /// what they pinned.
+    /// A second close (of any clone) waits for the first and returns
+    /// `Ok(())`.
+    ///
+    /// Dropping the last clone without a close does the same close with the
+    /// default options, and drops its errors (call `close` to see them); during
+    /// a panic it syncs the WALs but does not flush.
+    ///
+    /// ```
+    /// use weft::{Db, Error, Options, WriteOptions};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::default()).unwrap();
+    /// db.put_opt("k", "v", &WriteOptions::new().disable_wal(true)).unwrap();
+    /// let clone = db.clone();
+    /// db.close().unwrap(); // flushes "k" into a table
+    /// assert!(matches!(clone.get("k"), Err(Error::Closed)));
+    /// let db = Db::open(dir.path(), Options::default()).unwrap(); // clone still alive
+    /// assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+    /// ```
     pub fn close(self) -> Result<()> {
-        self.inner.shutdown()
+        self.close_with(&CloseOptions::default())
+    }
+
+    /// Closes the database for every clone as `opts` says (see
+    /// [`Db::close`] and [`CloseOptions`]): refuses new reads and writes,
+    /// flushes the memtables unless `opts.flush` is off, lets the
+    /// background threads finish their current job, fdatasyncs the WALs,
+    /// saves the lifetime counters ([`Stats::lifetime`]; a failed save is
+    /// not an error of the close), and releases the directory lock.
+    pub fn close_with(self, opts: &CloseOptions) -> Result<()> {
+        self.inner.shutdown(opts.flush)
     }
 }
 

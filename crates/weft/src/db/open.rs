@@ -24,6 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::core::{ActiveWal, Core, Counters, EngineState, FeedState};
+use super::lifetime::SaveAt;
 use crate::background::write_memtable;
 use crate::batch::WriteBatch;
 use crate::error::{Error, IoContext, Result};
@@ -33,6 +34,7 @@ use crate::manifest::{
 };
 use crate::memtable::{new_memtable, Memtable};
 use crate::options::Options;
+use crate::stats_file::Lifetime;
 use crate::store::compaction::JobStats;
 use crate::store::hash_index::HashIndex;
 use crate::store::value_log::ValueLogFile;
@@ -282,9 +284,17 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         writer: wal_writer,
         number: engine.mem_wal,
     };
+    // The lifetime counters: never a reason to fail the open.
+    let lifetime = Lifetime::at_open(
+        crate::stats_file::load(&*fs, &dir),
+        recovered_manifest.is_some(),
+    );
     let core = Arc::new(Core::new(
-        dir, options, cache, engine, manifest, wal, last_seq, counters,
+        dir, options, cache, engine, manifest, wal, last_seq, counters, lifetime,
     ));
+    // Records the open (and what recovery counted); marked unclean until a
+    // clean close replaces it.
+    core.save_stats(SaveAt::Open);
     Ok(Opened { core, lock })
 }
 
@@ -694,7 +704,7 @@ fn check_dropped_tail_was_torn(
 /// Deletes files no longer referenced: manifests other than `manifest`,
 /// WALs numbered below `wals_below` (flushed), tables, value logs and
 /// index checkpoints not in `state` (a job that crashed before its edit, or
-/// not Weft's), temp files. Run before recovery hands out a number (with
+/// not Weft's), temp files (`STATS.tmp` too; `STATS` stays). Run before recovery hands out a number (with
 /// the recovered manifest and its log number) and again once the new
 /// manifest is durable (with it and the new WAL's number).
 fn remove_obsolete_files(
@@ -726,7 +736,9 @@ fn remove_obsolete_files(
             Some(FileKind::IndexCheckpoint(n)) => {
                 !state.index_checkpoints.values().any(|c| *c == n)
             }
-            Some(FileKind::Temp(_)) => true,
+            // A torn next STATS is never read; STATS itself stays.
+            Some(FileKind::Temp(_) | FileKind::StatsTemp) => true,
+            Some(FileKind::Stats) => false,
             _ => name == "CURRENT.tmp",
         };
         if remove {

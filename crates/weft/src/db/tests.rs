@@ -756,3 +756,35 @@ fn stats_show_space_on_disk_live_data_and_partition_size() {
     assert!(s.disk.total() > s.live_bytes_estimate);
     assert!(s.space_amplification() > 1.0, "{s:?}");
 }
+
+/// A close that begins while an unlogged write holds its sequence but has
+/// not inserted it yet (the memtable still empty) waits for the insert and
+/// flushes the write: a close that judged the memtable by its emptiness
+/// alone would skip the flush and lose an acknowledged write.
+#[test]
+fn a_close_waits_for_an_unlogged_write_in_flight_and_flushes_it() {
+    const POINT: &str = "write.unlogged_appended";
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let gate = gates::close(POINT, dir.path());
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || db.put_opt("k", "v", &WriteOptions::new().disable_wal(true)))
+    };
+    wait_at_gate(POINT, dir.path(), &db);
+    let closer = {
+        let db = db.clone();
+        std::thread::spawn(move || db.close())
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !closer.is_finished(),
+        "the close ended while a write with a sequence was not inserted yet"
+    );
+    drop(gate);
+    writer.join().unwrap().unwrap();
+    closer.join().unwrap().unwrap();
+    drop(db);
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+}

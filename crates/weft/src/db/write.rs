@@ -133,6 +133,11 @@ impl Core {
             }
         }
         let appended = self.append(&mut batch, sync, logged, has_logged_puts)?;
+        if !logged {
+            // The unit tests' window between an unlogged write's sequence
+            // and its insert (the close's flush must wait for it).
+            crate::fault::pause_point("write.unlogged_appended", &self.dir);
+        }
         if let Some(given) = given.as_mut() {
             given.set_sequence(appended.first);
         }
@@ -386,6 +391,48 @@ impl Core {
             self.rotate(&mut st)?;
             force = false;
         }
+    }
+
+    /// Writes every memtable to tables and waits until that is durable: the
+    /// flush of a clean close (`Db::close`). Runs after `closed` is set, so
+    /// no write takes a sequence any more (each checks it under the WAL
+    /// lock), and it waits for the writes that took one to finish their
+    /// inserts before it looks at the memtable. Only poisoning stops it:
+    /// the background threads still run, and pick no more jobs once
+    /// poisoned.
+    pub(crate) fn flush_at_close(&self) -> Result<()> {
+        let opts = &self.options;
+        // The last sequence any write took (none takes one after `closed`,
+        // checked under the WAL lock), and every write up to it inserted:
+        // from here on, an empty memtable really holds no write.
+        let last = {
+            let _wal = self.wal.lock();
+            self.last_seq.load(Ordering::Relaxed)
+        };
+        self.wait_visible(last);
+        let mut st = self.state.lock();
+        loop {
+            self.check_poisoned()?;
+            if st.mem.is_empty() {
+                break;
+            }
+            // As a flush request's rotation: room in the immutable queue,
+            // and no partition at the stop trigger (merges make room).
+            if st.imms.len() >= opts.max_immutable_memtables
+                || st.version.unsorted_tables() >= opts.unsorted_stop_tables
+            {
+                self.state_cv.wait(&mut st);
+                continue;
+            }
+            self.rotate(&mut st)?;
+            break;
+        }
+        let target = st.imm_created;
+        while st.imm_flushed < target {
+            self.check_poisoned()?;
+            self.state_cv.wait(&mut st);
+        }
+        Ok(())
     }
 
     /// Waits for background work to change the engine state (a flush or a
