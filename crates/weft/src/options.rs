@@ -32,7 +32,8 @@ pub struct Options {
     pub block_size: usize,
     /// Capacity in bytes of the block cache shared by all tables. Default
     /// 64 MiB. With [`Options::mmap_reads`] it holds only the blocks of
-    /// tables the kernel would not map.
+    /// tables the kernel would not map, and the decoded copies of
+    /// compressed blocks ([`Options::sorted_compression`]).
     pub block_cache_size: usize,
     /// Capacity in bytes of the row cache: single values that gets read
     /// from tables and value logs, kept for the next get of the same key
