@@ -41,6 +41,12 @@ fn value(i: u32, round: u32) -> Vec<u8> {
     v
 }
 
+/// The key number a value of [`value`] starts with.
+fn number_of(v: &[u8]) -> u32 {
+    let text = std::str::from_utf8(v).unwrap();
+    text.split(':').next().unwrap().parse().unwrap()
+}
+
 fn fill(db: &Db, round: u32) {
     for i in 0..N {
         db.put(key(i), value(i, round)).unwrap();
@@ -60,13 +66,7 @@ fn check_all(db: &Db, round: u32, ctx: &str) {
     let scanned = scan_all(db);
     assert_eq!(scanned.len(), N as usize, "{ctx}: scan length");
     for (k, v) in scanned {
-        let i: u32 = std::str::from_utf8(&v)
-            .unwrap()
-            .split(':')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let i = number_of(&v);
         assert_eq!((k, v), (key(i), value(i, round)), "{ctx}: scan");
     }
 }
@@ -249,13 +249,7 @@ fn values_logged_in_the_wal_are_compressed_and_read_back_everywhere() {
         for group in feed {
             for op in group.unwrap().ops() {
                 if let weft::ChangeOp::Put { key: k, value: v } = op {
-                    let i: u32 = std::str::from_utf8(v)
-                        .unwrap()
-                        .split(':')
-                        .next()
-                        .unwrap()
-                        .parse()
-                        .unwrap();
+                    let i = number_of(v);
                     assert_eq!((k, v), (&key(i), &value(i, 0)), "{compression}: the feed");
                     puts += 1;
                 }

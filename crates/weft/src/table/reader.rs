@@ -291,6 +291,17 @@ impl Table {
             }
         }
         let block = Arc::new(read_data_block(&self.file, &self.path, handle)?);
+        Ok(self.note_read(block, handle, purpose))
+    }
+
+    /// Counts a block read from disk (or decoded from the mapping) for
+    /// `purpose`, and caches it if the purpose fills the cache.
+    fn note_read(
+        &self,
+        block: Arc<Block>,
+        handle: BlockHandle,
+        purpose: ReadPurpose,
+    ) -> Arc<Block> {
         self.cache
             .disk_reads()
             .add(purpose, handle.size + BLOCK_TRAILER_SIZE as u64);
@@ -299,7 +310,7 @@ impl Table {
             self.cache
                 .insert(self.file_number, handle.offset, block.clone(), charge);
         }
-        Ok(block)
+        block
     }
 
     fn mapped_block(
@@ -366,15 +377,7 @@ impl Table {
             .get(start..start + len + BLOCK_TRAILER_SIZE)
             .ok_or_else(|| corrupt("block past the end of the mapped table"))?;
         let block = Arc::new(decode_data_block(raw, &self.path, handle)?);
-        self.cache
-            .disk_reads()
-            .add(purpose, handle.size + BLOCK_TRAILER_SIZE as u64);
-        if purpose.fills_cache() {
-            let charge = block.charge();
-            self.cache
-                .insert(self.file_number, handle.offset, block.clone(), charge);
-        }
-        Ok(block)
+        Ok(self.note_read(block, handle, purpose))
     }
 
     pub(crate) fn corrupt_index(&self, reason: &str) -> Error {
