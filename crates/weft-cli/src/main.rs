@@ -395,18 +395,7 @@ fn backup(action: BackupAction, db_dir: &Path) -> CliResult {
             let backups = weft::BackupEngine::open(&backup_dir)?;
             match backups.restore(id, &dest) {
                 Ok(()) => writeln!(out, "restored backup {id} into {}", dest.display())?,
-                Err(weft::Error::Corruption {
-                    file,
-                    offset,
-                    reason,
-                }) => {
-                    eprintln!(
-                        "corruption: {} at offset {offset}: {reason}",
-                        file.display()
-                    );
-                    return Ok(ExitCode::from(2));
-                }
-                Err(e) => return Err(e.into()),
+                Err(e) => return failed(e),
             }
         }
         BackupAction::Delete { backup_dir, id } => {
@@ -440,18 +429,27 @@ fn check(dir: &Path) -> CliResult {
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
-        Err(weft::Error::Corruption {
+        Err(e) => failed(e),
+    }
+}
+
+/// How a command that met `e` ends: corruption exits 2 with the file and
+/// offset (`weft check`, `weft backup restore`); any other failure is an
+/// ordinary error.
+fn failed(e: weft::Error) -> CliResult {
+    match e {
+        weft::Error::Corruption {
             file,
             offset,
             reason,
-        }) => {
+        } => {
             eprintln!(
                 "corruption: {} at offset {offset}: {reason}",
                 file.display()
             );
             Ok(ExitCode::from(2))
         }
-        Err(e) => Err(e.into()),
+        e => Err(e.into()),
     }
 }
 

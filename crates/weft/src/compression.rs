@@ -166,10 +166,12 @@ fn zstd_into(level: i32, raw: &[u8], out: &mut Vec<u8>) -> bool {
         let Some((_, compressor)) = cell.as_mut() else {
             return false;
         };
-        let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(raw.len()));
-        match compressor.compress_to_buffer(raw, &mut frame) {
-            Ok(_) => {
-                out.extend_from_slice(&frame);
+        // Straight into `out`, as `lz4_into` does: no frame buffer to copy.
+        let at = out.len();
+        out.resize(at + zstd::zstd_safe::compress_bound(raw.len()), 0);
+        match compressor.compress_to_buffer(raw, &mut out[at..]) {
+            Ok(n) => {
+                out.truncate(at + n);
                 true
             }
             Err(_) => false,
