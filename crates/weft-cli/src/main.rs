@@ -346,6 +346,12 @@ fn changes(db: &Db, from: u64, limit: u64, out: &mut dyn Write) -> CliResult<()>
                 weft::ChangeOp::Delete { key } => {
                     writeln!(out, "{seq}\tdelete\t{}", key.escape_ascii())?
                 }
+                weft::ChangeOp::DeleteRange { start, end } => writeln!(
+                    out,
+                    "{seq}\tdelete_range\t{}\t{}",
+                    start.escape_ascii(),
+                    end.escape_ascii()
+                )?,
             }
         }
     }

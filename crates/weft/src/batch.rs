@@ -11,6 +11,7 @@
 //!          | 3 (logged put) | varint32 key_len | key | crc: u32 LE | len: u32 LE | value
 //!          | 4 (compressed logged put) | varint32 key_len | key | codec: u8
 //!                                    | crc: u32 LE | len: u32 LE | stored
+//!          | 5 (range delete) | varint32 start_len | start | varint32 end_len | end
 //! ```
 //!
 //! A *logged put* (store format 3) carries its value as a value-log record
@@ -26,7 +27,8 @@
 //! the writer's own thread and fills the memtable from the batch it was
 //! given, so only replay, the change feed and reads through a pointer
 //! decode it. Kind 2 is the tables' pointer kind and never appears in a
-//! batch.
+//! batch. A *range delete* (store format 6) deletes every key in
+//! `[start, end)` at its one sequence (`crate::range_delete`).
 
 use std::borrow::Cow;
 
@@ -41,6 +43,8 @@ const HEADER: usize = 12;
 const LOGGED_PUT: u8 = 3;
 /// The op tag of a compressed logged put (module docs).
 const COMPRESSED_LOGGED_PUT: u8 = 4;
+/// The op tag of a range delete (module docs).
+const RANGE_DELETE: u8 = 5;
 /// Most bytes an operation adds besides its key and value: the kind tag and
 /// two varint32 lengths.
 const OP_OVERHEAD: usize = 1 + 5 + 5;
@@ -136,6 +140,10 @@ impl WriteBatch {
         let mut out = Self::with_capacity(self.rep.len() + 8 * self.len());
         out.rep[..8].copy_from_slice(&self.rep[..8]);
         for op in self.iter().flatten() {
+            if let Some(end) = op.range_end {
+                out.delete_range(op.key, end);
+                continue;
+            }
             match op.kind {
                 ValueKind::Put if op.codec != CODEC_NONE => {
                     out.push_compressed_logged_put(op.key, op.codec, op.value)
@@ -239,6 +247,40 @@ impl WriteBatch {
         self
     }
 
+    /// Adds a delete of every key in `[start, end)`: one operation however
+    /// many keys the range holds (a range tombstone, DESIGN §1.2.1). Reads
+    /// at a sequence from this operation's on no longer see the keys it
+    /// covers that were written before it; later writes to them are seen
+    /// as usual. A range whose `start` is not below `end` deletes nothing;
+    /// one whose `start` is above `end` is refused when the batch is
+    /// written.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// for k in ["a", "b", "c", "d"] { db.put(k, "v").unwrap(); }
+    /// let mut batch = weft::WriteBatch::new();
+    /// batch.delete_range("b", "d").put("c", "again");
+    /// db.write(batch, &weft::WriteOptions::default()).unwrap();
+    /// let keys: Vec<Vec<u8>> = db.range::<&str, _>(..).unwrap().map(|r| r.unwrap().0).collect();
+    /// assert_eq!(keys, vec![b"a".to_vec(), b"c".to_vec(), b"d".to_vec()]);
+    /// ```
+    pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> &mut Self {
+        let n = self.len() as u32 + 1;
+        self.rep[8..12].copy_from_slice(&n.to_le_bytes());
+        self.rep.push(RANGE_DELETE);
+        self.push_slice(&[start.as_ref()]);
+        self.push_slice(&[end.as_ref()]);
+        self
+    }
+
+    /// A batch of the one range delete of `[start, end)`.
+    pub(crate) fn of_delete_range(start: &[u8], end: &[u8]) -> Self {
+        let mut b = Self::with_capacity(OP_OVERHEAD + start.len() + end.len());
+        b.delete_range(start, end);
+        b
+    }
+
     fn push_parts(&mut self, kind: ValueKind, key: &[&[u8]], value: Option<&[&[u8]]>) {
         let n = self.len() as u32 + 1;
         self.rep[8..12].copy_from_slice(&n.to_le_bytes());
@@ -305,6 +347,22 @@ impl WriteBatch {
                     "value of {} bytes exceeds the limit of {MAX_VALUE_SIZE} bytes",
                     op.value.len()
                 )));
+            }
+            if let Some(end) = op.range_end {
+                if end.len() > MAX_KEY_SIZE {
+                    return Err(Error::InvalidArgument(format!(
+                        "range delete end key of {} bytes exceeds the limit of {MAX_KEY_SIZE} \
+                         bytes",
+                        end.len()
+                    )));
+                }
+                if op.key > end {
+                    return Err(Error::InvalidArgument(format!(
+                        "range delete start \"{}\" is past its end \"{}\"",
+                        op.key.escape_ascii(),
+                        end.escape_ascii()
+                    )));
+                }
             }
         }
         Ok(())
@@ -457,6 +515,10 @@ pub struct BatchOp<'a> {
     /// How `value` encodes the value: `compression::CODEC_NONE` (it is the
     /// value), or the codec of a compressed logged put.
     pub codec: u8,
+    /// For a range delete: the end of its range (exclusive); `key` is the
+    /// start and `kind` is [`ValueKind::Delete`]. Every reader of a batch
+    /// must look here before it takes a delete for a point delete.
+    pub range_end: Option<&'a [u8]>,
 }
 
 impl<'a> BatchOp<'a> {
@@ -501,6 +563,7 @@ impl<'a> Iterator for BatchIter<'a> {
         let logged_put = tag == LOGGED_PUT || tag == COMPRESSED_LOGGED_PUT;
         let kind = match ValueKind::from_u8(tag) {
             _ if logged_put => ValueKind::Put,
+            _ if tag == RANGE_DELETE => ValueKind::Delete,
             Some(k) if k != ValueKind::Pointer => k,
             _ => {
                 self.remaining = 0;
@@ -521,6 +584,16 @@ impl<'a> Iterator for BatchIter<'a> {
         };
         let mut logged = None;
         let mut codec = CODEC_NONE;
+        let mut range_end = None;
+        if tag == RANGE_DELETE {
+            match take(&mut d) {
+                Some(end) => range_end = Some(end),
+                None => {
+                    self.remaining = 0;
+                    return bad("truncated range end");
+                }
+            }
+        }
         if tag == COMPRESSED_LOGGED_PUT {
             match d.split_first() {
                 Some((&c @ (CODEC_LZ4 | CODEC_ZSTD), rest)) => {
@@ -569,6 +642,7 @@ impl<'a> Iterator for BatchIter<'a> {
             value,
             logged,
             codec,
+            range_end,
         }))
     }
 }

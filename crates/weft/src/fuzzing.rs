@@ -44,15 +44,27 @@ pub use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE};
 pub use crate::manifest::{
     ManifestState, RetainedWal, VersionEdit, FORMAT_VERSION as STORE_FORMAT_VERSION,
 };
+pub use crate::range_delete::{RangeTombstone, StoredRangeTombstone};
 pub use crate::store::hash_index::HashIndex;
 pub use crate::store::value_log::ValuePointer;
 pub use crate::store::{FileMeta, Placement};
 pub use crate::table::format::{BlockHandle, Footer, FOOTER_SIZE};
 pub use crate::wal::{LogLink, LogRead};
 
-/// One operation of a write batch: kind (put or delete), key, value
-/// (empty for a delete).
-pub type BatchOp = (ValueKind, Vec<u8>, Vec<u8>);
+/// What an operation of a write batch does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    /// Sets the key to the value.
+    Put,
+    /// Deletes the key.
+    Delete,
+    /// Deletes every key from the key (inclusive) to the value (exclusive).
+    DeleteRange,
+}
+
+/// One operation of a write batch: kind, key, value (empty for a delete;
+/// the end of the range for a range delete).
+pub type BatchOp = (OpKind, Vec<u8>, Vec<u8>);
 
 /// A log's records that verified (offset, payload), and how it ended.
 pub type LogContents = (Vec<(u64, Vec<u8>)>, LogRead);
@@ -68,8 +80,9 @@ pub fn encode_write_batch(seq: SequenceNumber, ops: &[BatchOp]) -> Vec<u8> {
     let mut b = WriteBatch::new();
     for (kind, key, value) in ops {
         match kind {
-            ValueKind::Delete => b.delete(key),
-            _ => b.put(key, value),
+            OpKind::Put => b.put(key, value),
+            OpKind::Delete => b.delete(key),
+            OpKind::DeleteRange => b.delete_range(key, value),
         };
     }
     b.set_sequence(seq);
@@ -111,8 +124,14 @@ pub fn decode_write_batch(
     let mut ops = Vec::with_capacity(batch.len().min(1024));
     for op in batch.iter() {
         let op = op.map_err(|e| Error::corruption(file, offset, e.to_string()))?;
-        let value = (op.decoded_value()).map_err(|r| Error::corruption(file, offset, r))?;
-        ops.push((op.kind, op.key.to_vec(), value.into_owned()));
+        ops.push(match (op.range_end, op.kind) {
+            (Some(end), _) => (OpKind::DeleteRange, op.key.to_vec(), end.to_vec()),
+            (None, ValueKind::Delete) => (OpKind::Delete, op.key.to_vec(), Vec::new()),
+            _ => {
+                let value = (op.decoded_value()).map_err(|r| Error::corruption(file, offset, r))?;
+                (OpKind::Put, op.key.to_vec(), value.into_owned())
+            }
+        });
     }
     Ok((batch.sequence(), ops))
 }
@@ -536,6 +555,7 @@ pub fn read_value_log(
     let version = Version {
         partitions: Vec::new(),
         value_logs,
+        range_tombstones: Default::default(),
     };
     let mut reader = ValueReader::new(
         ReadPurpose::Scan { fill_cache: false },

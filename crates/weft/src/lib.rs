@@ -49,6 +49,7 @@ mod key;
 mod manifest;
 mod memtable;
 mod options;
+mod range_delete;
 mod snapshot;
 mod stats;
 mod stats_file;

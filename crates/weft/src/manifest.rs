@@ -25,6 +25,8 @@
 //! 13 retain WAL: number, size, first_seq, last_seq (a flushed WAL kept for the change feed)
 //! 14 feed hold: name, seq                       (sets the hold: it needs every batch from seq on)
 //! 15 feed hold dropped: name
+//! 16 range tombstone: seq, start, end, count, partition* (sets the pending
+//!                     partitions of the tombstone of that sequence; none: dropped)
 //! ```
 //!
 //! A retained WAL (tag 13) lives while some hold's sequence is at or below
@@ -39,11 +41,12 @@
 //! by that fresh manifest; a newer version is refused with
 //! [`Error::Unsupported`] before anything is written (`docs/DESIGN.md` §3).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
+use crate::range_delete::{RangeTombstone, StoredRangeTombstone, StoredRangeTombstones};
 use crate::store::{FileMeta, Placement};
 use crate::util::coding::{get_varint64, put_varint64};
 use crate::util::fs::{write_new_synced, FileSystem};
@@ -58,8 +61,10 @@ use crate::wal::{LogRead, LogReader, LogWriter};
 /// tags (corruption) rather than as a newer store. 5: compressed table
 /// blocks (block types 1 and 2) and compressed values in value logs (a
 /// value pointer's codec byte), which a format-4 build would report as
-/// corruption rather than as a newer store.
-pub const FORMAT_VERSION: u64 = 5;
+/// corruption rather than as a newer store. 6: range deletes (batch op
+/// kind 5, edit tag 16), which a format-5 build would reject as malformed
+/// batches or unknown tags.
+pub const FORMAT_VERSION: u64 = 6;
 
 /// Tag of the format-version field.
 const FORMAT_VERSION_TAG: u8 = 12;
@@ -97,6 +102,10 @@ pub struct VersionEdit {
     pub holds: Vec<(String, u64)>,
     /// Change-feed holds dropped (name).
     pub dropped_holds: Vec<String>,
+    /// Range tombstones added or changed, each replacing the one of its
+    /// sequence; one pending in no partition is dropped
+    /// (`crate::range_delete`).
+    pub range_tombstones: Vec<StoredRangeTombstone>,
 }
 
 /// A flushed WAL kept for the change feed (tag 13), or one the feed reads
@@ -261,6 +270,16 @@ impl VersionEdit {
             b.push(15);
             put_bytes(&mut b, name.as_bytes());
         }
+        for t in &self.range_tombstones {
+            b.push(16);
+            put_varint64(&mut b, t.tombstone.seq);
+            put_bytes(&mut b, &t.tombstone.start);
+            put_bytes(&mut b, &t.tombstone.end);
+            put_varint64(&mut b, t.pending.len() as u64);
+            for p in &t.pending {
+                put_varint64(&mut b, *p);
+            }
+        }
         b
     }
 
@@ -326,6 +345,26 @@ impl VersionEdit {
                     e.holds.push((name, d.varint()?));
                 }
                 15 => e.dropped_holds.push(d.hold_name()?),
+                16 => {
+                    let seq = d.varint()?;
+                    let (start, end) = (d.bytes()?, d.bytes()?);
+                    if start >= end {
+                        return Err(format!("range tombstone {seq} has an empty range"));
+                    }
+                    let n = d.varint()?;
+                    // Each partition id takes a byte at least.
+                    if n > d.data.len() as u64 {
+                        return Err(format!("range tombstone {seq} names {n} partitions"));
+                    }
+                    let mut pending = BTreeSet::new();
+                    for _ in 0..n {
+                        pending.insert(d.varint()?);
+                    }
+                    e.range_tombstones.push(StoredRangeTombstone {
+                        tombstone: RangeTombstone { start, end, seq },
+                        pending,
+                    });
+                }
                 FORMAT_VERSION_TAG => e.format_version = Some(d.varint()?),
                 t => return Err(format!("unknown edit tag {t}")),
             }
@@ -409,6 +448,8 @@ pub struct ManifestState {
     pub retained_wals: BTreeMap<u64, RetainedWal>,
     /// Change-feed holds: name → the first sequence the holder needs.
     pub holds: BTreeMap<String, u64>,
+    /// Flushed range tombstones, with the partitions each is pending in.
+    pub range_tombstones: StoredRangeTombstones,
 }
 
 impl ManifestState {
@@ -512,6 +553,17 @@ impl ManifestState {
             self.partitions.remove(id);
             self.index_checkpoints.remove(id);
         }
+        if !e.range_tombstones.is_empty() {
+            for t in &e.range_tombstones {
+                if let Some(p) = t.pending.iter().find(|p| !self.partitions.contains_key(p)) {
+                    return Err(format!(
+                        "range tombstone {} is pending in unknown partition {p}",
+                        t.tombstone.seq
+                    ));
+                }
+            }
+            self.range_tombstones = self.range_tombstones.with(e.range_tombstones.clone());
+        }
         // The feed last: 15, 14, 13, then the WALs no hold pins go.
         for name in &e.dropped_holds {
             self.holds.remove(name);
@@ -569,7 +621,20 @@ impl ManifestState {
         }
         e.retained_wals = self.retained_wals.iter().map(|(n, w)| (*n, *w)).collect();
         e.holds = self.holds.iter().map(|(h, s)| (h.clone(), *s)).collect();
+        e.range_tombstones = self.range_tombstones.iter().cloned().collect();
         e
+    }
+
+    /// `t`, replayed from a WAL, as a flushed tombstone pending in every
+    /// partition it overlaps (`None`: an empty range, which covers
+    /// nothing).
+    pub fn stored_range_tombstone(&self, t: RangeTombstone) -> Option<StoredRangeTombstone> {
+        crate::range_delete::stored(
+            t,
+            self.partitions
+                .iter()
+                .map(|(id, p)| (*id, p.lower.as_slice(), p.upper.as_deref())),
+        )
     }
 
     /// Every live table number.
@@ -802,8 +867,68 @@ mod tests {
             )],
             holds: vec![("replica-1".into(), 9), ("backup".into(), 1 << 42)],
             dropped_holds: vec!["old".into()],
+            range_tombstones: vec![
+                tombstone(1 << 43, b"a", b"k", &[0, 1]),
+                tombstone(9, b"x", b"y", &[]),
+            ],
         };
         assert_eq!(VersionEdit::decode(&e.encode()).unwrap(), e);
+    }
+
+    fn tombstone(seq: u64, start: &[u8], end: &[u8], pending: &[u64]) -> StoredRangeTombstone {
+        StoredRangeTombstone {
+            tombstone: RangeTombstone {
+                start: start.to_vec(),
+                end: end.to_vec(),
+                seq,
+            },
+            pending: pending.iter().copied().collect(),
+        }
+    }
+
+    /// A range tombstone lives while it is pending in a partition, the
+    /// snapshot edit recreates it, and one pending in an unknown partition
+    /// or with an empty range is an inconsistent log.
+    #[test]
+    fn range_tombstones_live_while_pending() {
+        let mut state = ManifestState::default();
+        let parts = VersionEdit {
+            new_partitions: vec![(0, vec![], Some(b"m".to_vec())), (1, b"m".to_vec(), None)],
+            ..Default::default()
+        };
+        state.apply(&parts).unwrap();
+        let add = VersionEdit {
+            range_tombstones: vec![tombstone(7, b"c", b"p", &[0, 1])],
+            ..Default::default()
+        };
+        state.apply(&add).unwrap();
+        assert_eq!(state.range_tombstones.len(), 1);
+        let mut again = ManifestState::default();
+        again.apply(&state.snapshot_edit()).unwrap();
+        assert_eq!(again.range_tombstones, state.range_tombstones);
+        for pending in [&[1][..], &[]] {
+            let e = VersionEdit {
+                range_tombstones: vec![tombstone(7, b"c", b"p", pending)],
+                ..Default::default()
+            };
+            state.apply(&e).unwrap();
+        }
+        assert!(state.range_tombstones.is_empty());
+        let bad = VersionEdit {
+            range_tombstones: vec![tombstone(8, b"c", b"p", &[5])],
+            ..Default::default()
+        };
+        assert!(state
+            .apply(&bad)
+            .unwrap_err()
+            .contains("unknown partition 5"));
+        let mut empty = bad.encode();
+        // Turn the end "p" into "c": an empty range.
+        let at = empty.iter().rposition(|&b| b == b'p').unwrap();
+        empty[at] = b'c';
+        assert!(VersionEdit::decode(&empty)
+            .unwrap_err()
+            .contains("empty range"));
     }
 
     /// A retained WAL stays while a hold's sequence is at or below its last

@@ -82,6 +82,13 @@ pub struct Stats {
     /// Versions merges and GC removed because `Options::compaction_filter`
     /// said so.
     pub compaction_filter_removed: u64,
+    /// Versions merges and GC removed because a range delete
+    /// (`Db::delete_range`) covers them.
+    pub range_deleted_versions: u64,
+    /// Range deletes the store still holds: flushed, and not yet applied
+    /// by a merge of every partition they cover (each costs a check per
+    /// read of its range until then).
+    pub range_tombstones: u64,
     /// Partition splits completed.
     pub splits: u64,
     /// UnsortedStores consolidated into one table for scans.
@@ -219,6 +226,8 @@ pub struct LifetimeStats {
     pub gcs: u64,
     /// As [`Stats::compaction_filter_removed`].
     pub compaction_filter_removed: u64,
+    /// As [`Stats::range_deleted_versions`].
+    pub range_deleted_versions: u64,
     /// As [`Stats::splits`].
     pub splits: u64,
     /// As [`Stats::consolidations`].
@@ -309,7 +318,7 @@ impl LifetimeStats {
     }
 
     /// The stored counters of the flat fields, by name.
-    fn scalars(&self) -> [(&'static str, u64); 35] {
+    fn scalars(&self) -> [(&'static str, u64); 36] {
         let r = &self.reads;
         [
             ("opens", self.opens),
@@ -339,6 +348,7 @@ impl LifetimeStats {
             ("merges", self.merges),
             ("gcs", self.gcs),
             ("compaction_filter_removed", self.compaction_filter_removed),
+            ("range_deleted_versions", self.range_deleted_versions),
             ("splits", self.splits),
             ("consolidations", self.consolidations),
             ("write_slowdowns", self.write_slowdowns),
@@ -383,6 +393,7 @@ impl LifetimeStats {
             merges: get("merges"),
             gcs: get("gcs"),
             compaction_filter_removed: get("compaction_filter_removed"),
+            range_deleted_versions: get("range_deleted_versions"),
             splits: get("splits"),
             consolidations: get("consolidations"),
             write_slowdowns: get("write_slowdowns"),
@@ -803,6 +814,7 @@ mod tests {
             merges: n(),
             gcs: n(),
             compaction_filter_removed: n(),
+            range_deleted_versions: n(),
             splits: n(),
             consolidations: n(),
             write_slowdowns: n(),

@@ -3,7 +3,7 @@
 //! WAL, with the sequences it was given.
 //!
 //! - `the_feed_is_exactly_the_committed_batches`: random multi-op batches
-//!   (deletes, values large and small, with `values_in_wal` on and off,
+//!   (deletes, range deletes, values large and small, with `values_in_wal` on and off,
 //!   `disable_wal` gaps, `sync` or not), flushes, merges, reopens and
 //!   releases; the feed from the hold is exactly the batches written
 //!   since, from any sequence the feed still holds; releases and dropping
@@ -40,7 +40,11 @@ fn random_ops(rng: &mut StdRng, large: bool) -> Vec<ChangeOp> {
     (0..n)
         .map(|_| {
             let key = format!("k{:04}", rng.gen_range(0..300)).into_bytes();
-            if rng.gen_ratio(1, 5) {
+            if rng.gen_ratio(1, 40) {
+                let end = format!("k{:04}", rng.gen_range(0..300)).into_bytes();
+                let (start, end) = if key <= end { (key, end) } else { (end, key) };
+                ChangeOp::DeleteRange { start, end }
+            } else if rng.gen_ratio(1, 5) {
                 ChangeOp::Delete { key }
             } else {
                 let len = match large && rng.gen_ratio(1, 3) {
@@ -60,6 +64,7 @@ fn to_batch(ops: &[ChangeOp]) -> WriteBatch {
         match op {
             ChangeOp::Put { key, value } => b.put(key, value),
             ChangeOp::Delete { key } => b.delete(key),
+            ChangeOp::DeleteRange { start, end } => b.delete_range(start, end),
         };
     }
     b

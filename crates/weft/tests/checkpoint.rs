@@ -94,6 +94,9 @@ fn replay_through(feed: &[weft::ChangeGroup], seq: u64) -> Model {
                 ChangeOp::Delete { key } => {
                     model.remove(key);
                 }
+                ChangeOp::DeleteRange { start, end } => {
+                    model.retain(|k, _| k < start || k >= end);
+                }
             }
         }
     }

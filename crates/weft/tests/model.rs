@@ -16,6 +16,10 @@
 //! background flush took is timing), and the logged writes since come back
 //! from the WAL. Across reopens the lifetime counters (`Stats::lifetime`)
 //! must never go back and must count every open.
+//!
+//! Range deletes (`Db::delete_range`, and inside batches) are drawn too,
+//! over ranges of the same small alphabet, so they cover many keys and
+//! meet every layer; the run asserts that merges dropped versions by them.
 
 // A test (or benchmark) fails by panicking: its unwraps are its assertions.
 #![allow(clippy::unwrap_used)]
@@ -145,7 +149,8 @@ impl Harness {
         self.trace.step = step;
         let op = self.rng.gen_range(0..1000);
         match op {
-            0..=249 => self.op_put(step),
+            0..=239 => self.op_put(step),
+            240..=249 => self.op_delete_range(),
             250..=349 => self.op_delete(),
             350..=429 => self.op_batch(step),
             430..=579 => self.op_get(),
@@ -199,12 +204,49 @@ impl Harness {
         self.model.remove(&k);
     }
 
+    /// Two random keys in order: a range to delete (empty when equal).
+    fn rand_range(&mut self) -> (Vec<u8>, Vec<u8>) {
+        let (a, b) = (rand_key(&mut self.rng), rand_key(&mut self.rng));
+        if a <= b {
+            (a, b)
+        } else {
+            (b, a)
+        }
+    }
+
+    fn op_delete_range(&mut self) {
+        let (start, end) = self.rand_range();
+        let sync = self.rng.gen_ratio(1, 10);
+        let unlogged = !sync && self.rng.gen_ratio(1, 5);
+        self.unlogged_pending |= unlogged;
+        self.trace.push(format!(
+            "delete_range {}..{} sync={sync} unlogged={unlogged}",
+            show(&start),
+            show(&end)
+        ));
+        let opts = WriteOptions::new().sync(sync).disable_wal(unlogged);
+        self.db()
+            .delete_range_opt(&start, &end, &opts)
+            .expect("delete_range");
+        self.model
+            .retain(|k, _| k.as_slice() < start.as_slice() || k.as_slice() >= end.as_slice());
+    }
+
     fn op_batch(&mut self, step: usize) {
         let n = self.rng.gen_range(0..=10);
         let mut batch = WriteBatch::new();
         let mut desc = Vec::new();
         let mut after = self.model.clone();
         for _ in 0..n {
+            if self.rng.gen_ratio(1, 15) {
+                let (start, end) = self.rand_range();
+                desc.push(format!("del_range {}..{}", show(&start), show(&end)));
+                batch.delete_range(&start, &end);
+                after.retain(|k, _| {
+                    k.as_slice() < start.as_slice() || k.as_slice() >= end.as_slice()
+                });
+                continue;
+            }
             let k = rand_key(&mut self.rng);
             if self.rng.gen_ratio(1, 3) {
                 desc.push(format!("del {}", show(&k)));
@@ -727,6 +769,10 @@ fn run_model(seed: u64, kind: MemtableKind, steps: usize) {
     assert!(
         h.unflushed_closes > 0,
         "no reopen closed without a flush: the run did not test it"
+    );
+    assert!(
+        st.lifetime.range_deleted_versions > 0,
+        "no merge dropped a version by a range delete: the run did not test it"
     );
     assert!(
         h.max_partitions > 1,

@@ -8,7 +8,7 @@ use std::path::Path;
 use weft::internals::fuzz::{
     build_table, encode_block, encode_filter, encode_stats_file, encode_version_edit,
     encode_write_batch, internal_key, write_log, write_value_log, FileMeta, HashIndex, LogLink,
-    Placement, ValueKind, VersionEdit, STORE_FORMAT_VERSION,
+    OpKind, Placement, ValueKind, VersionEdit, STORE_FORMAT_VERSION,
 };
 
 fn corpus(target: &str) -> std::path::PathBuf {
@@ -36,13 +36,13 @@ fn chunked(payloads: &[Vec<u8>]) -> Vec<u8> {
 
 fn batches() -> Vec<Vec<u8>> {
     vec![
-        encode_write_batch(1, &[(ValueKind::Put, b"key".to_vec(), b"value".to_vec())]),
+        encode_write_batch(1, &[(OpKind::Put, b"key".to_vec(), b"value".to_vec())]),
         encode_write_batch(
             2,
             &[
-                (ValueKind::Put, b"a".to_vec(), vec![7; 130]),
-                (ValueKind::Delete, b"b".to_vec(), Vec::new()),
-                (ValueKind::Put, Vec::new(), Vec::new()),
+                (OpKind::Put, b"a".to_vec(), vec![7; 130]),
+                (OpKind::Delete, b"b".to_vec(), Vec::new()),
+                (OpKind::Put, Vec::new(), Vec::new()),
             ],
         ),
         encode_write_batch(5, &[]),

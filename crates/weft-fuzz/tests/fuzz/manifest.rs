@@ -6,7 +6,8 @@ use std::path::Path;
 use bolero::generator::TypeGenerator;
 use weft::internals::fuzz::{
     apply_edits, decode_version_edit, encode_version_edit, frame_record, internal_key,
-    manifest_files, recover_manifest, FileMeta, Placement, RetainedWal, ValueKind, VersionEdit,
+    manifest_files, recover_manifest, FileMeta, Placement, RangeTombstone, RetainedWal,
+    StoredRangeTombstone, ValueKind, VersionEdit,
 };
 use weft::Error;
 
@@ -62,6 +63,10 @@ pub struct GenEdit {
     holds: Vec<(u8, u64)>,
     #[generator(bolero::produce::<Vec<_>>().with().len(0usize..=2))]
     dropped_holds: Vec<u8>,
+    /// Range tombstones: sequence, start, what the end adds to the start
+    /// (so the range is never empty), pending partitions.
+    #[generator(bolero::produce::<Vec<_>>().with().len(0usize..=2))]
+    range_tombstones: Vec<(u8, Vec<u8>, u8, Vec<u8>)>,
 }
 
 impl GenEdit {
@@ -125,6 +130,20 @@ impl GenEdit {
                 .map(|(h, seq)| (hold(*h), *seq))
                 .collect(),
             dropped_holds: self.dropped_holds.iter().map(|h| hold(*h)).collect(),
+            range_tombstones: (self.range_tombstones.iter())
+                .map(|(seq, start, more, pending)| {
+                    let mut end = start.clone();
+                    end.push(*more);
+                    StoredRangeTombstone {
+                        tombstone: RangeTombstone {
+                            start: start.clone(),
+                            end,
+                            seq: u64::from(*seq),
+                        },
+                        pending: pending.iter().map(|x| p(*x)).collect(),
+                    }
+                })
+                .collect(),
         }
     }
 }

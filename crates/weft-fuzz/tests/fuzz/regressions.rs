@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use weft::internals::fuzz::{
-    decode_write_batch, encode_write_batch, recover_wal, write_log, ValueKind,
+    decode_write_batch, encode_write_batch, recover_wal, write_log, OpKind,
 };
 
 /// `write_batch_round_trip`: bytes after a batch's last operation were
@@ -19,8 +19,8 @@ fn write_batch_with_trailing_bytes_is_corruption() {
     assert!(e.is_corruption(), "{e}");
     // A count one too low: the second op is trailing bytes.
     let ops = vec![
-        (ValueKind::Put, b"a".to_vec(), b"1".to_vec()),
-        (ValueKind::Delete, b"b".to_vec(), Vec::new()),
+        (OpKind::Put, b"a".to_vec(), b"1".to_vec()),
+        (OpKind::Delete, b"b".to_vec(), Vec::new()),
     ];
     let mut enc = encode_write_batch(9, &ops);
     enc[8] = 1;
@@ -40,7 +40,7 @@ fn write_batch_with_trailing_bytes_is_corruption() {
 fn wal_length_flip_into_trailing_zeros_is_not_corruption() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("000001.log");
-    let a = encode_write_batch(1, &[(ValueKind::Put, b"k".to_vec(), b"v".to_vec())]);
+    let a = encode_write_batch(1, &[(OpKind::Put, b"k".to_vec(), b"v".to_vec())]);
     let b = encode_write_batch(0, &[]);
     write_log(&path, &[a.clone(), b]).unwrap();
     let mut bytes = std::fs::read(&path).unwrap();

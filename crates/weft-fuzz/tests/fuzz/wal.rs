@@ -6,7 +6,7 @@ use std::path::Path;
 use bolero::generator::TypeGenerator;
 use weft::internals::fuzz::{
     decode_write_batch, encode_logged_write_batch, encode_write_batch, frame_record, read_log,
-    recover_wal, write_log, BatchOp, LogRead, ValueKind,
+    recover_wal, write_log, BatchOp, LogRead, OpKind,
 };
 
 use weft::Compression;
@@ -20,6 +20,8 @@ const WAL: &str = "000007.log";
 #[derive(Debug, Clone, TypeGenerator)]
 pub struct Op {
     put: bool,
+    /// A delete of the range from the key to the value.
+    range: bool,
     #[generator(bolero::produce::<Vec<u8>>().with().len(0usize..=12))]
     key: Vec<u8>,
     #[generator(bolero::produce::<Vec<u8>>().with().len(0usize..=40))]
@@ -50,9 +52,11 @@ impl Batch {
                     } else {
                         o.value.clone()
                     };
-                    (ValueKind::Put, o.key.clone(), value)
+                    (OpKind::Put, o.key.clone(), value)
+                } else if o.range {
+                    (OpKind::DeleteRange, o.key.clone(), o.value.clone())
                 } else {
-                    (ValueKind::Delete, o.key.clone(), Vec::new())
+                    (OpKind::Delete, o.key.clone(), Vec::new())
                 }
             })
             .collect()

@@ -72,6 +72,7 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
         min_blob_size: None,
         value_log_compression: crate::Compression::None,
         filter: None,
+        range_tombstones: None,
         collect_keys: true,
         logged: None,
     };

@@ -68,6 +68,7 @@ pub(crate) fn write_memtable(
             min_blob_size: None,
             value_log_compression: crate::Compression::None,
             filter: None,
+            range_tombstones: None,
             collect_keys: true,
             logged,
         };
@@ -183,6 +184,11 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
             // set meanwhile is either seen here or set after the WAL is
             // gone from the feed's sources.
             let retain = st.feed.pins(wal_range.last_seq);
+            // The memtable's range deletes, pending in every partition they
+            // overlap (its writes all inserted: `wait_visible` above).
+            let range_tombstones: Vec<_> = (mem.range_tombstones().all().into_iter())
+                .filter_map(|t| st.version.stored_range_tombstone(t))
+                .collect();
             let edit = VersionEdit {
                 log_number: Some(next_log),
                 next_file_number: Some(st.next_file_number),
@@ -201,12 +207,17 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
                 retained_wals: (retain.then_some((wal_number, wal_range)))
                     .into_iter()
                     .collect(),
+                range_tombstones: range_tombstones.clone(),
                 ..Default::default()
             };
-            Some((edit, (next_log, retain)))
+            Some((edit, (next_log, retain, range_tombstones)))
         },
-        |st, (next_log, retain)| {
+        |st, (next_log, retain, range_tombstones)| {
             let mut version = (*st.version).clone();
+            if !range_tombstones.is_empty() {
+                version.range_tombstones =
+                    Arc::new(version.range_tombstones.with(range_tombstones));
+            }
             for (pid, tf) in opened {
                 // Copied on the first table a partition gets (its `Arc` is
                 // shared with the version readers hold), then added to.

@@ -20,6 +20,12 @@ const MUNK_UNSORTED_FACTOR: u64 = 8;
 pub(super) fn pick_merge(core: &Core, st: &mut EngineState) -> Option<(u64, bool)> {
     let opts = &core.options;
     let urgent = |p: &Partition| p.unsorted.len() >= opts.unsorted_slowdown_tables;
+    // A range delete pending in a partition makes a merge due there: it
+    // drops what the delete covers, and the delete itself once no
+    // partition is left pending (until then every read of its range
+    // checks it).
+    let range_deletes = std::sync::Arc::clone(&st.version.range_tombstones);
+    let range_deleted = |p: &Partition| range_deletes.any_pending_in(p.id);
     let mut manual = None;
     let requests: Vec<(u64, u64)> = st.manual_merges.iter().map(|(p, r)| (*p, *r)).collect();
     for (p, requested_at) in requests {
@@ -28,7 +34,7 @@ pub(super) fn pick_merge(core: &Core, st: &mut EngineState) -> Option<(u64, bool
             continue;
         }
         if let Some(x) = st.version.partition(p) {
-            if x.unsorted.iter().any(|t| t.meta.number < requested_at) {
+            if x.unsorted.iter().any(|t| t.meta.number < requested_at) || range_deleted(x) {
                 manual = Some((p, urgent(x)));
                 break;
             }
@@ -64,6 +70,7 @@ pub(super) fn pick_merge(core: &Core, st: &mut EngineState) -> Option<(u64, bool
         .idle_partitions()
         .filter(|p| {
             urgent(p)
+                || range_deleted(p)
                 || match has_munk(p) {
                     true => {
                         p.unsorted_bytes() > munk_limit || p.unsorted.len() >= munk_due_by_count

@@ -13,7 +13,9 @@ use super::commit::{commit_edit, open_new_tables, NewFiles};
 use crate::db::core::{Core, Counters};
 use crate::error::Result;
 use crate::iter::{InternalIterator, MergedEntries};
+use crate::key::SequenceNumber;
 use crate::manifest::VersionEdit;
+use crate::range_delete::{RangeTombstone, RangeTombstoneSet};
 use crate::stats::ReadPurpose;
 use crate::store::compaction::{write_tables, JobFilter, JobStats, OutputSpec, RetentionPolicy};
 use crate::store::gc::ResolvingIter;
@@ -39,31 +41,30 @@ type RewriteInputs = (
 );
 
 /// The inputs of a merge: every UnsortedStore table, and the SortedStore
-/// tables their key range overlaps (a contiguous run); cursors only over
-/// the UnsortedStore (the caller adds one over the sorted run).
-fn merge_inputs(part: &Partition) -> RewriteInputs {
+/// tables that overlap the span from the first key to the last of those
+/// tables and of the range deletes the merge applies (a contiguous run:
+/// the outputs cover that span, so a table left out inside it would
+/// overlap them); cursors only over the UnsortedStore (the caller adds
+/// one over the sorted run).
+fn merge_inputs(part: &Partition, range_deletes: &[RangeTombstone]) -> RewriteInputs {
     let unsorted = part.unsorted.clone();
-    let lo = unsorted
-        .iter()
-        .map(|t| t.meta.smallest_user_key())
-        .min()
-        .unwrap_or(&[])
-        .to_vec();
-    let hi = unsorted
-        .iter()
-        .map(|t| t.meta.largest_user_key())
-        .max()
-        .unwrap_or(&[])
-        .to_vec();
-    let sorted: Vec<Arc<TableFile>> = part
-        .sorted
-        .iter()
-        .filter(|t| {
-            t.meta.largest_user_key() >= lo.as_slice()
-                && t.meta.smallest_user_key() <= hi.as_slice()
-        })
-        .cloned()
-        .collect();
+    // The span: from `lo`, up to `hi` inclusive or below `end`.
+    let lo = (unsorted.iter().map(|t| t.meta.smallest_user_key()))
+        .chain(range_deletes.iter().map(|d| d.start.as_slice()))
+        .min();
+    let hi = unsorted.iter().map(|t| t.meta.largest_user_key()).max();
+    let end = range_deletes.iter().map(|d| d.end.as_slice()).max();
+    let sorted: Vec<Arc<TableFile>> = match lo {
+        None => Vec::new(),
+        Some(lo) => (part.sorted.iter())
+            .filter(|t| {
+                let first = t.meta.smallest_user_key();
+                t.meta.largest_user_key() >= lo
+                    && (hi.is_some_and(|hi| first <= hi) || end.is_some_and(|end| first < end))
+            })
+            .cloned()
+            .collect(),
+    };
     let children = super::table_cursors(&unsorted);
     (unsorted, sorted, children)
 }
@@ -106,15 +107,23 @@ fn rewrite_partition_once(
     super::munk::fold_new_tables(core, &part, &version)?;
     // Bytes of live values GC copies out of each victim log.
     let moved: Arc<Mutex<BTreeMap<u64, u64>>> = Default::default();
+    // The range deletes pending here: the job sees every version they may
+    // cover in this partition (all of them are in tables of the pinned
+    // version, flushed no later than the deletes), so it applies them.
+    let range_deletes = version.range_tombstones.pending_in(pid);
+    let applied: Vec<SequenceNumber> = range_deletes.iter().map(|t| t.seq).collect();
+    let range_delete_set = RangeTombstoneSet::new(&range_deletes);
     let (inputs_unsorted, inputs_sorted, mut children): RewriteInputs = match &job {
-        Rewrite::Merge if part.unsorted.is_empty() => return Ok(Committed::Done),
-        Rewrite::Merge => merge_inputs(&part),
+        Rewrite::Merge if part.unsorted.is_empty() && range_deletes.is_empty() => {
+            return Ok(Committed::Done)
+        }
+        Rewrite::Merge => merge_inputs(&part, &range_deletes),
         // The whole partition: UnsortedStore tables may point into a victim
         // too (a flushed WAL kept as a value log, `Options::values_in_wal`),
         // and the reference is dropped only once no table of the partition
         // points into it. So a GC is a merge that also moves values.
         Rewrite::Collect(_) => {
-            let (unsorted, _, children) = merge_inputs(&part);
+            let (unsorted, _, children) = merge_inputs(&part, &[]);
             (unsorted, part.sorted.clone(), children)
         }
     };
@@ -138,7 +147,7 @@ fn rewrite_partition_once(
             })
             .collect();
     }
-    if children.is_empty() {
+    if children.is_empty() && applied.is_empty() {
         return Ok(Committed::Done);
     }
     let mut input = MergedEntries::new(children);
@@ -173,6 +182,7 @@ fn rewrite_partition_once(
         min_blob_size: (blob != usize::MAX).then_some(blob),
         value_log_compression: core.options.value_log_compression,
         filter,
+        range_tombstones: (!range_delete_set.is_empty()).then_some(&range_delete_set),
         collect_keys: false,
         logged: None,
     };
@@ -228,6 +238,8 @@ fn rewrite_partition_once(
                 }
             }
             let creation = creation.map(|(_, guard)| guard);
+            // The range deletes applied here are pending here no more.
+            let range_tombstones = st.version.range_tombstones.applied_in(pid, &applied);
             let edit = VersionEdit {
                 next_file_number: Some(st.next_file_number),
                 added_value_logs: stats
@@ -242,6 +254,7 @@ fn rewrite_partition_once(
                     .chain(&moved)
                     .map(|(n, b)| (*n, *b))
                     .collect(),
+                range_tombstones: range_tombstones.clone(),
                 ..VersionEdit::replace_tables(
                     pid,
                     Placement::Sorted,
@@ -249,9 +262,9 @@ fn rewrite_partition_once(
                     inputs().map(|t| t.meta.number),
                 )
             };
-            Some((edit, (current, creation)))
+            Some((edit, (current, creation, range_tombstones)))
         },
-        |st, (current, creation)| {
+        |st, (current, creation, range_tombstones)| {
             let gone = |t: &Arc<TableFile>| inputs().any(|i| i.meta.number == t.meta.number);
             let mut p: Partition = (*current).clone();
             p.unsorted.retain(|t| !gone(t));
@@ -259,14 +272,19 @@ fn rewrite_partition_once(
             p.sorted.extend(opened);
             p.sorted
                 .sort_by(|a, b| a.meta.smallest_user_key().cmp(b.meta.smallest_user_key()));
-            if stats.filtered == 0 {
+            if stats.filtered == 0 && applied.is_empty() {
                 super::munk::relabel(core, &p, inputs().map(|t| t.meta.number));
             } else {
-                // The munk still holds the versions the filter removed:
-                // relabeled, it would go on serving them.
+                // The munk still holds the versions the filter or a range
+                // delete removed, and lacks the point deletes a range
+                // delete left for older snapshots: relabeled, it would go
+                // on serving them once the range delete is gone.
                 super::munk::evict(core, &p);
             }
             let mut v = st.version.with_partition(p);
+            if !range_tombstones.is_empty() {
+                v.range_tombstones = Arc::new(v.range_tombstones.with(range_tombstones));
+            }
             for (n, bytes) in &stats.garbage {
                 if let Some(log) = v.value_logs.get_mut(n) {
                     log.garbage = log.garbage.saturating_add(*bytes).min(log.file.size());
@@ -330,6 +348,7 @@ fn rewrite_partition_once(
         f.mark_obsolete();
     }
     Counters::add(&core.counters.filtered, stats.filtered);
+    Counters::add(&core.counters.range_deleted, stats.range_deleted);
     match job {
         Rewrite::Merge => {
             let log_bytes = stats.value_log.map_or(0, |(_, size)| size);

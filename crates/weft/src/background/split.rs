@@ -100,6 +100,7 @@ fn cut_table(core: &Core, t: &TableFile, new_files: &mut NewFiles<'_>) -> Result
         min_blob_size: None,
         value_log_compression: crate::Compression::None,
         filter: None,
+        range_tombstones: None,
         collect_keys: false,
         logged: None,
     };
@@ -192,10 +193,20 @@ pub(super) fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
                 .map(|(n, l)| (n, l.file.size()))
                 .collect();
             let bounds = |p: &Partition| (p.id, p.lower.clone(), p.upper.clone());
+            // Range deletes still pending here are pending in the halves
+            // they overlap.
+            let range_tombstones = st.version.range_tombstones.replaced(
+                pid,
+                &[
+                    (left_id, &left.lower, left.upper.as_deref()),
+                    (right_id, &right.lower, right.upper.as_deref()),
+                ],
+            );
             let mut edit = VersionEdit {
                 next_file_number: Some(st.next_file_number),
                 new_partitions: vec![bounds(&left), bounds(&right)],
                 removed_partitions: vec![pid],
+                range_tombstones: range_tombstones.clone(),
                 ..Default::default()
             };
             for t in &part.sorted {
@@ -212,9 +223,9 @@ pub(super) fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
                 edit.added_value_logs.push((right_id, *n, *size));
                 edit.dropped_value_logs.push((pid, *n));
             }
-            Some((edit, (at, left, right, shared)))
+            Some((edit, (at, left, right, shared, range_tombstones)))
         },
-        |st, (at, left, right, shared)| {
+        |st, (at, left, right, shared, range_tombstones)| {
             let (left_id, right_id) = (left.id, right.id);
             for p in [&left, &right] {
                 p.munk.inherit_heat(&part.munk);
@@ -237,6 +248,9 @@ pub(super) fn split_partition(core: &Arc<Core>, pid: u64) -> Result<()> {
             let mut v = (*st.version).clone();
             v.partitions
                 .splice(at..=at, [Arc::new(left), Arc::new(right)]);
+            if !range_tombstones.is_empty() {
+                v.range_tombstones = Arc::new(v.range_tombstones.with(range_tombstones));
+            }
             for (n, _) in &shared {
                 if let Some(log) = v.value_logs.get_mut(n) {
                     log.refs.remove(&pid);

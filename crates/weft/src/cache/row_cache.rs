@@ -85,9 +85,9 @@
 //! Background jobs (flush, merge, GC, split, consolidation) move versions
 //! between files without changing any key's value at any sequence, so
 //! entries stay valid through them. Recovery starts with an empty cache (it
-//! lives only in memory). A future range delete changes many keys' values
-//! at once and must invalidate every cached key in its range (and raise
-//! their stripes) before it becomes visible.
+//! lives only in memory). A range delete changes many keys' values at
+//! once: before it becomes visible it raises every stripe and drops every
+//! cached key in its range ([`RowCache::invalidate_range`]).
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -449,9 +449,42 @@ impl RowCache {
         for (i, op) in batch.iter().enumerate() {
             // The batch was validated before it was given sequences.
             if let Ok(op) = op {
+                if let Some(end) = op.range_end {
+                    self.invalidate_range(op.key, end, first + i as u64);
+                    continue;
+                }
                 let value = (op.kind != ValueKind::Delete).then_some(op.value);
                 self.refresh(op.key, first + i as u64, value);
             }
+        }
+    }
+
+    /// Brings every cached key in `[start, end)` up to a range delete at
+    /// `seq`: drops the entries older than it. The keys it covers hash to
+    /// any stripe, so every stripe is raised first (as `refresh` raises
+    /// one): a get that read before the delete cannot fill afterwards.
+    /// Costs a sweep of the whole cache, once per range delete (they are
+    /// rare and wide; a point write costs one probe).
+    pub fn invalidate_range(&self, start: &[u8], end: &[u8], seq: SequenceNumber) {
+        for stripe in self.stripes.iter() {
+            stripe.fetch_max(seq, Ordering::Relaxed);
+        }
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            let Shard {
+                map,
+                bytes,
+                refreshes,
+                ..
+            } = &mut *shard;
+            map.retain(|_, e| {
+                let covered = e.seq < seq && start <= e.key() && e.key() < end;
+                if covered {
+                    bytes[Shard::slot(e.gen)] -= e.charge();
+                    *refreshes += 1;
+                }
+                !covered
+            });
         }
     }
 

@@ -29,6 +29,7 @@ use crate::key::SequenceNumber;
 use crate::manifest::{holds_pin, ManifestWriter, RetainedWal};
 use crate::memtable::Memtable;
 use crate::options::Options;
+use crate::range_delete::{RangeTombstone, RangeTombstoneSet};
 use crate::snapshot::SnapshotList;
 use crate::stats::{BackgroundJobStats, DiskReads, DiskUsage, JobKind};
 use crate::store::Version;
@@ -51,6 +52,46 @@ pub(crate) struct SuperVersion {
     /// The block cache's disk-read counters, for the same reason: an
     /// iterator that meets a separated value counts its reads there.
     pub disk_reads: Arc<DiskReads>,
+}
+
+impl SuperVersion {
+    /// True when a range delete a read at `read` sees deletes `key`'s
+    /// version of sequence `found` (`crate::range_delete`): the version's
+    /// and every pinned memtable's. Without range deletes, a load per
+    /// memtable.
+    #[inline]
+    pub fn range_deleted(&self, key: &[u8], found: SequenceNumber, read: SequenceNumber) -> bool {
+        self.version
+            .range_tombstones
+            .set()
+            .deletes(key, found, read)
+            || std::iter::once(&self.mem)
+                .chain(&self.imms)
+                .any(|m| m.range_tombstones().deletes(key, found, read))
+    }
+
+    /// Every range delete of this super version, fragmented: what a
+    /// cursor checks each key against. Shared with the version or a
+    /// memtable when only one holds any.
+    pub fn range_tombstones(&self) -> Arc<RangeTombstoneSet> {
+        let stored = self.version.range_tombstones.set();
+        let mems: Vec<&Arc<dyn Memtable>> = std::iter::once(&self.mem)
+            .chain(&self.imms)
+            .filter(|m| !m.range_tombstones().is_empty())
+            .collect();
+        match mems.as_slice() {
+            [] => Arc::clone(stored),
+            [m] if stored.is_empty() => m.range_tombstones().set(),
+            _ => {
+                let from_mems: Vec<RangeTombstone> = mems
+                    .iter()
+                    .flat_map(|m| m.range_tombstones().all())
+                    .collect();
+                let stored = self.version.range_tombstones.iter().map(|t| &t.tombstone);
+                Arc::new(RangeTombstoneSet::new(stored.chain(&from_mems)))
+            }
+        }
+    }
 }
 
 impl super::watermark::TrackerHolder for Arc<SuperVersion> {
@@ -325,6 +366,8 @@ pub(crate) struct Counters {
     pub gcs: AtomicU64,
     /// Versions the compaction filter removed (merges and GC).
     pub filtered: AtomicU64,
+    /// Versions a range delete removed (merges and GC).
+    pub range_deleted: AtomicU64,
     /// Merges and GCs that gave up their outputs because a snapshot made
     /// while they ran could see a version their filter removed.
     pub filter_conflicts: AtomicU64,
@@ -554,13 +597,13 @@ impl Core {
         }
     }
 
-    /// Publishes a new super version built from `st`. Called with the state
-    /// lock held after every change to memtables or version.
     /// True when munks are on ([`Options::munk_cache_size`] above zero).
     pub fn munks_on(&self) -> bool {
         self.options.munk_cache_size > 0
     }
 
+    /// Publishes a new super version built from `st`. Called with the state
+    /// lock held after every change to memtables or version.
     pub fn install_super_version(&self, st: &EngineState) {
         let sv = Arc::new(SuperVersion {
             mem: Arc::clone(&st.mem),

@@ -77,13 +77,21 @@ pub enum ChangeOp {
         /// The key.
         key: Vec<u8>,
     },
+    /// Every key in `[start, end)` was deleted (`Db::delete_range`).
+    DeleteRange {
+        /// The first key deleted.
+        start: Vec<u8>,
+        /// The first key past the range.
+        end: Vec<u8>,
+    },
 }
 
 impl ChangeOp {
-    /// The key the operation writes.
+    /// The key the operation writes (a range delete's first key).
     pub fn key(&self) -> &[u8] {
         match self {
             ChangeOp::Put { key, .. } | ChangeOp::Delete { key } => key,
+            ChangeOp::DeleteRange { start, .. } => start,
         }
     }
 }
@@ -230,8 +238,12 @@ impl ChangeFeed {
                 if first + (i as u64) < self.from {
                     continue;
                 }
-                ops.push(match op.kind {
-                    ValueKind::Delete => ChangeOp::Delete {
+                ops.push(match (op.range_end, op.kind) {
+                    (Some(end), _) => ChangeOp::DeleteRange {
+                        start: op.key.to_vec(),
+                        end: end.to_vec(),
+                    },
+                    (None, ValueKind::Delete) => ChangeOp::Delete {
                         key: op.key.to_vec(),
                     },
                     _ => ChangeOp::Put {

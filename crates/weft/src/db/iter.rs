@@ -8,7 +8,8 @@ use super::core::SuperVersion;
 use super::watermark::OwnedReadGuard;
 use crate::error::Result;
 use crate::iter::MergingIter;
-use crate::key::ValueKind;
+use crate::key::{SequenceNumber, ValueKind};
+use crate::range_delete::RangeTombstoneSet;
 use crate::stats::ReadPurpose;
 use crate::store::value_reader::ValueReader;
 
@@ -21,6 +22,11 @@ use crate::store::value_reader::ValueReader;
 /// invalid.
 pub struct DbIterator {
     merged: MergingIter,
+    /// The sequence it reads at.
+    seq: SequenceNumber,
+    /// The range deletes of the pinned state (`crate::range_delete`): a
+    /// key one of them deletes is stepped over like a tombstone.
+    range_tombstones: Arc<RangeTombstoneSet>,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
     valid: bool,
@@ -48,6 +54,7 @@ pub struct DbIterator {
 impl DbIterator {
     pub(crate) fn new(
         merged: MergingIter,
+        seq: SequenceNumber,
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
         purpose: ReadPurpose,
@@ -55,7 +62,9 @@ impl DbIterator {
         munks: bool,
     ) -> Self {
         DbIterator {
+            range_tombstones: pin.holder().range_tombstones(),
             merged,
+            seq,
             lower,
             upper,
             valid: false,
@@ -155,11 +164,18 @@ impl DbIterator {
         }
     }
 
-    /// Skips tombstones in the direction of travel and applies the bounds.
+    /// True when the current version is deleted: a tombstone, or a
+    /// version a range delete covers.
+    fn deleted(&self) -> bool {
+        self.merged.kind() == ValueKind::Delete
+            || (self.range_tombstones).deletes(self.merged.key(), self.merged.seq(), self.seq)
+    }
+
+    /// Skips deleted keys in the direction of travel and applies the bounds.
     fn settle(&mut self, r: Result<()>, forward: bool) -> Result<()> {
         self.valid = false;
         r?;
-        while self.merged.valid() && self.merged.kind() == ValueKind::Delete {
+        while self.merged.valid() && self.deleted() {
             if forward {
                 if self.past_upper() {
                     return Ok(());

@@ -60,6 +60,7 @@ impl Core {
             merges: load(&c.merges),
             gcs: load(&c.gcs),
             compaction_filter_removed: load(&c.filtered),
+            range_deleted_versions: load(&c.range_deleted),
             splits: load(&c.splits),
             consolidations: load(&c.consolidations),
             write_slowdowns: load(&c.slowdowns),

@@ -34,6 +34,7 @@ use crate::manifest::{
 };
 use crate::memtable::{new_memtable, Memtable};
 use crate::options::Options;
+use crate::range_delete::RangeTombstone;
 use crate::stats_file::Lifetime;
 use crate::store::compaction::JobStats;
 use crate::store::hash_index::HashIndex;
@@ -259,6 +260,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
         version: Arc::new(Version {
             partitions,
             value_logs,
+            range_tombstones: Arc::new(state.range_tombstones.clone()),
         }),
         next_file_number: state.next_file_number,
         log_number: wal_number,
@@ -454,6 +456,14 @@ fn replay_wals(
                     let seq = batch.sequence();
                     for (j, op) in batch.iter().enumerate() {
                         let op = op.map_err(|e| Error::corruption(&path, offset, e.to_string()))?;
+                        if let Some(end) = op.range_end {
+                            mem.range_tombstones().add(RangeTombstone {
+                                start: op.key.to_vec(),
+                                end: end.to_vec(),
+                                seq: seq + j as u64,
+                            });
+                            continue;
+                        }
                         let value = (op.decoded_value())
                             .map_err(|r| Error::corruption(&path, offset, r))?;
                         mem.insert(op.key, seq + j as u64, op.kind, &value);
@@ -496,7 +506,7 @@ fn replay_wals(
             }
         }
     }
-    if !mem.is_empty() {
+    if mem.holds_writes() {
         flush_recovered(dir, options, state, &mem)?;
     }
     Ok((last_seq, replayed))
@@ -640,6 +650,9 @@ fn flush_recovered(
         added_files: files
             .into_iter()
             .map(|(p, f)| (p, Placement::Unsorted, f))
+            .collect(),
+        range_tombstones: (mem.range_tombstones().all().into_iter())
+            .filter_map(|t| state.stored_range_tombstone(t))
             .collect(),
         ..Default::default()
     };

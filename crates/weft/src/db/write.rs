@@ -42,6 +42,7 @@ use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::SequenceNumber;
 use crate::memtable::{new_memtable, Memtable};
+use crate::range_delete::RangeTombstone;
 use crate::wal::LogWriter;
 
 /// Operations of a batch up to which the writer asks the memtable to start
@@ -64,7 +65,8 @@ const WAL_LOCK_SPINS: u32 = 1024;
 /// every reader stripe, too much work for every write.
 const WATERMARK_EVERY: u64 = 16;
 
-/// Inserts `batch` into `mem` at the sequences it was given.
+/// Inserts `batch` into `mem` at the sequences it was given (its range
+/// deletes beside the versions, `crate::range_delete`).
 fn insert_batch(mem: &dyn Memtable, batch: &WriteBatch) {
     let first_seq = batch.sequence();
     for (i, op) in batch.iter().enumerate() {
@@ -73,7 +75,15 @@ fn insert_batch(mem: &dyn Memtable, batch: &WriteBatch) {
         // the memtable from the batch it was given, not the WAL's).
         if let Ok(op) = op {
             debug_assert_eq!(op.codec, crate::compression::CODEC_NONE);
-            mem.insert(op.key, first_seq + i as u64, op.kind, op.value);
+            let seq = first_seq + i as u64;
+            match op.range_end {
+                Some(end) => mem.range_tombstones().add(RangeTombstone {
+                    start: op.key.to_vec(),
+                    end: end.to_vec(),
+                    seq,
+                }),
+                None => mem.insert(op.key, seq, op.kind, op.value),
+            }
         }
     }
 }
@@ -378,7 +388,7 @@ impl Core {
                 continue;
             }
             let full = st.mem.approximate_memory() >= opts.write_buffer_size || st.mem.is_full();
-            let forced = force && !st.mem.is_empty();
+            let forced = force && st.mem.holds_writes();
             if !full && !forced {
                 return Ok(());
             }
@@ -404,7 +414,7 @@ impl Core {
         let opts = &self.options;
         // The last sequence any write took (none takes one after `closed`,
         // checked under the WAL lock), and every write up to it inserted:
-        // from here on, an empty memtable really holds no write.
+        // from here on, a memtable without writes really holds none.
         let last = {
             let _wal = self.wal.lock();
             self.last_seq.load(Ordering::Relaxed)
@@ -413,7 +423,7 @@ impl Core {
         let mut st = self.state.lock();
         loop {
             self.check_poisoned()?;
-            if st.mem.is_empty() {
+            if !st.mem.holds_writes() {
                 break;
             }
             // As a flush request's rotation: room in the immutable queue,

@@ -67,7 +67,6 @@ impl MergingIter {
         self.cur().key()
     }
     /// Sequence of the winning version.
-    #[cfg(test)]
     pub fn seq(&self) -> SequenceNumber {
         self.cur().seq()
     }

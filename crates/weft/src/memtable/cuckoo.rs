@@ -188,6 +188,8 @@ impl HashedNodes {
 
 /// The `cuckoo` memtable. See the module docs.
 pub struct CuckooMemtable {
+    /// Range deletes written to it (`crate::range_delete`).
+    range_tombstones: crate::range_delete::MemRangeTombstones,
     nodes: HashedNodes,
     len: CacheLine<AtomicUsize>,
     full_keys: usize,
@@ -198,6 +200,7 @@ impl CuckooMemtable {
     pub fn new(write_buffer_size: usize) -> Self {
         let full = full_keys(write_buffer_size);
         CuckooMemtable {
+            range_tombstones: Default::default(),
             nodes: HashedNodes::new(initial_keys(full)),
             len: CacheLine::default(),
             full_keys: full,
@@ -218,6 +221,10 @@ impl CuckooMemtable {
 }
 
 impl Memtable for CuckooMemtable {
+    fn range_tombstones(&self) -> &crate::range_delete::MemRangeTombstones {
+        &self.range_tombstones
+    }
+
     fn kind(&self) -> MemtableKind {
         MemtableKind::Cuckoo
     }

@@ -462,6 +462,8 @@ impl KeyIndex for Shared {
 
 /// The `esl` memtable. See the module docs.
 pub struct EslMemtable {
+    /// Range deletes written to it (`crate::range_delete`).
+    range_tombstones: crate::range_delete::MemRangeTombstones,
     shared: Arc<Shared>,
     worker: Mutex<Option<JoinHandle<()>>>,
     /// The worker's handle for `unpark`, set once it runs.
@@ -481,6 +483,7 @@ impl EslMemtable {
     /// An empty memtable; its worker starts when the memtable grows.
     pub fn new() -> Self {
         EslMemtable {
+            range_tombstones: Default::default(),
             shared: Arc::new(Shared::new()),
             worker: Mutex::new(None),
             thread: OnceLock::new(),
@@ -564,6 +567,10 @@ impl Drop for EslMemtable {
 }
 
 impl Memtable for EslMemtable {
+    fn range_tombstones(&self) -> &crate::range_delete::MemRangeTombstones {
+        &self.range_tombstones
+    }
+
     fn kind(&self) -> MemtableKind {
         MemtableKind::Esl
     }

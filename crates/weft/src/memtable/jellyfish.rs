@@ -74,6 +74,8 @@ pub(crate) use self::cursor::{Cursor, KeyIndex};
 
 /// The `jellyfish` memtable. See the module docs.
 pub struct JellyFishMemtable {
+    /// Range deletes written to it (`crate::range_delete`).
+    range_tombstones: crate::range_delete::MemRangeTombstones,
     arena: Arena,
     pub(super) levels: SkipLevels,
     /// Versions inserted.
@@ -95,6 +97,7 @@ impl JellyFishMemtable {
         let arena = Arena::new();
         let levels = SkipLevels::new(&arena);
         JellyFishMemtable {
+            range_tombstones: Default::default(),
             arena,
             levels,
             len: CacheLine::default(),
@@ -229,6 +232,10 @@ impl JellyFishMemtable {
 }
 
 impl Memtable for JellyFishMemtable {
+    fn range_tombstones(&self) -> &crate::range_delete::MemRangeTombstones {
+        &self.range_tombstones
+    }
+
     fn kind(&self) -> MemtableKind {
         MemtableKind::JellyFish
     }

@@ -152,6 +152,17 @@ pub trait Memtable: Send + Sync + 'static {
         self.len() == 0
     }
 
+    /// The range deletes written to this memtable. They live beside its
+    /// versions, the same for every kind (`crate::range_delete`): a
+    /// reader that pins the memtable sees them as it sees its versions.
+    fn range_tombstones(&self) -> &crate::range_delete::MemRangeTombstones;
+
+    /// True when a write went to it: a version or a range delete (a
+    /// memtable holding only range deletes must still be flushed).
+    fn holds_writes(&self) -> bool {
+        !self.is_empty() || !self.range_tombstones().is_empty()
+    }
+
     /// Declares a read watermark: no present or future reader (get,
     /// cursor, flush) reads this memtable at a snapshot below `seq`, and no
     /// version with a sequence `<= seq` will be inserted from now on. For

@@ -243,6 +243,8 @@ fn as_ptr(n: Option<Node>) -> *mut u8 {
 
 /// Append-only concurrent skiplist memtable, one node per version.
 pub struct SkipListMemtable {
+    /// Range deletes written to it (`crate::range_delete`).
+    range_tombstones: crate::range_delete::MemRangeTombstones,
     arena: Arena,
     head: Node,
     /// Height of the tallest tower so far; searches start there. Relaxed: a
@@ -268,6 +270,7 @@ impl SkipListMemtable {
     pub fn with_arena(arena: Arena) -> Self {
         let head = alloc_node(&arena, MAX_HEIGHT, b"", 0, ValueKind::Delete, b"");
         SkipListMemtable {
+            range_tombstones: Default::default(),
             arena,
             head,
             max_height: AtomicUsize::new(1),
@@ -417,6 +420,10 @@ fn alloc_node(
 }
 
 impl Memtable for SkipListMemtable {
+    fn range_tombstones(&self) -> &crate::range_delete::MemRangeTombstones {
+        &self.range_tombstones
+    }
+
     fn kind(&self) -> MemtableKind {
         MemtableKind::SkipList
     }

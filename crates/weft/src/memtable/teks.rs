@@ -411,6 +411,8 @@ pub struct WeaveStats {
 
 /// The `teks` memtable. See the module docs.
 pub struct TeksMemtable {
+    /// Range deletes written to it (`crate::range_delete`).
+    range_tombstones: crate::range_delete::MemRangeTombstones,
     shared: Arc<Shared>,
     full_keys: usize,
     worker: Mutex<Option<JoinHandle<()>>>,
@@ -426,6 +428,7 @@ impl TeksMemtable {
     pub fn new(write_buffer_size: usize) -> Self {
         let full = full_keys(write_buffer_size);
         TeksMemtable {
+            range_tombstones: Default::default(),
             shared: Arc::new(Shared::new(initial_keys(full))),
             full_keys: full,
             worker: Mutex::new(None),
@@ -488,6 +491,10 @@ impl Drop for TeksMemtable {
 }
 
 impl Memtable for TeksMemtable {
+    fn range_tombstones(&self) -> &crate::range_delete::MemRangeTombstones {
+        &self.range_tombstones
+    }
+
     fn kind(&self) -> MemtableKind {
         MemtableKind::Teks
     }

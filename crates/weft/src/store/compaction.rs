@@ -28,6 +28,7 @@ use crate::compaction_filter::{CompactionFilter, FilterDecision, FilterEntry, Re
 use crate::error::Result;
 use crate::iter::MergedEntries;
 use crate::key::{SequenceNumber, ValueKind};
+use crate::range_delete::RangeTombstoneSet;
 use crate::table::{TableBuilder, TableOptions};
 
 /// Which versions a job keeps.
@@ -67,6 +68,11 @@ pub struct OutputSpec<'a> {
     /// that see a partition's whole on-disk history of the keys they
     /// rewrite (merges, GC); `None` elsewhere.
     pub filter: Option<JobFilter<'a>>,
+    /// The range deletes the job applies (`crate::range_delete`), for the
+    /// same jobs: each is a delete of every key it covers at its
+    /// sequence, offered to the retention rules before the versions it
+    /// is newer than.
+    pub range_tombstones: Option<&'a RangeTombstoneSet>,
     /// Record each output table's distinct user keys in
     /// [`JobStats::table_keys`] (flushes, for the hash index).
     pub collect_keys: bool,
@@ -111,6 +117,9 @@ pub struct JobStats {
     pub filtered: u64,
     /// The lowest sequence of a removed version.
     pub filtered_from: Option<SequenceNumber>,
+    /// Versions dropped because a range delete the job applied shadows
+    /// them.
+    pub range_deleted: u64,
 }
 
 /// Writes the versions of `input` (positioned on its first entry) that
@@ -234,6 +243,12 @@ fn run(
     let mut key: Vec<u8> = Vec::new();
     let mut have_key = false;
     let mut emitted_for_key = false;
+    // The sequences of the range deletes covering the current key, newest
+    // first, and how many were offered; whether one of them is the
+    // newest version offered in the current stripe.
+    let mut covering: &[SequenceNumber] = &[];
+    let mut offered_deletes = 0;
+    let mut range_delete_owns_stripe = false;
     while input.valid() {
         let e = input.entry();
         if let Some(upper) = out.spec.upper {
@@ -248,7 +263,26 @@ fn run(
             have_key = true;
             emitted_for_key = false;
             filter.start_key();
+            covering = out.spec.range_tombstones.map_or(&[], |t| t.covering(&key));
+            offered_deletes = 0;
+            range_delete_owns_stripe = false;
         }
+        // The range deletes newer than this version, as deletes of the key
+        // (held back by a bottommost job, written as point tombstones only
+        // where an older version survives for a snapshot).
+        while let Some(&d) = covering.get(offered_deletes).filter(|&&d| d > e.seq()) {
+            offered_deletes += 1;
+            let verdict = filter.offer(d, ValueKind::Delete);
+            range_delete_owns_stripe |= verdict != Verdict::Drop;
+            if let Verdict::Emit(tombstones) = verdict {
+                for d in tombstones.into_iter().chain([d]) {
+                    out.add(&key, d, ValueKind::Delete, &[], !emitted_for_key, new_file)?;
+                    emitted_for_key = true;
+                    stats.output_entries += 1;
+                }
+            }
+        }
+        let e = input.entry();
         let mut kind = e.kind();
         if let Some(f) = out.spec.filter {
             if filter.at_key_start() && removed_by(f, &filter, &key, e)? {
@@ -265,6 +299,11 @@ fn run(
             }
         }
         let verdict = filter.offer(e.seq(), kind);
+        match verdict {
+            Verdict::Drop if range_delete_owns_stripe => stats.range_deleted += 1,
+            Verdict::Drop => {}
+            _ => range_delete_owns_stripe = false,
+        }
         if verdict == Verdict::Drop && kind == ValueKind::Pointer {
             // The value this pointer names is dead from now on.
             if let Some(p) = ValuePointer::decode(e.value()) {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{compare_positions, parse_internal_key, SequenceNumber, ValueKind};
+use crate::range_delete::StoredRangeTombstones;
 use crate::stats::{DiskReads, ReadPurpose};
 
 use super::{sorted_run, value_log, Partition, ReadCounters, TableFile};
@@ -55,6 +56,9 @@ pub struct Version {
     pub partitions: Vec<Arc<Partition>>,
     /// Live value logs by file number.
     pub value_logs: std::collections::BTreeMap<u64, LiveValueLog>,
+    /// Flushed range tombstones (`crate::range_delete`): a read checks
+    /// the version it finds against them.
+    pub range_tombstones: Arc<StoredRangeTombstones>,
 }
 
 impl Version {
@@ -64,6 +68,7 @@ impl Version {
         Version {
             partitions: vec![Arc::new(Partition::new(0, Vec::new(), None))],
             value_logs: Default::default(),
+            range_tombstones: Default::default(),
         }
     }
 
@@ -258,6 +263,20 @@ impl Version {
             .map(|p| p.unsorted.len())
             .max()
             .unwrap_or(0)
+    }
+
+    /// `t` as a flushed tombstone pending in every partition it overlaps
+    /// (`None`: an empty range, which covers nothing).
+    pub fn stored_range_tombstone(
+        &self,
+        t: crate::range_delete::RangeTombstone,
+    ) -> Option<crate::range_delete::StoredRangeTombstone> {
+        crate::range_delete::stored(
+            t,
+            self.partitions
+                .iter()
+                .map(|p| (p.id, p.lower.as_slice(), p.upper.as_deref())),
+        )
     }
 
     /// Replaces partition `id` with `p`.
