@@ -170,6 +170,12 @@ impl DerefMut for Batch {
 
 const MAX_CURSORS: usize = 16 * 1024;
 
+/// Fields from which deleting a hash writes one range delete over its
+/// fields instead of a delete per field: a range delete costs every read
+/// of its range a check until the merges of its partition drop it, so
+/// small hashes keep their per-field deletes.
+const RANGE_DELETE_FIELDS: u64 = 256;
+
 /// Server-side `SCAN`/`HSCAN` cursors: numeric ids mapped to the engine key
 /// to resume from (the ordered engine resumes by key, Redis clients expect a
 /// number). The oldest cursors are forgotten first; an unknown cursor is an
@@ -342,9 +348,17 @@ impl Keyspace {
             batch.expires -= 1;
         }
         if meta.kind == Kind::Hash {
-            for kv in self.db.prefix(encoding::hash_prefix(key))? {
-                let (k, _) = kv?;
-                batch.delete(k);
+            let prefix = encoding::hash_prefix(key);
+            if meta.count >= RANGE_DELETE_FIELDS {
+                // One range delete, however many fields (the engine's
+                // merges drop them later).
+                let end = prefix_successor(&prefix).unwrap_or_else(|| vec![encoding::HASH + 1]);
+                batch.delete_range(prefix, end);
+            } else {
+                for kv in self.db.prefix(prefix)? {
+                    let (k, _) = kv?;
+                    batch.delete(k);
+                }
             }
         }
         Ok(())
@@ -450,35 +464,36 @@ impl Keyspace {
         Ok(deleted)
     }
 
-    /// Deletes every user key (all stripes locked: no command interleaves).
+    /// Deletes every user key (all stripes locked: no command interleaves,
+    /// so once the range deletes are written no key is left to count).
     pub fn flush_all(&self) -> StoreResult<()> {
         let _all = self.locks.lock_all();
-        let r = self.delete_namespaces();
-        // Whatever the outcome, count again what is left.
-        let (keys, expires) = count_records(&self.db)?;
-        self.keys.store(keys as i64, Ordering::Relaxed);
-        self.expires.store(expires as i64, Ordering::Relaxed);
-        r
-    }
-
-    fn delete_namespaces(&self) -> StoreResult<()> {
-        for ns in [encoding::META, encoding::HASH, encoding::EXPIRY] {
-            loop {
-                let mut batch = Batch::new();
-                for kv in self.db.range(vec![ns]..vec![ns + 1])? {
-                    let (k, _) = kv?;
-                    batch.delete(k);
-                    if batch.len() >= 10_000 {
-                        break;
-                    }
-                }
-                if batch.is_empty() {
-                    break;
-                }
-                self.write(batch)?;
+        match self.delete_namespaces() {
+            Ok(()) => {
+                self.keys.store(0, Ordering::Relaxed);
+                self.expires.store(0, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                // The write failed as a whole (a batch is atomic): count
+                // again what is left all the same.
+                let (keys, expires) = count_records(&self.db)?;
+                self.keys.store(keys as i64, Ordering::Relaxed);
+                self.expires.store(expires as i64, Ordering::Relaxed);
+                Err(e)
             }
         }
-        Ok(())
+    }
+
+    /// One batch of three range deletes, one per namespace of user data:
+    /// O(1) however many keys there are (the engine's merges drop the
+    /// records later).
+    fn delete_namespaces(&self) -> StoreResult<()> {
+        let mut batch = Batch::new();
+        for ns in [encoding::META, encoding::HASH, encoding::EXPIRY] {
+            batch.delete_range([ns], [ns + 1]);
+        }
+        self.write(batch)
     }
 
     /// Registers a cursor resuming at engine key `at`; returns its id.

@@ -827,3 +827,53 @@ fn save_and_bgsave_write_checkpoints_a_server_opens() {
     assert_eq!(r.hget::<_, _, String>("h", "f").unwrap(), "v2");
     assert_eq!(q::<i64>(&mut r, &["DBSIZE"]).unwrap(), 201);
 }
+
+/// A hash with many fields is deleted by one range delete over its fields
+/// (`Keyspace::delete_into`), and `FLUSHDB` by three: nothing of either
+/// comes back, not after a restart either, and a key made again starts
+/// empty.
+#[test]
+fn big_hash_deletes_and_flushdb_leave_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::at(dir.path(), |_| {});
+    let mut c = s.conn();
+    let fields: Vec<(String, String)> = (0..600)
+        .map(|i| (format!("f{i}"), format!("v{i}")))
+        .collect();
+    let () = c.hset_multiple("big", &fields).unwrap();
+    let () = c.hset_multiple("small", &fields[..3]).unwrap();
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "big"]).unwrap(), 600);
+    assert_eq!(q::<i64>(&mut c, &["DEL", "big"]).unwrap(), 1);
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "big"]).unwrap(), 0);
+    assert_eq!(q::<i64>(&mut c, &["HSET", "big", "new", "1"]).unwrap(), 1);
+    let all: Vec<String> = q(&mut c, &["HGETALL", "big"]).unwrap();
+    assert_eq!(all, ["new", "1"]);
+    // A string replacing a big hash drops its fields too.
+    let () = c.hset_multiple("big2", &fields).unwrap();
+    let () = c.set("big2", "s").unwrap();
+    let () = c.hset_multiple("big3", &fields).unwrap();
+    for i in 0..2000 {
+        let () = c.set(format!("k{i}"), i).unwrap();
+    }
+    drop(c);
+    s.stop().unwrap();
+    let s = TestServer::at(dir.path(), |_| {});
+    let mut c = s.conn();
+    let all: Vec<String> = q(&mut c, &["HGETALL", "big"]).unwrap();
+    assert_eq!(all, ["new", "1"], "after a restart");
+    assert_eq!(q::<String>(&mut c, &["GET", "big2"]).unwrap(), "s");
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]).unwrap(), 2004);
+    let () = q(&mut c, &["FLUSHDB"]).unwrap();
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]).unwrap(), 0);
+    assert!(c.keys::<_, Vec<String>>("*").unwrap().is_empty());
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "big3"]).unwrap(), 0);
+    let () = c.hset_multiple("big3", &fields[..2]).unwrap();
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "big3"]).unwrap(), 2);
+    drop(c);
+    s.stop().unwrap();
+    let s = TestServer::at(dir.path(), |_| {});
+    let mut c = s.conn();
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]).unwrap(), 1, "after a restart");
+    let all: Vec<String> = q(&mut c, &["HKEYS", "big3"]).unwrap();
+    assert_eq!(all, ["f0", "f1"]);
+}

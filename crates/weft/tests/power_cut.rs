@@ -1,8 +1,9 @@
 //! Power cuts in a simulated file system (RocksDB's `db_crashtest` with an
 //! expected-state check, over `FaultFs`, the fault-injecting file-system
-//! layer): random batches, gets, range scans and snapshots under random
-//! options; the power goes out at a random file operation — in a write, a
-//! flush, a merge, GC, a split, an index checkpoint, or recovery itself —;
+//! layer): random batches (range deletes among their writes), gets, range
+//! scans and snapshots under random options; the power goes out at a
+//! random file operation — in a write, a flush, a merge, GC, a split, an
+//! index checkpoint, or recovery itself —;
 //! the disk is turned into what it could hold after the cut (unsynced bytes
 //! dropped or torn at a 512-byte sector, directory entries not fsynced
 //! undone); the database is reopened and checked:
@@ -50,6 +51,8 @@ const MARKER: &[u8] = b"\xff\xffmarker";
 enum Op {
     Put(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
+    /// Deletes every key from the first (inclusive) to the second.
+    DeleteRange(Vec<u8>, Vec<u8>),
 }
 
 /// Applies batch `index` (`ops` and its marker) to `model`.
@@ -62,6 +65,7 @@ fn apply(model: &mut Model, index: usize, ops: &[Op]) {
             Op::Delete(k) => {
                 model.remove(k);
             }
+            Op::DeleteRange(start, end) => model.retain(|k, _| k < start || k >= end),
         }
     }
     model.insert(MARKER.to_vec(), format!("{index}").into_bytes());
@@ -88,6 +92,9 @@ fn to_batch(index: usize, ops: &[Op]) -> WriteBatch {
             Op::Delete(k) => {
                 batch.delete(k);
             }
+            Op::DeleteRange(start, end) => {
+                batch.delete_range(start, end);
+            }
         }
     }
     batch.put(MARKER, format!("{index}"));
@@ -102,7 +109,13 @@ fn random_batch(rng: &mut StdRng, index: usize) -> Vec<Op> {
     (0..rng.gen_range(1..=6))
         .map(|j| {
             let k = key(rng);
-            if rng.gen_ratio(1, 5) {
+            if rng.gen_ratio(1, 60) {
+                // A range of up to a tenth of the key space.
+                let end = format!("k{:04}", rng.gen_range(0..30)).into_bytes();
+                let mut end_key = k.clone();
+                end_key.extend_from_slice(&end);
+                Op::DeleteRange(k, end_key)
+            } else if rng.gen_ratio(1, 5) {
                 Op::Delete(k)
             } else {
                 // Sizes on both sides of the separation threshold, so value
