@@ -57,6 +57,16 @@ pub enum Command {
         #[arg(allow_hyphen_values = true)]
         key: OsString,
     },
+    /// Deletes every key from START (inclusive) to END (exclusive) with
+    /// one write (a range delete).
+    DeleteRange {
+        /// The first key deleted.
+        #[arg(allow_hyphen_values = true)]
+        start: OsString,
+        /// The first key kept past the range.
+        #[arg(allow_hyphen_values = true)]
+        end: OsString,
+    },
     /// Prints `key<TAB>value` lines in key order, bytes escaped as Rust's
     /// `escape_ascii` does.
     Scan(ScanArgs),

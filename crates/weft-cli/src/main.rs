@@ -105,6 +105,12 @@ fn run(cli: Cli) -> CliResult {
             db.close()?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::DeleteRange { start, end } => {
+            let db = open(&dir(), true)?;
+            db.delete_range(bytes(&start), bytes(&end))?;
+            db.close()?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Get { key } => {
             let db = open(&dir(), false)?;
             let value = db.get(bytes(&key))?;

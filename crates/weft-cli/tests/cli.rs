@@ -77,6 +77,16 @@ fn put_get_delete_and_exit_codes() {
     // Empty value and keys that look like flags.
     ok(&db, &["put", "-dash", ""]);
     assert_eq!(ok(&db, &["get", "-dash"]), "\n");
+
+    // A range delete: [b, d) goes, d stays; a reversed range is refused.
+    for k in ["a", "b", "c", "d"] {
+        ok(&db, &["put", k, "v"]);
+    }
+    assert_eq!(ok(&db, &["delete-range", "b", "d"]), "");
+    assert_eq!(ok(&db, &["scan"]), "-dash\t\na\tv\nd\tv\n");
+    let o = weft(&db, &["delete-range", "d", "b"]);
+    assert_eq!(o.status.code(), Some(1), "stderr: {}", stderr(&o));
+    assert!(stderr(&o).contains("past its end"), "{}", stderr(&o));
 }
 
 #[test]
