@@ -30,6 +30,12 @@ pub trait Engine: Send + Sync {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// Removes `key`.
     fn delete(&self, key: &[u8]) -> Result<()>;
+    /// Removes every key in `[start, end)` with one range delete.
+    fn delete_range(&self, _start: &[u8], _end: &[u8]) -> Result<()> {
+        Err(Error::Engine(
+            "deleterange is not supported by this engine".into(),
+        ))
+    }
     /// Visits up to `limit` entries in key order from the first key ≥ `start`
     /// (or the first key), or, when `reverse`, backwards from the last key ≤
     /// `start` (or the last key). Returns the entries visited.
@@ -208,6 +214,9 @@ impl Engine for WeftEngine {
     fn delete(&self, key: &[u8]) -> Result<()> {
         Ok(self.db.delete_opt(key, &self.write)?)
     }
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
+        Ok(self.db.delete_range_opt(start, end, &self.write)?)
+    }
     fn scan(
         &self,
         start: Option<&[u8]>,
@@ -352,6 +361,11 @@ mod peers {
             }
             fn delete(&self, key: &[u8]) -> Result<()> {
                 self.db.delete_opt(key, &self.write).map_err(err)
+            }
+            fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
+                let mut batch = rocksdb::WriteBatch::default();
+                batch.delete_range(start, end);
+                self.db.write_opt(batch, &self.write).map_err(err)
             }
             fn scan(
                 &self,

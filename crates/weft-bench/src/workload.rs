@@ -264,6 +264,14 @@ pub static REGISTRY: &[BenchmarkInfo] = &[
         make: |_| Box::new(DeleteRandom),
     },
     BenchmarkInfo {
+        name: "deleterange",
+        description: "delete every key of 0..num with one range delete (one operation, on one thread)",
+        fresh_db: false,
+        prints_stats: false,
+        always_timed: false,
+        make: |_| Box::new(DeleteRange),
+    },
+    BenchmarkInfo {
         name: "compact",
         description: "compact the whole key space (one operation, on one thread)",
         fresh_db: false,
@@ -531,6 +539,33 @@ impl Workload for DeleteRandom {
             ctx.op_done(OpKind::Delete, t);
         }
         Ok(())
+    }
+}
+
+/// `deleterange`: thread 0 deletes every key of `0..num` with one range
+/// delete; other threads do nothing. Run with a smaller `--num` than the
+/// fill's, it deletes the low part of the key space, and the readrandom
+/// and seekrandom runs after it with the same `--num` read only the
+/// deleted keys (before and after a `compact`), to set beside the same
+/// reads before it, over live keys.
+struct DeleteRange;
+
+impl Workload for DeleteRange {
+    fn run_thread(&self, ctx: &mut ThreadContext<'_>) -> Result<()> {
+        if ctx.tid == 0 {
+            let size = ctx.config.key_size;
+            let (mut start, mut end) = (vec![0u8; size], vec![0u8; size]);
+            generate_key_from_int(0, &mut start);
+            generate_key_from_int(ctx.config.num, &mut end);
+            let t = ctx.op_start();
+            ctx.db.delete_range(&start, &end)?;
+            ctx.op_done(OpKind::Delete, t);
+        }
+        Ok(())
+    }
+
+    fn total_ops(&self, _c: &BenchConfig) -> u64 {
+        1
     }
 }
 

@@ -75,18 +75,18 @@ impl SuperVersion {
     /// memtable when only one holds any.
     pub fn range_tombstones(&self) -> Arc<RangeTombstoneSet> {
         let stored = self.version.range_tombstones.set();
-        let mems: Vec<&Arc<dyn Memtable>> = std::iter::once(&self.mem)
-            .chain(&self.imms)
-            .filter(|m| !m.range_tombstones().is_empty())
-            .collect();
-        match mems.as_slice() {
-            [] => Arc::clone(stored),
-            [m] if stored.is_empty() => m.range_tombstones().set(),
+        let mems = || {
+            std::iter::once(&self.mem)
+                .chain(&self.imms)
+                .map(|m| m.range_tombstones())
+                .filter(|t| !t.is_empty())
+        };
+        let mut with_some = mems();
+        match (with_some.next(), with_some.next()) {
+            (None, _) => Arc::clone(stored),
+            (Some(m), None) if stored.is_empty() => m.set(),
             _ => {
-                let from_mems: Vec<RangeTombstone> = mems
-                    .iter()
-                    .flat_map(|m| m.range_tombstones().all())
-                    .collect();
+                let from_mems: Vec<RangeTombstone> = mems().flat_map(|m| m.all()).collect();
                 let stored = self.version.range_tombstones.iter().map(|t| &t.tombstone);
                 Arc::new(RangeTombstoneSet::new(stored.chain(&from_mems)))
             }
