@@ -265,7 +265,8 @@ pub static REGISTRY: &[BenchmarkInfo] = &[
     },
     BenchmarkInfo {
         name: "deleterange",
-        description: "delete every key of 0..num with one range delete (one operation, on one thread)",
+        description:
+            "delete every key of 0..num with one range delete (one operation, on one thread)",
         fresh_db: false,
         prints_stats: false,
         always_timed: false,

@@ -6,8 +6,9 @@
 //! `WEFT_CRASH_KIND` set. The `child_writer` test does nothing when
 //! `WEFT_CRASH_DIR` is absent (a normal `cargo test` run).
 //!
-//! The child writes deterministic batches (batch `i` is a function of the seed
-//! and `i` only, and sets `__last = i`) and prints `ack i` after each `write`
+//! The child writes deterministic batches (puts, deletes and now and then a
+//! range delete; batch `i` is a function of the seed and `i` only, and sets
+//! `__last = i`) and prints `ack i` after each `write`
 //! returns. The parent kills it after a random delay, reopens the directory
 //! and checks that the database holds exactly batches `0..n` for some
 //! `n > highest ack` (every acknowledged write survives a process crash, and
@@ -38,9 +39,13 @@ fn crash_options(kind: MemtableKind) -> Options {
     tiny_options(kind)
 }
 
-/// One operation of a batch: key and `Some(value)` for a put, `None` for a
-/// delete.
-type Op = (Vec<u8>, Option<Vec<u8>>);
+/// One operation of a batch.
+enum Op {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    /// Deletes every key from the first (inclusive) to the second.
+    DeleteRange(Vec<u8>, Vec<u8>),
+}
 
 /// Batch `i` of the history of `seed`, and whether it is written with sync.
 fn batch_ops(seed: u64, i: u64) -> (Vec<Op>, bool) {
@@ -48,27 +53,36 @@ fn batch_ops(seed: u64, i: u64) -> (Vec<Op>, bool) {
     let n = rng.gen_range(1..=8);
     let mut ops = Vec::with_capacity(n + 1);
     for j in 0..n {
-        let key = format!("k{:03}", rng.gen_range(0..KEY_SPACE)).into_bytes();
-        if rng.gen_ratio(1, 4) {
-            ops.push((key, None));
+        let at = rng.gen_range(0..KEY_SPACE);
+        let key = format!("k{at:03}").into_bytes();
+        if rng.gen_ratio(1, 50) {
+            let end = format!("k{:03}", at + rng.gen_range(0..20)).into_bytes();
+            ops.push(Op::DeleteRange(key, end));
+        } else if rng.gen_ratio(1, 4) {
+            ops.push(Op::Delete(key));
         } else {
             let mut v = format!("b{i}.{j}:").into_bytes();
             let pad = rng.gen_range(0..120);
             v.extend((0..pad).map(|_| b'a' + rng.gen_range(0..26u8)));
-            ops.push((key, Some(v)));
+            ops.push(Op::Put(key, v));
         }
     }
-    ops.push((b"__last".to_vec(), Some(i.to_string().into_bytes())));
+    ops.push(Op::Put(b"__last".to_vec(), i.to_string().into_bytes()));
     let sync = rng.gen_ratio(1, 8);
     (ops, sync)
 }
 
 fn apply(model: &mut Model, ops: &[Op]) {
-    for (k, v) in ops {
-        match v {
-            Some(v) => model.insert(k.clone(), v.clone()),
-            None => model.remove(k),
-        };
+    for op in ops {
+        match op {
+            Op::Put(k, v) => {
+                model.insert(k.clone(), v.clone());
+            }
+            Op::Delete(k) => {
+                model.remove(k);
+            }
+            Op::DeleteRange(start, end) => model.retain(|k, _| k < start || k >= end),
+        }
     }
 }
 
@@ -96,10 +110,11 @@ fn child_writer() {
     while Instant::now() < deadline {
         let (ops, sync) = batch_ops(seed, i);
         let mut b = WriteBatch::new();
-        for (k, v) in &ops {
-            match v {
-                Some(v) => b.put(k, v),
-                None => b.delete(k),
+        for op in &ops {
+            match op {
+                Op::Put(k, v) => b.put(k, v),
+                Op::Delete(k) => b.delete(k),
+                Op::DeleteRange(start, end) => b.delete_range(start, end),
             };
         }
         db.write(b, &WriteOptions::new().sync(sync))
