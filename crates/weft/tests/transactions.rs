@@ -429,6 +429,15 @@ fn run_transfers(db: &Db, seed: u64, tag: &str, threads: usize, per_thread: usiz
                 std::thread::sleep(Duration::from_micros(100));
             }
         });
+        // Stops the plain writer however the workers end (a failed
+        // assertion in one must fail the test, not hang the scope).
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _stop = StopOnDrop(&done);
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 let committed = &committed;
@@ -446,7 +455,6 @@ fn run_transfers(db: &Db, seed: u64, tag: &str, threads: usize, per_thread: usiz
         for w in workers {
             w.join().unwrap();
         }
-        done.store(true, Ordering::Relaxed);
     });
     committed.load(Ordering::Relaxed)
 }
