@@ -276,6 +276,22 @@ pub struct BenchArgs {
     /// fdatasync every write (`--sync`, `--sync=true|false|1|0`) [default: false]
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub sync: Option<bool>,
+    /// readrandomwriterandom: percentage of operations that are reads [default: 90]
+    #[arg(long = "readwritepercent")]
+    pub readwritepercent: Option<u32>,
+    /// readrandomwriterandom inside optimistic transactions (get_for_update,
+    /// put, commit; retried on conflict) [default: false]
+    #[arg(
+        long = "transactions",
+        alias = "optimistic_transaction_db",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = parse_bool
+    )]
+    pub transactions: Option<bool>,
+    /// With --transactions: operations per transaction [default: 1]
+    #[arg(long = "ops_per_transaction")]
+    pub ops_per_transaction: Option<usize>,
     /// Keep the directory's data (fill benchmarks are skipped) [default: false]
     #[arg(
         long = "use_existing_db",
@@ -489,6 +505,9 @@ impl BenchArgs {
             write_buffer_size,
             seek_nexts,
             sync,
+            readwritepercent,
+            transactions,
+            ops_per_transaction,
             use_existing_db,
             memtable,
             seed,
