@@ -217,7 +217,7 @@ impl WeftEngine {
         Ok(WeftEngine {
             db: Db::open(dir, weft_options(config))?,
             transaction: TransactionOptions::new()
-                .write_options(write.clone())
+                .write_options(write)
                 .max_attempts(usize::MAX),
             write,
         })

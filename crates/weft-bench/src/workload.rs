@@ -387,7 +387,7 @@ impl Workload for ReadRandomWriteRandom {
         let mut values = ValueGenerator::new(cfg.value_size, ctx.seed, cfg.compression_ratio);
         // Reads or writes, as db_bench draws them: a counter modulo 100
         // against the percentage would be periodic, so a seeded draw.
-        let mut draw = Uniform::new(100, ctx.seed ^ 0x5EED_0F_0001);
+        let mut draw = Uniform::new(100, ctx.seed ^ 0x005E_ED0F_0001);
         let group = cfg.ops_per_transaction.max(1);
         let per_op = (cfg.key_size + cfg.value_size) as u64;
         let (mut read, mut found, mut conflicts) = (0u64, 0u64, 0u64);
@@ -411,7 +411,8 @@ impl Workload for ReadRandomWriteRandom {
                     found += u64::from(ctx.db.get(&group_keys[0])?.is_some());
                     ctx.op_done(OpKind::Read, t);
                 } else {
-                    ctx.db.put(&group_keys[0], values.generate(cfg.value_size))?;
+                    ctx.db
+                        .put(&group_keys[0], values.generate(cfg.value_size))?;
                     ctx.stats.add_bytes(per_op);
                     ctx.op_done(OpKind::Write, t);
                 }
@@ -460,7 +461,10 @@ impl Workload for ReadRandomWriteRandom {
         }
         ctx.stats.set_found(found, read);
         if conflicts > 0 {
-            eprintln!("readrandomwriterandom thread {}: {conflicts} conflicts retried", ctx.tid);
+            eprintln!(
+                "readrandomwriterandom thread {}: {conflicts} conflicts retried",
+                ctx.tid
+            );
         }
         Ok(())
     }

@@ -31,10 +31,7 @@ fn open(dir: &std::path::Path) -> Db {
 fn pairs(it: impl Iterator<Item = weft::Result<(Vec<u8>, Vec<u8>)>>) -> Vec<(String, String)> {
     it.map(|r| {
         let (k, v) = r.unwrap();
-        (
-            String::from_utf8(k).unwrap(),
-            String::from_utf8(v).unwrap(),
-        )
+        (String::from_utf8(k).unwrap(), String::from_utf8(v).unwrap())
     })
     .collect()
 }
@@ -66,7 +63,10 @@ fn reads_see_own_writes_merged_over_the_snapshot() {
     assert_eq!(txn.get("b").unwrap().as_deref(), Some(&b"mine"[..]));
     assert_eq!(txn.get("c").unwrap(), None);
     assert_eq!(txn.get("e").unwrap(), None);
-    assert_eq!(txn.get_for_update("bb").unwrap().as_deref(), Some(&b"mine"[..]));
+    assert_eq!(
+        txn.get_for_update("bb").unwrap().as_deref(),
+        Some(&b"mine"[..])
+    );
     // A second write of a key replaces the first.
     txn.put("d", "first").unwrap();
     txn.put("d", "second").unwrap();
@@ -335,7 +335,11 @@ fn transfer(db: &Db, rng: &mut StdRng, tag: &str, sync: bool) -> weft::Result<bo
         let mut balances = Vec::new();
         for &a in &picked {
             let v = txn.get_for_update(account(a))?.unwrap();
-            log.push_str(&format!(";{}={}", String::from_utf8_lossy(&account(a)), number(&v)));
+            log.push_str(&format!(
+                ";{}={}",
+                String::from_utf8_lossy(&account(a)),
+                number(&v)
+            ));
             balances.push(number(&v));
         }
         // Each picked account pays its amount (if it can) to the next one.
@@ -366,7 +370,11 @@ fn check_state(db: &Db, ctx: &str) {
     let sum: u64 = (0..ACCOUNTS)
         .map(|i| number(&db.get(account(i)).unwrap().unwrap()))
         .sum();
-    assert_eq!(sum, ACCOUNTS as u64 * INITIAL, "{ctx}: the sum is not conserved");
+    assert_eq!(
+        sum,
+        ACCOUNTS as u64 * INITIAL,
+        "{ctx}: the sum is not conserved"
+    );
     let aborted: Vec<_> = db.prefix("aborted/").unwrap().collect();
     assert!(aborted.is_empty(), "{ctx}: an aborted transaction wrote");
 }
@@ -407,7 +415,11 @@ fn check_commit_order(db: &Db, ctx: &str) -> usize {
             };
         }
     }
-    assert_db_eq(db, &model, &format!("{ctx}: database against the feed's replay"));
+    assert_db_eq(
+        db,
+        &model,
+        &format!("{ctx}: database against the feed's replay"),
+    );
     txns
 }
 
@@ -461,13 +473,19 @@ fn run_transfers(db: &Db, seed: u64, tag: &str, threads: usize, per_thread: usiz
 
 #[test]
 fn concurrent_transfers_are_serializable_and_conserve_the_sum() {
-    for seed in seeds(&[0x7A_5E_0001]) {
-        let _guard = SeedGuard::new(format!("transfers seed={seed}; replay with WEFT_SEED={seed}"));
+    for seed in seeds(&[0x7A5E_0001]) {
+        let _guard = SeedGuard::new(format!(
+            "transfers seed={seed}; replay with WEFT_SEED={seed}"
+        ));
         for kind in [MemtableKind::default(), MemtableKind::SkipList] {
             let dir = tempfile::tempdir().unwrap();
             // Small memtables: flushes (and so store lookups in the
             // conflict check) happen during the run.
-            let opts = || Options::default().memtable(kind).write_buffer_size(64 << 10);
+            let opts = || {
+                Options::default()
+                    .memtable(kind)
+                    .write_buffer_size(64 << 10)
+            };
             let db = Db::open(dir.path(), opts()).unwrap();
             db.hold_changes("check", 1).unwrap();
             create_accounts(&db);
@@ -511,7 +529,7 @@ fn child_transferrer() {
         for t in 0..3 {
             let (db, cycle) = (&db, &cycle);
             s.spawn(move || {
-                let mut rng = rng(seed ^ (t + 1) * 7919);
+                let mut rng = rng(seed ^ ((t + 1) * 7919));
                 let mut i = 0;
                 while Instant::now() < deadline {
                     let sync = rng.gen_ratio(1, 8);
@@ -531,7 +549,7 @@ fn child_transferrer() {
 #[test]
 fn transfers_survive_kill_cycles() {
     let cycles = env_usize("WEFT_TXN_CRASH_CYCLES", 6);
-    for seed in seeds(&[0x7A_5E_0002]) {
+    for seed in seeds(&[0x7A5E_0002]) {
         let _guard = SeedGuard::new(format!("txn kill cycles seed={seed}; WEFT_SEED={seed}"));
         let dir = tempfile::tempdir().unwrap();
         let logs = tempfile::tempdir().unwrap();
@@ -568,7 +586,10 @@ fn transfers_survive_kill_cycles() {
             let ctx = format!("cycle {cycle} after kill -9");
             check_state(&db, &ctx);
             let txns = check_commit_order(&db, &ctx);
-            assert!(txns >= replayed, "{ctx}: committed transactions went missing");
+            assert!(
+                txns >= replayed,
+                "{ctx}: committed transactions went missing"
+            );
             replayed = txns;
             drop(db);
         }

@@ -84,12 +84,10 @@ impl Core {
         if !in_store {
             return Ok(None);
         }
-        let found = sv.version.partition_for(key).get(
-            key,
-            MAX_SEQUENCE,
-            &self.reads,
-            self.munks_on(),
-        )?;
+        let found =
+            sv.version
+                .partition_for(key)
+                .get(key, MAX_SEQUENCE, &self.reads, self.munks_on())?;
         Ok(found.map(|(seq, _, _)| seq))
     }
 

@@ -40,10 +40,10 @@ pub(crate) use checkpoint::{
 };
 pub use feed::{ChangeFeed, ChangeGroup, ChangeOp, FeedLimit};
 pub use iter::{DbIterator, Range};
+pub(crate) use open::DirLock;
 pub use transaction::{
     Transaction, TransactionOptions, TransactionRange, DEFAULT_TRANSACTION_ATTEMPTS,
 };
-pub(crate) use open::DirLock;
 
 /// An open database. Cheap to clone (an `Arc` inside), `Send + Sync`: share
 /// it between threads freely. [`Db::close`] closes it for every clone;

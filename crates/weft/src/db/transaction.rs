@@ -197,7 +197,7 @@ impl Db {
             begin_store,
             writes: BTreeMap::new(),
             read_for_update: Vec::new(),
-            write_options: opts.write_options.clone(),
+            write_options: opts.write_options,
         }
     }
 
@@ -455,12 +455,15 @@ fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
+/// A range of a transaction's pending writes (`None` values are deletes).
+type PendingRange<'txn> = btree_map::Range<'txn, Vec<u8>, Option<Vec<u8>>>;
+
 /// The cursor of [`Transaction::range`]: the snapshot's pairs with the
 /// transaction's pending writes merged over them, in key order.
 pub struct TransactionRange<'txn> {
     stored: Peekable<Range>,
     /// `None` for an inverted (empty) range.
-    pending: Option<Peekable<btree_map::Range<'txn, Vec<u8>, Option<Vec<u8>>>>>,
+    pending: Option<Peekable<PendingRange<'txn>>>,
 }
 
 impl Iterator for TransactionRange<'_> {

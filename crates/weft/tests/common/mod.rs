@@ -4,14 +4,14 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
+use std::io::{BufRead, BufReader};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Once;
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
+use std::sync::Once;
 use std::time::{Duration, Instant};
 
 pub use rand::rngs::StdRng;
