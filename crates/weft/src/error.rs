@@ -138,6 +138,21 @@ impl Error {
 
     /// True for [`Error::Conflict`]: a transaction lost a race and may be
     /// retried.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let mut txn = db.transaction();
+    /// txn.put("k", "mine").unwrap();
+    /// db.put("k", "theirs").unwrap();
+    /// let err = txn.commit().unwrap_err();
+    /// assert!(err.is_conflict());
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "transaction conflict: key \"k\" was written after the transaction's snapshot; \
+    ///      nothing was committed, retry the transaction"
+    /// );
+    /// ```
     pub fn is_conflict(&self) -> bool {
         matches!(self, Error::Conflict { .. })
     }

@@ -229,8 +229,23 @@ impl Db {
     }
 
     /// [`Db::transact`] with options: the commit's write options, and the
-    /// bound on runs (`max_attempts`). See [`TransactionOptions`] for an
-    /// example.
+    /// bound on runs (`max_attempts`).
+    ///
+    /// ```
+    /// use weft::TransactionOptions;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// // A body that always loses its race gives up after two runs.
+    /// let mut runs = 0;
+    /// let r = db.transact_opt(&TransactionOptions::new().max_attempts(2), |txn| {
+    ///     runs += 1;
+    ///     txn.put("k", "mine")?;
+    ///     db.put("k", "someone else's")?; // written after the snapshot
+    ///     Ok(())
+    /// });
+    /// assert!(r.unwrap_err().is_conflict());
+    /// assert_eq!(runs, 2);
+    /// ```
     pub fn transact_opt<T>(
         &self,
         opts: &TransactionOptions,
@@ -255,6 +270,14 @@ impl Db {
 
 impl<'db> Transaction<'db> {
     /// The snapshot the transaction reads at (taken at its begin).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// db.put("k", "v").unwrap();
+    /// let txn = db.transaction();
+    /// assert_eq!(txn.snapshot().sequence(), db.snapshot().sequence());
+    /// ```
     pub fn snapshot(&self) -> &Snapshot {
         &self.snapshot
     }
@@ -305,7 +328,19 @@ impl<'db> Transaction<'db> {
     }
 
     /// Sets `key` to `value` when the transaction commits; its own reads
-    /// see it at once. Tracked for conflicts.
+    /// see it at once. Tracked for conflicts. Fails with
+    /// [`Error::InvalidArgument`] for a key or value over the limits.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let mut txn = db.transaction();
+    /// txn.put("k", "v").unwrap();
+    /// assert_eq!(txn.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+    /// assert_eq!(db.get("k").unwrap(), None); // until the commit
+    /// txn.commit().unwrap();
+    /// assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+    /// ```
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
         check_key(key)?;
@@ -321,6 +356,17 @@ impl<'db> Transaction<'db> {
 
     /// Deletes `key` when the transaction commits; its own reads see it
     /// gone at once. Tracked for conflicts.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// db.put("k", "v").unwrap();
+    /// let mut txn = db.transaction();
+    /// txn.delete("k").unwrap();
+    /// assert_eq!(txn.get("k").unwrap(), None);
+    /// txn.commit().unwrap();
+    /// assert_eq!(db.get("k").unwrap(), None);
+    /// ```
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
         let key = key.as_ref();
         check_key(key)?;
@@ -460,6 +506,18 @@ type PendingRange<'txn> = btree_map::Range<'txn, Vec<u8>, Option<Vec<u8>>>;
 
 /// The cursor of [`Transaction::range`]: the snapshot's pairs with the
 /// transaction's pending writes merged over them, in key order.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+/// db.put("a", "1").unwrap();
+/// let mut txn = db.transaction();
+/// txn.put("b", "2").unwrap();
+/// let mut range: weft::TransactionRange<'_> = txn.range::<&str, _>(..).unwrap();
+/// assert_eq!(range.next().unwrap().unwrap().0, b"a");
+/// assert_eq!(range.next().unwrap().unwrap().0, b"b");
+/// assert!(range.next().is_none());
+/// ```
 pub struct TransactionRange<'txn> {
     stored: Peekable<Range>,
     /// `None` for an inverted (empty) range.
