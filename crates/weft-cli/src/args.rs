@@ -599,6 +599,24 @@ mod tests {
     }
 
     #[test]
+    fn transaction_flags_and_db_bench_spelling() {
+        let (b, db) = bench(&["bench", "--transactions", "--readwritepercent=80"]);
+        let c = b.to_config(db);
+        assert!(c.transactions);
+        assert_eq!((c.readwritepercent, c.ops_per_transaction), (80, 1));
+        let (b, db) = bench(&[
+            "bench",
+            "--optimistic_transaction_db=true",
+            "--ops_per_transaction=4",
+        ]);
+        let c = b.to_config(db);
+        assert!(c.transactions);
+        assert_eq!((c.readwritepercent, c.ops_per_transaction), (90, 4));
+        let (b, db) = bench(&["bench", "--num=10"]);
+        assert!(!b.to_config(db).transactions);
+    }
+
+    #[test]
     fn any_flag_switches_to_db_bench_defaults() {
         let (b, db) = bench(&["bench", "--value_size=100"]);
         let c = b.to_config(db);
