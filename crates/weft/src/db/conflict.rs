@@ -145,3 +145,68 @@ impl Core {
         Ok(CommitChecked::Clear)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::fault::gates;
+    use crate::{Db, Error, Options, WriteOptions};
+
+    const LIMIT: Duration = Duration::from_secs(60);
+
+    /// A plain write that lands after the commit's unlocked check and
+    /// before its append is caught by the check under the WAL lock: the
+    /// unlocked check alone would lose it.
+    #[test]
+    fn a_write_between_the_two_checks_is_a_conflict() {
+        const POINT: &str = "commit.checked_unlocked";
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        db.put("k", "0").unwrap();
+        let gate = gates::close(POINT, dir.path());
+        let commit = std::thread::scope(|s| {
+            let committer = s.spawn(|| {
+                let mut txn = db.transaction();
+                txn.get_for_update("k").unwrap();
+                txn.put("out", "x").unwrap();
+                txn.commit()
+            });
+            assert!(gates::wait_reached(POINT, dir.path(), LIMIT));
+            db.put("k", "1").unwrap();
+            drop(gate);
+            committer.join().unwrap()
+        });
+        assert!(
+            matches!(&commit, Err(Error::Conflict { key }) if key == b"k"),
+            "{commit:?}"
+        );
+        assert_eq!(db.get("out").unwrap(), None);
+    }
+
+    /// A write that took its sequence but is not inserted yet is invisible
+    /// to a lookup: the commit waits until it is, then finds the conflict.
+    #[test]
+    fn a_commit_waits_for_the_writes_in_flight() {
+        const POINT: &str = "write.unlogged_appended";
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let mut txn = db.transaction();
+        assert_eq!(txn.get_for_update("k").unwrap(), None);
+        txn.put("out", "x").unwrap();
+        let gate = gates::close(POINT, dir.path());
+        let commit = std::thread::scope(|s| {
+            // Holds its sequence, not yet in the memtable.
+            let writer = s.spawn(|| db.put_opt("k", "1", &WriteOptions::new().disable_wal(true)));
+            assert!(gates::wait_reached(POINT, dir.path(), LIMIT));
+            let committer = s.spawn(|| txn.commit());
+            std::thread::sleep(Duration::from_millis(100));
+            assert!(!committer.is_finished(), "the commit did not wait");
+            drop(gate);
+            writer.join().unwrap().unwrap();
+            committer.join().unwrap()
+        });
+        assert!(commit.unwrap_err().is_conflict());
+        assert_eq!(db.get("out").unwrap(), None);
+    }
+}

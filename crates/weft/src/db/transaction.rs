@@ -469,6 +469,8 @@ impl<'db> Transaction<'db> {
         check_write(&batch, &self.write_options)?;
         let snapshot = self.snapshot.sequence();
         let clean_store = core.check_commit_unlocked(&keys, snapshot, &self.begin_store)?;
+        // The unit tests' window between the two checks (`db::conflict`).
+        crate::fault::pause_point("commit.checked_unlocked", &core.dir);
         let check = CommitCheck {
             keys,
             snapshot,
