@@ -60,6 +60,18 @@ pub struct BenchConfig {
     pub seek_nexts: usize,
     /// `--sync`: fdatasync every write. Default false.
     pub sync: bool,
+    /// `--readwritepercent`: in `readrandomwriterandom`, the percentage of
+    /// operations that are reads (the rest are writes). Default 90
+    /// (db_bench's).
+    pub readwritepercent: u32,
+    /// `--transactions` (or db_bench's `--optimistic_transaction_db`):
+    /// `readrandomwriterandom` runs its operations inside optimistic
+    /// transactions (reads with `get_for_update`, writes with `put`, then
+    /// commit, retried on conflict). Default false.
+    pub transactions: bool,
+    /// `--ops_per_transaction`: with `--transactions`, operations grouped
+    /// in each transaction. Default 1.
+    pub ops_per_transaction: usize,
     /// `--db`: the database directory.
     pub db: PathBuf,
     /// `--use_existing_db`: keep the directory's contents; fill benchmarks are
@@ -221,6 +233,9 @@ impl Default for BenchConfig {
             write_buffer_size: 64 << 20,
             seek_nexts: 0,
             sync: false,
+            readwritepercent: 90,
+            transactions: false,
+            ops_per_transaction: 1,
             db: PathBuf::from("./weft-data/bench"),
             use_existing_db: false,
             memtable: MemtableKind::default(),
@@ -292,6 +307,12 @@ impl BenchConfig {
         }
         if self.benchmarks.is_empty() {
             return Err("--benchmarks is empty".into());
+        }
+        if self.readwritepercent > 100 {
+            return Err("--readwritepercent must be in 0..=100".into());
+        }
+        if self.ops_per_transaction == 0 {
+            return Err("--ops_per_transaction must be at least 1".into());
         }
         if self.sync && self.disable_wal {
             return Err("--sync needs the WAL: it cannot be combined with --disable_wal".into());

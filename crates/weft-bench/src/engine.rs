@@ -17,7 +17,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use weft::{Db, Options, ReadOptions, WriteOptions};
+use weft::{Db, Options, ReadOptions, TransactionOptions, WriteOptions};
 
 use crate::config::BenchConfig;
 use crate::{Error, Result};
@@ -85,8 +85,27 @@ pub trait Engine: Send + Sync {
             "compact is not supported by this engine".into(),
         ))
     }
+    /// Runs `ops` in one optimistic transaction (`--transactions`): each
+    /// read a `get_for_update`, each write a `put`, then a commit, the
+    /// whole retried on a conflict. Returns the reads that found a value
+    /// (in the run that committed) and the conflicts retried.
+    fn transaction(&self, ops: &[TxnOp<'_>]) -> Result<(u64, u64)> {
+        let _ = ops;
+        Err(Error::Engine(
+            "--transactions is not supported by this engine".into(),
+        ))
+    }
     /// Flushes and closes.
     fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// One operation of [`Engine::transaction`].
+#[derive(Debug, Clone, Copy)]
+pub enum TxnOp<'a> {
+    /// Read the key for update.
+    Read(&'a [u8]),
+    /// Set the key to the value.
+    Write(&'a [u8], &'a [u8]),
 }
 
 /// `--engine` values this build knows.
@@ -190,16 +209,23 @@ pub fn weft_options(c: &BenchConfig) -> Options {
 pub struct WeftEngine {
     db: Db,
     write: WriteOptions,
+    /// The commit's write options (`write`), retried without a bound that
+    /// a benchmark could hit.
+    transaction: TransactionOptions,
 }
 
 impl WeftEngine {
     /// Opens (creating) a Weft database at `dir`.
     pub fn open(dir: &Path, config: &BenchConfig) -> Result<Self> {
+        let write = WriteOptions::new()
+            .sync(config.sync)
+            .disable_wal(config.disable_wal);
         Ok(WeftEngine {
             db: Db::open(dir, weft_options(config))?,
-            write: WriteOptions::new()
-                .sync(config.sync)
-                .disable_wal(config.disable_wal),
+            transaction: TransactionOptions::new()
+                .write_options(write)
+                .max_attempts(usize::MAX),
+            write,
         })
     }
 }
@@ -216,6 +242,21 @@ impl Engine for WeftEngine {
     }
     fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
         Ok(self.db.delete_range_opt(start, end, &self.write)?)
+    }
+    fn transaction(&self, ops: &[TxnOp<'_>]) -> Result<(u64, u64)> {
+        let mut runs = 0u64;
+        let found = self.db.transact_opt(&self.transaction, |txn| {
+            runs += 1;
+            let mut found = 0;
+            for op in ops {
+                match *op {
+                    TxnOp::Read(key) => found += u64::from(txn.get_for_update(key)?.is_some()),
+                    TxnOp::Write(key, value) => txn.put(key, value)?,
+                }
+            }
+            Ok(found)
+        })?;
+        Ok((found, runs - 1))
     }
     fn scan(
         &self,

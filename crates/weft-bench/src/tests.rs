@@ -260,3 +260,41 @@ fn wipe_clears_a_database_directory() {
     wipe_db_dir(dir.path()).unwrap();
     wipe_db_dir(&dir.path().join("missing")).unwrap();
 }
+
+/// readrandomwriterandom mixes reads and writes by `--readwritepercent`,
+/// and with `--transactions` runs them in transactions (grouped by
+/// `--ops_per_transaction`) that find what the plain run finds.
+#[test]
+fn readrandomwriterandom_plain_and_in_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut found = Vec::new();
+    for (transactions, group) in [(false, 1), (true, 1), (true, 3)] {
+        let mut cfg = small(dir.path(), &["fillseq", "readrandomwriterandom"]);
+        cfg.threads = 2;
+        cfg.readwritepercent = 70;
+        cfg.transactions = transactions;
+        cfg.ops_per_transaction = group;
+        let mut out = Vec::new();
+        let res = run(&cfg, &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let r = res
+            .iter()
+            .find(|r| r.name == "readrandomwriterandom")
+            .unwrap();
+        let s = r.summary.as_ref().unwrap();
+        assert_eq!(s.done, 1000, "{out}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("readrandomwriterandom :"))
+            .unwrap_or_else(|| panic!("no line in\n{out}"));
+        // fillseq wrote every key: every read finds one. About 70% reads.
+        let tail = line.rsplit('(').next().unwrap();
+        let (hits, reads) = tail.split_once(" of ").unwrap();
+        let reads: u64 = reads.split_whitespace().next().unwrap().parse().unwrap();
+        assert_eq!(hits.parse::<u64>().unwrap(), reads, "{line}");
+        assert!((600..=800).contains(&reads), "{line}");
+        found.push(reads);
+    }
+    // The same seeds draw the same operations, grouped or not.
+    assert!(found.windows(2).all(|w| w[0] == w[1]), "{found:?}");
+}

@@ -256,6 +256,15 @@ pub static REGISTRY: &[BenchmarkInfo] = &[
         make: |_| Box::new(ReadWhileWriting),
     },
     BenchmarkInfo {
+        name: "readrandomwriterandom",
+        description: "reads random keys of 0..num readwritepercent% of the time, else writes one \
+                      (in optimistic transactions with --transactions)",
+        fresh_db: false,
+        prints_stats: false,
+        always_timed: false,
+        make: |_| Box::new(ReadRandomWriteRandom),
+    },
+    BenchmarkInfo {
         name: "deleterandom",
         description: "delete num random keys per thread",
         fresh_db: false,
@@ -363,6 +372,109 @@ impl Workload for ReadRandom {
             ctx.op_done(OpKind::Read, t);
         }
         ctx.stats.set_found(found, read);
+        Ok(())
+    }
+
+    fn total_ops(&self, c: &BenchConfig) -> u64 {
+        reads_total(c)
+    }
+}
+
+/// readrandomwriterandom (db_bench's): `reads` operations per thread, each
+/// a read of a random key of `0..num` with probability `readwritepercent`
+/// %, else a put of one. With `--transactions`, every
+/// `ops_per_transaction` operations run in one optimistic transaction
+/// (reads with `get_for_update`), committed and retried on conflict; the
+/// line's operations are still the reads and writes, so the two runs
+/// compare per operation.
+struct ReadRandomWriteRandom;
+
+impl Workload for ReadRandomWriteRandom {
+    fn run_thread(&self, ctx: &mut ThreadContext<'_>) -> Result<()> {
+        let cfg = ctx.config;
+        let mut keys = Uniform::new(cfg.num, ctx.seed);
+        let mut values = ValueGenerator::new(cfg.value_size, ctx.seed, cfg.compression_ratio);
+        // Reads or writes, as db_bench draws them: a counter modulo 100
+        // against the percentage would be periodic, so a seeded draw.
+        let mut draw = Uniform::new(100, ctx.seed ^ 0x005E_ED0F_0001);
+        let group = cfg.ops_per_transaction.max(1);
+        let per_op = (cfg.key_size + cfg.value_size) as u64;
+        let (mut read, mut found, mut conflicts) = (0u64, 0u64, 0u64);
+        // One transaction's keys and values, reused between groups.
+        let mut group_keys = vec![vec![0u8; cfg.key_size]; group];
+        let mut group_values: Vec<Option<Vec<u8>>> = vec![None; group];
+        let mut done = 0u64;
+        let total = cfg.reads();
+        while done < total {
+            if ctx.should_stop() {
+                break;
+            }
+            let n = (total - done).min(group as u64) as usize;
+            if !cfg.transactions {
+                // The plain run: one operation, nothing copied.
+                generate_key_from_int(keys.next_key(), &mut group_keys[0]);
+                let is_read = draw.next_key() < u64::from(cfg.readwritepercent);
+                let t = ctx.op_start();
+                if is_read {
+                    read += 1;
+                    found += u64::from(ctx.db.get(&group_keys[0])?.is_some());
+                    ctx.op_done(OpKind::Read, t);
+                } else {
+                    ctx.db
+                        .put(&group_keys[0], values.generate(cfg.value_size))?;
+                    ctx.stats.add_bytes(per_op);
+                    ctx.op_done(OpKind::Write, t);
+                }
+                done += 1;
+                continue;
+            }
+            for i in 0..n {
+                generate_key_from_int(keys.next_key(), &mut group_keys[i]);
+                let is_read = draw.next_key() < u64::from(cfg.readwritepercent);
+                match (is_read, &mut group_values[i]) {
+                    (true, v) => *v = None,
+                    (false, Some(v)) => {
+                        v.clear();
+                        v.extend_from_slice(values.generate(cfg.value_size));
+                    }
+                    (false, v) => *v = Some(values.generate(cfg.value_size).to_vec()),
+                }
+            }
+            let t = ctx.op_start();
+            {
+                let ops: Vec<crate::engine::TxnOp<'_>> = (0..n)
+                    .map(|i| match &group_values[i] {
+                        None => crate::engine::TxnOp::Read(&group_keys[i]),
+                        Some(v) => crate::engine::TxnOp::Write(&group_keys[i], v),
+                    })
+                    .collect();
+                let (hits, retried) = ctx.db.transaction(&ops)?;
+                found += hits;
+                conflicts += retried;
+            }
+            for v in &group_values[..n] {
+                let kind = match v {
+                    None => {
+                        read += 1;
+                        OpKind::Read
+                    }
+                    Some(_) => {
+                        ctx.stats.add_bytes(per_op);
+                        OpKind::Write
+                    }
+                };
+                // A group's operations share its time.
+                ctx.op_done(kind, t);
+            }
+            done += n as u64;
+        }
+        ctx.stats.set_found(found, read);
+        if conflicts > 0 {
+            eprintln!(
+                "readrandomwriterandom thread {}: {conflicts} conflicts retried",
+                ctx.tid
+            );
+        }
         Ok(())
     }
 

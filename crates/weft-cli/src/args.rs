@@ -286,6 +286,22 @@ pub struct BenchArgs {
     /// fdatasync every write (`--sync`, `--sync=true|false|1|0`) [default: false]
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub sync: Option<bool>,
+    /// readrandomwriterandom: percentage of operations that are reads [default: 90]
+    #[arg(long = "readwritepercent")]
+    pub readwritepercent: Option<u32>,
+    /// readrandomwriterandom inside optimistic transactions (get_for_update,
+    /// put, commit; retried on conflict) [default: false]
+    #[arg(
+        long = "transactions",
+        alias = "optimistic_transaction_db",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = parse_bool
+    )]
+    pub transactions: Option<bool>,
+    /// With --transactions: operations per transaction [default: 1]
+    #[arg(long = "ops_per_transaction")]
+    pub ops_per_transaction: Option<usize>,
     /// Keep the directory's data (fill benchmarks are skipped) [default: false]
     #[arg(
         long = "use_existing_db",
@@ -499,6 +515,9 @@ impl BenchArgs {
             write_buffer_size,
             seek_nexts,
             sync,
+            readwritepercent,
+            transactions,
+            ops_per_transaction,
             use_existing_db,
             memtable,
             seed,
@@ -587,6 +606,24 @@ mod tests {
         assert_eq!(b.to_config(db).db, PathBuf::from("/tmp/x"));
         let (b, db) = bench(&["bench", "--db=/tmp/y"]);
         assert_eq!(b.to_config(db).num, 200_000);
+    }
+
+    #[test]
+    fn transaction_flags_and_db_bench_spelling() {
+        let (b, db) = bench(&["bench", "--transactions", "--readwritepercent=80"]);
+        let c = b.to_config(db);
+        assert!(c.transactions);
+        assert_eq!((c.readwritepercent, c.ops_per_transaction), (80, 1));
+        let (b, db) = bench(&[
+            "bench",
+            "--optimistic_transaction_db=true",
+            "--ops_per_transaction=4",
+        ]);
+        let c = b.to_config(db);
+        assert!(c.transactions);
+        assert_eq!((c.readwritepercent, c.ops_per_transaction), (90, 4));
+        let (b, db) = bench(&["bench", "--num=10"]);
+        assert!(!b.to_config(db).transactions);
     }
 
     #[test]

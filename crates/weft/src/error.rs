@@ -90,6 +90,23 @@ pub enum Error {
     /// The database was closed; no further operations are possible.
     #[error("database is closed")]
     Closed,
+
+    /// A transaction's commit found that `key`, which it read for update
+    /// or wrote, has a version (a put or a delete) newer than the
+    /// transaction's snapshot: another write got there first, and
+    /// committing would lose it or act on a stale read. Nothing of the
+    /// transaction was written. Run the transaction again from the start
+    /// (`Db::transact` does, up to a bound); see `docs/DESIGN.md` §4.12.
+    #[error(
+        "transaction conflict: key \"{}\" was written after the transaction's snapshot; \
+         nothing was committed, retry the transaction",
+        key.escape_ascii()
+    )]
+    Conflict {
+        /// The first tracked key found changed (bytes; the message escapes
+        /// it for printing).
+        key: Vec<u8>,
+    },
 }
 
 impl Error {
@@ -117,6 +134,27 @@ impl Error {
     /// True for [`Error::Corruption`].
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })
+    }
+
+    /// True for [`Error::Conflict`]: a transaction lost a race and may be
+    /// retried.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let mut txn = db.transaction();
+    /// txn.put("k", "mine").unwrap();
+    /// db.put("k", "theirs").unwrap();
+    /// let err = txn.commit().unwrap_err();
+    /// assert!(err.is_conflict());
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "transaction conflict: key \"k\" was written after the transaction's snapshot; \
+    ///      nothing was committed, retry the transaction"
+    /// );
+    /// ```
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Conflict { .. })
     }
 }
 

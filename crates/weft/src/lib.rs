@@ -21,7 +21,8 @@
 //!
 //! [`Db`] and what it takes and returns: [`Options`], [`ReadOptions`],
 //! [`WriteOptions`], [`CloseOptions`], [`WriteBatch`], [`Snapshot`], the cursors
-//! ([`DbIterator`], [`Range`]), the change feed ([`ChangeFeed`],
+//! ([`DbIterator`], [`Range`]), optimistic transactions ([`Transaction`],
+//! [`TransactionOptions`], [`TransactionRange`]), the change feed ([`ChangeFeed`],
 //! [`ChangeGroup`], [`ChangeOp`], [`FeedLimit`]), checkpoints
 //! ([`CheckpointInfo`]) and backups ([`BackupEngine`], [`BackupInfo`],
 //! [`BackupId`]), compression ([`Compression`]), the compaction filter
@@ -64,7 +65,7 @@ pub use compaction_filter::{CompactionFilter, FilterDecision, FilterEntry};
 pub use compression::Compression;
 pub use db::{
     ChangeFeed, ChangeGroup, ChangeOp, CheckReport, CheckpointInfo, Db, DbIterator, FeedLimit,
-    Range,
+    Range, Transaction, TransactionOptions, TransactionRange, DEFAULT_TRANSACTION_ATTEMPTS,
 };
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_SIZE, MAX_VALUE_SIZE};

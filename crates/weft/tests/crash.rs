@@ -24,10 +24,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -125,61 +123,6 @@ fn child_writer() {
     }
     // Never reached in a normal run: the parent kills us long before.
     eprintln!("child_writer: parent never killed us; exiting");
-}
-
-/// Spawns this test binary running only test `name` with `envs`; stdout is
-/// piped (each line is sent on the returned channel), stderr goes to a file.
-fn spawn_child(
-    name: &str,
-    envs: &[(&str, String)],
-    stderr_file: &Path,
-) -> (Child, mpsc::Receiver<String>, std::thread::JoinHandle<()>) {
-    let exe = std::env::current_exe().expect("current_exe");
-    let mut cmd = Command::new(exe);
-    cmd.args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(
-            std::fs::File::create(stderr_file).expect("stderr file"),
-        ));
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("spawn child");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (child, rx, reader)
-}
-
-fn child_stderr(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_default()
-}
-
-/// Waits up to `timeout` for a line equal to `want`; returns the other lines
-/// seen meanwhile. `None` if the child closed stdout first or time ran out.
-fn wait_for_line(
-    rx: &mpsc::Receiver<String>,
-    want: &str,
-    timeout: Duration,
-    seen: &mut Vec<String>,
-) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(l) if l.trim().ends_with(want) => return true,
-            Ok(l) => seen.push(l),
-            Err(_) => return false,
-        }
-    }
 }
 
 fn crash_cycles(seed: u64, kind: MemtableKind, cycles: usize) {

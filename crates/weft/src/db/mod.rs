@@ -2,6 +2,7 @@
 //! path, recovery ([`open`]) and background work ([`crate::background`]).
 
 mod checkpoint;
+mod conflict;
 pub(crate) mod core;
 mod feed;
 mod iter;
@@ -9,6 +10,7 @@ pub(crate) mod lifetime;
 mod open;
 mod publish;
 pub(crate) use open::check_wal_tail;
+mod transaction;
 pub(crate) mod watermark;
 mod write;
 
@@ -39,6 +41,9 @@ pub(crate) use checkpoint::{
 pub use feed::{ChangeFeed, ChangeGroup, ChangeOp, FeedLimit};
 pub use iter::{DbIterator, Range};
 pub(crate) use open::DirLock;
+pub use transaction::{
+    Transaction, TransactionOptions, TransactionRange, DEFAULT_TRANSACTION_ATTEMPTS,
+};
 
 /// An open database. Cheap to clone (an `Arc` inside), `Send + Sync`: share
 /// it between threads freely. [`Db::close`] closes it for every clone;
@@ -157,6 +162,24 @@ fn check_key(key: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// The checks of a batch and its options before a write (`Db::write`, a
+/// transaction's commit).
+fn check_write(batch: &WriteBatch, opts: &WriteOptions) -> Result<()> {
+    batch.validate()?;
+    if batch.approximate_size() > u32::MAX as usize / 2 {
+        return Err(Error::InvalidArgument(format!(
+            "write batch of {} bytes exceeds the 2 GiB limit",
+            batch.approximate_size()
+        )));
+    }
+    if opts.sync && opts.disable_wal {
+        return Err(Error::InvalidArgument(
+            "a sync write needs the WAL: sync and disable_wal cannot both be set".into(),
+        ));
+    }
+    Ok(())
+}
+
 fn bound_to_vec<K: AsRef<[u8]>>(b: Bound<&K>) -> Bound<Vec<u8>> {
     match b {
         Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
@@ -267,18 +290,7 @@ impl Db {
 
     /// Applies `batch` atomically: after any crash, all of it or none.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
-        batch.validate()?;
-        if batch.approximate_size() > u32::MAX as usize / 2 {
-            return Err(Error::InvalidArgument(format!(
-                "write batch of {} bytes exceeds the 2 GiB limit",
-                batch.approximate_size()
-            )));
-        }
-        if opts.sync && opts.disable_wal {
-            return Err(Error::InvalidArgument(
-                "a sync write needs the WAL: sync and disable_wal cannot both be set".into(),
-            ));
-        }
+        check_write(&batch, opts)?;
         self.core()
             .write(batch, opts.sync, !opts.disable_wal, false)
     }

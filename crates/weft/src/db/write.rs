@@ -35,6 +35,7 @@ use parking_lot::MutexGuard;
 
 use arc_swap::Guard;
 
+use super::conflict::{CommitCheck, CommitChecked};
 use super::core::{
     background_behind, ActiveWal, Core, Counters, EngineState, ImmutableMemtable, SuperVersion,
 };
@@ -110,10 +111,25 @@ impl Core {
     /// Applies `batch` (validated by the caller).
     pub(crate) fn write(
         &self,
+        batch: WriteBatch,
+        sync: bool,
+        logged: bool,
+        rotate: bool,
+    ) -> Result<()> {
+        self.write_checked(batch, sync, logged, rotate, None)
+    }
+
+    /// Applies `batch` as [`Core::write`] does; with a `check` (a
+    /// transaction's commit), only if the check passes under the WAL lock,
+    /// atomically with taking the batch's sequences
+    /// ([`Core::check_commit_locked`]).
+    pub(crate) fn write_checked(
+        &self,
         mut batch: WriteBatch,
         sync: bool,
         logged: bool,
         rotate: bool,
+        check: Option<&CommitCheck>,
     ) -> Result<()> {
         debug_assert!(logged || !sync, "a sync write must be logged");
         self.check_writable()?;
@@ -142,7 +158,7 @@ impl Core {
                 has_logged_puts = batch.iter().flatten().any(|op| op.logged.is_some());
             }
         }
-        let appended = self.append(&mut batch, sync, logged, has_logged_puts)?;
+        let appended = self.append(&mut batch, sync, logged, has_logged_puts, check)?;
         if !logged {
             // The unit tests' window between an unlogged write's sequence
             // and its insert (the close's flush must wait for it).
@@ -191,13 +207,16 @@ impl Core {
 
     /// Takes the batch's sequences and appends it to the WAL, under the WAL
     /// lock; goes to [`Core::make_room`] first whenever the memtable is
-    /// full or background work is behind.
+    /// full or background work is behind. A transaction's `check` runs
+    /// under the same hold of the lock, just before the sequences are
+    /// taken.
     fn append(
         &self,
         batch: &mut WriteBatch,
         sync: bool,
         logged: bool,
         has_logged_puts: bool,
+        check: Option<&CommitCheck>,
     ) -> Result<Appended> {
         let ops = batch.len();
         let defer = self.options.manual_wal_flush && !sync;
@@ -215,6 +234,17 @@ impl Core {
                 continue;
             }
             self.check_writable()?;
+            if let Some(check) = check {
+                // A conflict returns here, before any sequence is taken.
+                if let CommitChecked::Behind(handed_out) = self.check_commit_locked(check)? {
+                    // Writes that took sequences are still inserting: wait
+                    // for them with the lock released (a sync writer takes
+                    // it before it publishes), then check again.
+                    drop(wal);
+                    self.wait_visible(handed_out);
+                    continue;
+                }
+            }
             let first = self.last_seq.load(Ordering::Relaxed) + 1;
             let last = first + ops as u64 - 1;
             if last > crate::key::MAX_SEQUENCE {

@@ -4,11 +4,15 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
+use std::io::{BufRead, BufReader};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::sync::Once;
+use std::time::{Duration, Instant};
 
 pub use rand::rngs::StdRng;
 #[allow(unused_imports)]
@@ -361,5 +365,62 @@ pub fn assert_corruption_in(e: &Error, expected: &Path, ctx: &str) {
             "{ctx}: expected Error::Corruption in {}, got {other:?}",
             expected.display()
         ),
+    }
+}
+
+// ------------------------------------------------- child processes ----
+
+/// Spawns this test binary (the crash tests' re-executed children) running only test `name` with `envs`; stdout is
+/// piped (each line is sent on the returned channel), stderr goes to a file.
+pub fn spawn_child(
+    name: &str,
+    envs: &[(&str, String)],
+    stderr_file: &Path,
+) -> (Child, mpsc::Receiver<String>, std::thread::JoinHandle<()>) {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut cmd = Command::new(exe);
+    cmd.args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(
+            std::fs::File::create(stderr_file).expect("stderr file"),
+        ));
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn child");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx, reader)
+}
+
+pub fn child_stderr(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// Waits up to `timeout` for a line equal to `want`; returns the other lines
+/// seen meanwhile. `None` if the child closed stdout first or time ran out.
+pub fn wait_for_line(
+    rx: &mpsc::Receiver<String>,
+    want: &str,
+    timeout: Duration,
+    seen: &mut Vec<String>,
+) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if l.trim().ends_with(want) => return true,
+            Ok(l) => seen.push(l),
+            Err(_) => return false,
+        }
     }
 }
