@@ -152,3 +152,34 @@ fn bad_ranges_are_refused_and_empty_ones_delete_nothing() {
     db.write(b, &WriteOptions::new()).unwrap();
     assert!(keys(&db, &ReadOptions::new()).is_empty());
 }
+
+/// The row cache never serves a key a range delete covers: the delete
+/// drops the cached entries in its range before it is visible, and a
+/// snapshot from before it still reads the values (from storage).
+#[test]
+fn the_row_cache_forgets_what_a_range_delete_covers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default().row_cache_size(4 << 20)).unwrap();
+    fill(&db, 100);
+    db.flush().unwrap();
+    for i in 0..100 {
+        db.get(key(i)).unwrap().unwrap(); // fills the cache
+    }
+    let cached = db.stats().row_cache.entries;
+    assert!(cached >= 100, "{:?}", db.stats().row_cache);
+    let before = db.snapshot();
+    db.delete_range(key(10), key(20)).unwrap();
+    assert_eq!(db.stats().row_cache.entries, cached - 10);
+    for i in 0..100 {
+        let got = db.get(key(i)).unwrap();
+        assert_eq!(got.is_none(), (10..20).contains(&i), "key {i}");
+        let old = db
+            .get_opt(key(i), &ReadOptions::new().snapshot(&before))
+            .unwrap();
+        assert_eq!(
+            old.unwrap(),
+            format!("value {i}").as_bytes(),
+            "key {i} at the snapshot"
+        );
+    }
+}

@@ -529,6 +529,12 @@ pub(crate) struct Core {
     /// Bytes of munk images alive (`store::munk`), installed or still
     /// pinned by a reader: what [`Options::munk_cache_size`] bounds.
     pub munk_bytes: Arc<AtomicU64>,
+    /// A range delete may exist: one was written since the open, or the
+    /// store held one at the open. Until then a get skips the range
+    /// checks (`SuperVersion::range_deleted`) with this one load of a
+    /// line no one writes; set before the first range delete is visible
+    /// (`db::write`), and never cleared.
+    pub range_deletes_seen: AtomicBool,
     /// The earlier sessions' counters and the saves of the lifetime
     /// counters (`db::lifetime`).
     pub lifetime: crate::stats_file::Lifetime,
@@ -552,6 +558,7 @@ impl Core {
         let read_tracker = Arc::new(ReadTracker::default());
         // Recovery starts with an empty row cache: it is memory only.
         let row_cache = RowCache::new(options.row_cache_size);
+        let range_deletes_seen = !state.version.range_tombstones.is_empty();
         let sv = Arc::new(SuperVersion {
             mem: Arc::clone(&state.mem),
             imms: Vec::new(),
@@ -593,6 +600,7 @@ impl Core {
             counters,
             reads: Default::default(),
             munk_bytes: Arc::default(),
+            range_deletes_seen: AtomicBool::new(range_deletes_seen),
             lifetime,
         }
     }

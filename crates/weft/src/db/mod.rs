@@ -394,10 +394,14 @@ impl Db {
         let core = self.core();
         let found = |kind: ValueKind, v: &[u8]| kind.is_value().then(|| v.to_vec());
         let reads = &core.reads;
+        // Acquire: a get whose sequence covers a range delete sees the
+        // flag its writer set before publishing.
+        let range_deletes = core.range_deletes_seen.load(Ordering::Acquire);
+        let range_deleted = |found| range_deletes && sv.range_deleted(key, found, seq);
         for m in std::iter::once(&sv.mem).chain(&sv.imms) {
             if let Some(f) = m.get(key, seq) {
                 reads.memtable_hits.add(1);
-                if sv.range_deleted(key, f.seq, seq) {
+                if range_deleted(f.seq) {
                     return Ok(None);
                 }
                 return Ok(found(f.kind, f.value));
@@ -422,9 +426,7 @@ impl Db {
                 .version
                 .get(key, seq, reads, core.cache.disk_reads(), core.munks_on())?
             {
-                Some((found_seq, ValueKind::Put, _)) if sv.range_deleted(key, found_seq, seq) => {
-                    None
-                }
+                Some((found_seq, ValueKind::Put, _)) if range_deleted(found_seq) => None,
                 Some((found_seq, ValueKind::Put, v)) => {
                     if let (Some(rows), Some(bound)) = (rows, fill_bound) {
                         // The unit tests' window between the read and the

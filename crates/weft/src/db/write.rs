@@ -27,7 +27,7 @@
 //! appended so far under `wal_synced`, and those queued behind it find
 //! their records already covered (group commit of syncs).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -68,7 +68,7 @@ const WATERMARK_EVERY: u64 = 16;
 
 /// Inserts `batch` into `mem` at the sequences it was given (its range
 /// deletes beside the versions, `crate::range_delete`).
-fn insert_batch(mem: &dyn Memtable, batch: &WriteBatch) {
+fn insert_batch(mem: &dyn Memtable, batch: &WriteBatch, range_deletes_seen: &AtomicBool) {
     let first_seq = batch.sequence();
     for (i, op) in batch.iter().enumerate() {
         // The batch was validated before it was queued, so decoding
@@ -78,11 +78,15 @@ fn insert_batch(mem: &dyn Memtable, batch: &WriteBatch) {
             debug_assert_eq!(op.codec, crate::compression::CODEC_NONE);
             let seq = first_seq + i as u64;
             match op.range_end {
-                Some(end) => mem.range_tombstones().add(RangeTombstone {
-                    start: op.key.to_vec(),
-                    end: end.to_vec(),
-                    seq,
-                }),
+                Some(end) => {
+                    // Before the delete is visible: gets check from then on.
+                    range_deletes_seen.store(true, Ordering::Release);
+                    mem.range_tombstones().add(RangeTombstone {
+                        start: op.key.to_vec(),
+                        end: end.to_vec(),
+                        seq,
+                    });
+                }
                 None => mem.insert(op.key, seq, op.kind, op.value),
             }
         }
@@ -189,7 +193,7 @@ impl Core {
                 // (`cache::row_cache`).
                 rows.refresh_batch(&batch);
             }
-            insert_batch(mem.as_ref(), &batch);
+            insert_batch(mem.as_ref(), &batch, &self.range_deletes_seen);
         }
         self.publish(appended.ticket, appended.first, appended.last);
         if synced.is_ok() {
