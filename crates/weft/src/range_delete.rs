@@ -189,13 +189,19 @@ impl RangeTombstoneSet {
 /// The range tombstones written to one memtable (module docs): appended
 /// by writers before their write is published, read by every get that
 /// pins the memtable. A memtable without any costs a reader one load.
+///
+/// The fragments are rebuilt lazily, by the first reader after an
+/// addition, not by each writer: a burst of range deletes (a replayed WAL,
+/// many collections dropped) costs one rebuild, not one per delete.
 #[derive(Default)]
 pub struct MemRangeTombstones {
     /// How many were added: readers look no further while it is zero.
     count: AtomicUsize,
-    /// Every tombstone, in the order added (writers only).
+    /// How many `set` holds: it is stale while this is below `count`.
+    built: AtomicUsize,
+    /// Every tombstone, in the order added.
     list: Mutex<Vec<RangeTombstone>>,
-    /// `list` fragmented, replaced whole by each addition.
+    /// `list` fragmented, as of `built` tombstones.
     set: ArcSwap<RangeTombstoneSet>,
 }
 
@@ -205,8 +211,6 @@ impl MemRangeTombstones {
     pub fn add(&self, t: RangeTombstone) {
         let mut list = self.list.lock();
         list.push(t);
-        self.set
-            .store(Arc::new(RangeTombstoneSet::new(list.iter())));
         self.count.store(list.len(), Ordering::Release);
     }
 
@@ -219,6 +223,15 @@ impl MemRangeTombstones {
 
     /// Every tombstone added so far, fragmented.
     pub fn set(&self) -> Arc<RangeTombstoneSet> {
+        if self.built.load(Ordering::Acquire) == self.count.load(Ordering::Acquire) {
+            return self.set.load_full();
+        }
+        let list = self.list.lock();
+        if self.built.load(Ordering::Acquire) != list.len() {
+            self.set
+                .store(Arc::new(RangeTombstoneSet::new(list.iter())));
+            self.built.store(list.len(), Ordering::Release);
+        }
         self.set.load_full()
     }
 
@@ -231,7 +244,14 @@ impl MemRangeTombstones {
     /// for a read at `read` ([`RangeTombstoneSet::deletes`]).
     #[inline]
     pub fn deletes(&self, key: &[u8], found: SequenceNumber, read: SequenceNumber) -> bool {
-        !self.is_empty() && self.set.load().deletes(key, found, read)
+        if self.is_empty() {
+            return false;
+        }
+        if self.built.load(Ordering::Acquire) == self.count.load(Ordering::Acquire) {
+            // A guard, not an `Arc` clone: no shared count written per get.
+            return self.set.load().deletes(key, found, read);
+        }
+        self.set().deletes(key, found, read)
     }
 }
 
