@@ -42,16 +42,22 @@ fn reader_beside_writer_in_process() {
     let writer = Db::open(dir.path(), opts.clone()).unwrap();
     // Flushed tables, then writes only in the WAL.
     for i in 0..300u32 {
-        writer.put(format!("t{i:04}"), format!("table value {i:0>60}")).unwrap();
+        writer
+            .put(format!("t{i:04}"), format!("table value {i:0>60}"))
+            .unwrap();
     }
     writer.flush().unwrap();
     writer.put(b"wal-only", b"in the log").unwrap();
     writer.delete(b"t0001").unwrap();
     writer.delete_range(b"t0100", b"t0110").unwrap();
 
-    let reader = Db::open_read_only(dir.path(), opts.clone()).expect("read-only open beside a writer");
+    let reader =
+        Db::open_read_only(dir.path(), opts.clone()).expect("read-only open beside a writer");
     assert!(reader.is_read_only());
-    assert_eq!(reader.get(b"wal-only").unwrap().as_deref(), Some(&b"in the log"[..]));
+    assert_eq!(
+        reader.get(b"wal-only").unwrap().as_deref(),
+        Some(&b"in the log"[..])
+    );
     assert_eq!(reader.get(b"t0001").unwrap(), None);
     assert_eq!(reader.get(b"t0105").unwrap(), None);
     assert_eq!(scan_all(&reader), scan_all(&writer));
@@ -73,13 +79,23 @@ fn reader_beside_writer_in_process() {
 
     // After flushes and compactions that delete the files it read.
     for i in 0..300u32 {
-        writer.put(format!("t{i:04}"), format!("rewritten {i:0>60}")).unwrap();
+        writer
+            .put(format!("t{i:04}"), format!("rewritten {i:0>60}"))
+            .unwrap();
     }
     writer.flush().unwrap();
     writer.compact().unwrap();
-    assert!(reader.get(b"t0200").unwrap().unwrap().starts_with(b"table value"));
+    assert!(reader
+        .get(b"t0200")
+        .unwrap()
+        .unwrap()
+        .starts_with(b"table value"));
     reader.refresh().unwrap();
-    assert!(reader.get(b"t0200").unwrap().unwrap().starts_with(b"rewritten"));
+    assert!(reader
+        .get(b"t0200")
+        .unwrap()
+        .unwrap()
+        .starts_with(b"rewritten"));
     assert_eq!(scan_all(&reader), scan_all(&writer));
 
     // Writes are refused, naming what.
@@ -87,7 +103,10 @@ fn reader_beside_writer_in_process() {
         ("put", reader.put(b"x", b"y")),
         ("delete", reader.delete(b"x")),
         ("delete_range", reader.delete_range(b"a", b"b")),
-        ("write", reader.write(WriteBatch::new(), &WriteOptions::new())),
+        (
+            "write",
+            reader.write(WriteBatch::new(), &WriteOptions::new()),
+        ),
         ("flush", reader.flush()),
         ("compact", reader.compact()),
         ("sync_wal", reader.sync_wal()),
@@ -99,7 +118,9 @@ fn reader_beside_writer_in_process() {
     let cp = tempfile::tempdir().unwrap();
     assert!(matches!(
         reader.checkpoint(cp.path().join("c")),
-        Err(Error::ReadOnly { operation: "checkpoint" })
+        Err(Error::ReadOnly {
+            operation: "checkpoint"
+        })
     ));
     assert!(matches!(writer.refresh(), Err(Error::InvalidArgument(_))));
     reader.verify_checksums().unwrap();
@@ -118,7 +139,11 @@ fn reader_beside_writer_in_process() {
     let _ = reader.stats();
     assert!(reader.put(b"x", b"y").is_err());
     reader.close().unwrap();
-    assert_eq!(contents(dir.path()), before, "a read-only open changed the directory");
+    assert_eq!(
+        contents(dir.path()),
+        before,
+        "a read-only open changed the directory"
+    );
     assert!(!dir.path().join("LOCK").exists() || listing(dir.path()).len() == before.len());
 }
 
@@ -173,7 +198,11 @@ fn check_prefix(db: &Db, ctx: &str) -> Option<u64> {
     let pairs = scan_all(db);
     let marker = pairs.iter().find(|(k, _)| k == b"marker");
     let Some((_, m)) = marker else {
-        assert!(pairs.is_empty(), "{ctx}: keys without a marker: {}", pairs.len());
+        assert!(
+            pairs.is_empty(),
+            "{ctx}: keys without a marker: {}",
+            pairs.len()
+        );
         return None;
     };
     let n: u64 = std::str::from_utf8(m).unwrap().parse().unwrap();
@@ -243,5 +272,8 @@ fn reader_beside_writer_process() {
         }
     };
     // The writer got far enough to flush and compact many times.
-    assert!(opens > 5 && highest > 200, "opens {opens}, highest batch {highest}");
+    assert!(
+        opens > 5 && highest > 200,
+        "opens {opens}, highest batch {highest}"
+    );
 }

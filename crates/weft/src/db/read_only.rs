@@ -132,7 +132,10 @@ fn build_view_once(dir: &Path, options: &Options, cache: &Arc<BlockCache>) -> Re
 
 /// Memtables of `view` as the engine state's active memtable and
 /// immutable ones (never flushed: no background thread runs).
-fn memtables(view: &mut View, options: &Options) -> (Arc<dyn Memtable>, VecDeque<ImmutableMemtable>) {
+fn memtables(
+    view: &mut View,
+    options: &Options,
+) -> (Arc<dyn Memtable>, VecDeque<ImmutableMemtable>) {
     let mem = view
         .mems
         .pop()
