@@ -437,6 +437,11 @@ fn check_partitions(dir: &Path, manifest_number: u64, ps: &[Arc<Partition>]) -> 
     Ok(())
 }
 
+/// What recovery does with a memtable replay filled: the writer flushes
+/// it into tables recorded in the state, a read-only view keeps it.
+pub(super) type KeepMemtable<'a> =
+    dyn FnMut(&mut ManifestState, Arc<dyn Memtable>) -> Result<()> + 'a;
+
 /// Replays `wals` into memtables, handing each to `keep` once it reaches
 /// the write buffer size, and the last one (if it holds a write) at the
 /// end: the writer's open flushes them into UnsortedStore tables recorded
@@ -450,7 +455,7 @@ pub(super) fn replay_wals(
     state: &mut ManifestState,
     wals: &[u64],
     counters: &Counters,
-    keep: &mut dyn FnMut(&mut ManifestState, Arc<dyn Memtable>) -> Result<()>,
+    keep: &mut KeepMemtable<'_>,
 ) -> Result<(u64, Vec<(u64, RetainedWal)>)> {
     let mut last_seq = state.last_sequence;
     let fs = &*options.file_system;
