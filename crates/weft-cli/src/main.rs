@@ -112,7 +112,7 @@ fn run(cli: Cli) -> CliResult {
             Ok(ExitCode::SUCCESS)
         }
         Command::Get { key } => {
-            let db = open(&dir(), false)?;
+            let db = open_read_only(&dir())?;
             let value = db.get(bytes(&key))?;
             db.close()?;
             match value {
@@ -127,7 +127,7 @@ fn run(cli: Cli) -> CliResult {
             }
         }
         Command::Scan(args) => {
-            let db = open(&dir(), false)?;
+            let db = open_read_only(&dir())?;
             let mut out = BufWriter::new(io::stdout().lock());
             scan(&db, &args, &mut out)?;
             out.flush()?;
@@ -146,7 +146,7 @@ fn run(cli: Cli) -> CliResult {
             Ok(ExitCode::SUCCESS)
         }
         Command::Stats { json } => {
-            let db = open(&dir(), false)?;
+            let db = open_read_only(&dir())?;
             let s = db.stats();
             db.close()?;
             let text = if json {
@@ -259,6 +259,14 @@ fn serve(args: args::ServeArgs, default_dir: PathBuf) -> CliResult {
 /// `--db` should fail loudly, not print nothing from a fresh empty store.
 fn open(dir: &Path, create: bool) -> Result<Db, weft::Error> {
     Db::open(dir, Options::default().create_if_missing(create))
+}
+
+/// Opens the database read-only, for the commands that only read (`get`,
+/// `scan`, `stats`, `check`): they take no lock and write nothing, so they
+/// work beside a running `weft serve` (or any writer) on the same
+/// directory, reading the database as of the open, WAL included.
+fn open_read_only(dir: &Path) -> Result<Db, weft::Error> {
+    Db::open_read_only(dir, Options::default())
 }
 
 /// The raw bytes of an argument (any bytes on Unix, so binary keys work).
@@ -426,7 +434,7 @@ fn backup(action: BackupAction, db_dir: &Path) -> CliResult {
 /// `weft check`: corruption (at open or during verification) exits 2 with
 /// the file and offset; any other failure is an ordinary error.
 fn check(dir: &Path) -> CliResult {
-    let result = open(dir, false).and_then(|db| {
+    let result = open_read_only(dir).and_then(|db| {
         let report = db.verify_checksums()?;
         db.close()?;
         Ok(report)

@@ -91,6 +91,16 @@ pub enum Error {
     #[error("database is closed")]
     Closed,
 
+    /// The database was opened with [`crate::Db::open_read_only`], which
+    /// never writes to its directory (another process may be writing it):
+    /// `operation` (a put, a flush, a checkpoint, ...) was refused and
+    /// nothing changed. Open it with [`crate::Db::open`] to write.
+    #[error("database is open read-only: {operation} refused")]
+    ReadOnly {
+        /// What was refused, e.g. `"write"` or `"flush"`.
+        operation: &'static str,
+    },
+
     /// A transaction's commit found that `key`, which it read for update
     /// or wrote, has a version (a put or a delete) newer than the
     /// transaction's snapshot: another write got there first, and

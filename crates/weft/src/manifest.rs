@@ -763,6 +763,14 @@ impl ManifestWriter {
         Ok((ManifestWriter { log, number }, n))
     }
 
+    /// The manifest slot of a read-only engine (`Db::open_read_only`):
+    /// reports manifest `number` (the one the view was read from) and
+    /// refuses every append ([`LogWriter::refusing`]).
+    pub fn refusing(dir: &Path, number: u64) -> Result<ManifestWriter> {
+        let log = LogWriter::refusing(dir, filename::manifest_path(dir, number))?;
+        Ok(ManifestWriter { log, number })
+    }
+
     /// Appends `edit` and fsyncs it. Returns bytes written.
     pub fn append(&mut self, edit: &VersionEdit) -> Result<u64> {
         let n = self.log.add_record(&edit.encode())?;

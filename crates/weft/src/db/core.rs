@@ -538,6 +538,14 @@ pub(crate) struct Core {
     /// The earlier sessions' counters and the saves of the lifetime
     /// counters (`db::lifetime`).
     pub lifetime: crate::stats_file::Lifetime,
+    /// Opened with `Db::open_read_only`: no lock, no background threads,
+    /// and every write is refused by [`Core::check_writable`] before it
+    /// reaches the WAL or manifest, which are then placeholders that refuse
+    /// writes too ([`crate::wal::LogWriter::refusing`]).
+    pub read_only: bool,
+    /// Serializes `Db::refresh` calls of a read-only engine, so that views
+    /// are installed in the order they were built.
+    pub refresh_lock: Mutex<()>,
 }
 
 impl Core {
@@ -602,6 +610,8 @@ impl Core {
             munk_bytes: Arc::default(),
             range_deletes_seen: AtomicBool::new(range_deletes_seen),
             lifetime,
+            read_only: false,
+            refresh_lock: Mutex::new(()),
         }
     }
 
@@ -713,11 +723,21 @@ impl Core {
 
     /// `Err(Poisoned)` if an earlier failure poisoned the database, and
     /// `Err(Closed)` after close.
+    /// A read-only engine gets `Err(ReadOnly)`.
     pub fn check_writable(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
+        self.check_not_read_only("write")?;
         self.check_poisoned()
+    }
+
+    /// `Err(ReadOnly)` naming `operation` when opened read-only.
+    pub fn check_not_read_only(&self, operation: &'static str) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly { operation });
+        }
+        Ok(())
     }
 
     /// `Err(Poisoned)` if an earlier failure poisoned the database: what

@@ -9,6 +9,7 @@ mod iter;
 pub(crate) mod lifetime;
 mod open;
 mod publish;
+mod read_only;
 pub(crate) use open::check_wal_tail;
 mod transaction;
 pub(crate) mod watermark;
@@ -88,6 +89,11 @@ impl DbHandle {
     /// Closes the engine (see [`Db::close`]) unless it is closed already,
     /// then releases the directory lock.
     fn shutdown(&self, flush: bool) -> Result<()> {
+        if self.core.read_only {
+            // Nothing to flush, sync or save, no thread to stop, no lock.
+            self.core.closed.store(true, Ordering::Release);
+            return Ok(());
+        }
         let mut lock = self.lock.lock();
         if lock.is_none() {
             return Ok(());
@@ -138,6 +144,28 @@ fn shutdown(core: &Core, background: &Mutex<Vec<JoinHandle<()>>>, flush: bool) -
     // Last, so it counts everything above; a failure is only noted.
     core.save_stats(lifetime::SaveAt::Close);
     flushed.and(synced).and(holds)
+}
+
+/// [`Db::verify_checksums`] of a read-only `Db`: every table and value
+/// log of its view, through the descriptors the view holds (the writer
+/// may have deleted their names since). The WALs of the view were read
+/// whole, every record's checksum verified, when it was built; the
+/// manifest and the WALs on disk now belong to the writer, which may be
+/// appending to them.
+fn verify_view_checksums(core: &Core) -> Result<CheckReport> {
+    let sv = core.super_version();
+    let mut report = CheckReport::default();
+    for t in sv.version.all_tables() {
+        report.blocks += t.table.verify_checksums()?;
+        report.files += 1;
+        report.bytes += t.meta.size;
+    }
+    for log in sv.version.value_logs.values() {
+        report.blocks += log.file.verify_checksums()?;
+        report.files += 1;
+        report.bytes += log.file.size();
+    }
+    Ok(report)
 }
 
 /// Result of [`Db::verify_checksums`].
@@ -215,6 +243,80 @@ impl Db {
                 lock: Mutex::new(Some(opened.lock)),
             }),
         })
+    }
+
+    /// Opens the database in `path` read-only, beside a process that may
+    /// be writing it (RocksDB's secondary instance): reads see the
+    /// database as of this call, WAL contents included, until
+    /// [`Db::refresh`] catches up. It takes no lock (another process's
+    /// [`Db::open`] on the directory is fine, and so is this beside it),
+    /// writes and deletes nothing, and runs no background thread. Every
+    /// write ([`Db::put`], [`Db::flush`], [`Db::checkpoint`], ...) fails
+    /// with [`Error::ReadOnly`]. Files the writer deletes after this call
+    /// stay readable (the view holds them open); one deleted while the
+    /// view is being built makes it start over from the newer manifest.
+    ///
+    /// `options` are the reading ones (block cache, memtable kind for the
+    /// replayed WALs); the row and munk caches are off. Fails with
+    /// `InvalidArgument` where `path` holds no database.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let writer = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// writer.put(b"k", b"v1").unwrap();
+    ///
+    /// let reader = weft::Db::open_read_only(dir.path(), weft::Options::default()).unwrap();
+    /// assert_eq!(reader.get(b"k").unwrap().as_deref(), Some(&b"v1"[..]));
+    /// assert!(matches!(reader.put(b"k", b"x"), Err(weft::Error::ReadOnly { .. })));
+    ///
+    /// writer.put(b"k", b"v2").unwrap();
+    /// assert_eq!(reader.get(b"k").unwrap().as_deref(), Some(&b"v1"[..]));
+    /// reader.refresh().unwrap();
+    /// assert_eq!(reader.get(b"k").unwrap().as_deref(), Some(&b"v2"[..]));
+    /// ```
+    pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        let core = crate::util::fs::activity("open", || {
+            read_only::open_read_only(path.as_ref(), options)
+        })?;
+        Ok(Db {
+            inner: Arc::new(DbHandle {
+                core,
+                background: Mutex::new(Vec::new()),
+                lock: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// Catches a read-only `Db` up with the writer: reads the manifest and
+    /// WALs again and installs the new view for the reads that start
+    /// after it. Iterators made before keep reading the view they began
+    /// with. A snapshot taken before reads the new view at its sequence,
+    /// where the writer may have compacted away versions it needed: take
+    /// snapshots again after a refresh. Fails with `InvalidArgument` on a
+    /// `Db` opened for writing (which is always current).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let writer = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let reader = weft::Db::open_read_only(dir.path(), weft::Options::default()).unwrap();
+    /// writer.put(b"late", b"1").unwrap();
+    /// assert_eq!(reader.get(b"late").unwrap(), None);
+    /// reader.refresh().unwrap();
+    /// assert_eq!(reader.get(b"late").unwrap().as_deref(), Some(&b"1"[..]));
+    /// ```
+    pub fn refresh(&self) -> Result<()> {
+        let core = self.core();
+        if !core.read_only {
+            return Err(Error::InvalidArgument(
+                "refresh is for a database opened with Db::open_read_only".into(),
+            ));
+        }
+        crate::util::fs::activity("refresh", || read_only::refresh(core))
+    }
+
+    /// True when opened with [`Db::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.core().read_only
     }
 
     fn core(&self) -> &Core {
@@ -596,6 +698,7 @@ impl Db {
 
     /// Writes the memtables to tables and waits until they are durable there.
     pub fn flush(&self) -> Result<()> {
+        self.core().check_not_read_only("flush")?;
         let core = self.core();
         core.write(WriteBatch::new(), false, true, true)?;
         let mut st = core.state.lock();
@@ -613,6 +716,7 @@ impl Db {
     /// writers keep appending. Redis's `appendfsync everysec` maps
     /// onto calling this once a second. A failure poisons the database.
     pub fn sync_wal(&self) -> Result<()> {
+        self.core().check_not_read_only("sync_wal")?;
         let core = self.core();
         core.check_writable()?;
         // Closed WALs first, deferred records written, a failure poisons:
@@ -625,6 +729,7 @@ impl Db {
     /// survive a process crash once this returns (cheap when nothing waits).
     /// A failure poisons the database, as any failed WAL write does.
     pub fn flush_wal(&self) -> Result<()> {
+        self.core().check_not_read_only("flush_wal")?;
         let core = self.core();
         let mut wal = core.wal.lock();
         if !wal.writer.has_deferred() {
@@ -639,6 +744,7 @@ impl Db {
     /// Flushes, then merges every partition's UnsortedStore into its
     /// SortedStore, and waits.
     pub fn compact(&self) -> Result<()> {
+        self.core().check_not_read_only("compact")?;
         self.flush()?;
         let core = self.core();
         let mut st = core.state.lock();
@@ -660,6 +766,9 @@ impl Db {
     pub fn verify_checksums(&self) -> Result<CheckReport> {
         let core = self.core();
         core.check_open()?;
+        if core.read_only {
+            return verify_view_checksums(core);
+        }
         // The manifest and the active WAL are appended to while this runs:
         // each is read only up to the bytes its writer had written when
         // listed (the manifest lock holds off manifest appends, the WAL
@@ -903,6 +1012,7 @@ impl Db {
     /// db.release_changes("replica", groups[1].last_seq()).unwrap();
     /// ```
     pub fn hold_changes(&self, name: &str, from_seq: u64) -> Result<()> {
+        self.core().check_not_read_only("hold_changes")?;
         self.core().hold_changes(name, from_seq)
     }
 
@@ -923,12 +1033,14 @@ impl Db {
     /// Fails with [`Error::InvalidArgument`] for an unknown hold or a
     /// sequence past the visible one.
     pub fn release_changes(&self, name: &str, through_seq: u64) -> Result<()> {
+        self.core().check_not_read_only("release_changes")?;
         self.core().release_changes(name, through_seq)
     }
 
     /// Removes the hold `name` (durably), letting go of the WALs only it
     /// needed. Fails with [`Error::InvalidArgument`] for an unknown hold.
     pub fn drop_hold(&self, name: &str) -> Result<()> {
+        self.core().check_not_read_only("drop_hold")?;
         self.core().drop_hold(name)
     }
 
@@ -965,6 +1077,7 @@ impl Db {
     /// assert!(feed.next().is_none());
     /// ```
     pub fn changes_from(&self, seq: u64, limit: FeedLimit) -> Result<ChangeFeed> {
+        self.core().check_not_read_only("changes_from")?;
         self.inner.core.changes_from(seq, limit)
     }
 
@@ -1000,6 +1113,7 @@ impl Db {
     /// assert_eq!(copy.stats().sequence, info.sequence);
     /// ```
     pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<CheckpointInfo> {
+        self.core().check_not_read_only("checkpoint")?;
         let core = self.core();
         crate::util::fs::activity("checkpoint", || checkpoint::checkpoint(core, dest.as_ref()))
     }
@@ -1007,6 +1121,7 @@ impl Db {
     /// The database's files as of one sequence, pinned and held open: what
     /// a backup stores (`crate::backup`).
     pub(crate) fn checkpoint_source(&self) -> Result<CheckpointSource> {
+        self.core().check_not_read_only("backup")?;
         CheckpointSource::capture(self.core())
     }
 

@@ -152,42 +152,20 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     // a number is handed out, so a stray name (`18446744073709551614.tmp`)
     // can neither wrap the numbering nor make a new file take the number of
     // a live one.
-    let mut wals = Vec::new();
-    for path in fs
-        .read_dir(&dir)
-        .context(|| format!("listing {}", dir.display()))?
-    {
-        let Some(FileKind::Wal(n)) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(filename::parse_file_name)
-        else {
-            continue;
-        };
-        if n < state.log_number {
-            continue;
-        }
-        if n >= filename::MAX_FILE_NUMBER {
-            return Err(Error::corruption(
-                path,
-                0,
-                format!(
-                    "log number {n} is past any number Weft hands out ({}): not a log this \
-                     database wrote; move it out of the directory",
-                    filename::MAX_FILE_NUMBER
-                ),
-            ));
-        }
-        wals.push(n);
-    }
-    if let Some(&last) = wals.iter().max() {
+    let wals = list_live_wals(&*fs, &dir, state.log_number)?;
+    if let Some(&last) = wals.last() {
         state.next_file_number = state.next_file_number.max(last + 1);
     }
     remove_obsolete_files(&*fs, &dir, &state, recovered_manifest, state.log_number);
-    wals.sort_unstable();
 
     let counters = Counters::default();
-    let (last_seq, replayed) = replay_wals(&dir, &options, &mut state, &wals, &counters)?;
+    // Each memtable recovery fills is flushed into tables the new
+    // manifest names, so the replayed WALs can go.
+    let mut flush = |state: &mut ManifestState, mem: Arc<dyn Memtable>| {
+        flush_recovered(&dir, &options, state, &mem)
+    };
+    let (last_seq, replayed) =
+        replay_wals(&dir, &options, &mut state, &wals, &counters, &mut flush)?;
     state.last_sequence = last_seq;
     retain_replayed_wals(&*fs, &dir, &mut state, &replayed)?;
     crate::fault::crash_point("open.recovered_tables_written");
@@ -205,63 +183,13 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     crate::fault::crash_point("open.manifest_written");
     remove_obsolete_files(&*fs, &dir, &state, Some(manifest_number), wal_number);
 
-    // Open every live table.
-    let mut partitions = Vec::new();
-    for (id, pm) in &state.partitions {
-        let mut p = Partition::new(*id, pm.lower.clone(), pm.upper.clone());
-        for m in pm.unsorted.values() {
-            p.unsorted.push(TableFile::open(
-                &fs,
-                &dir,
-                m.clone(),
-                &cache,
-                options.block_reads(),
-            )?);
-        }
-        for m in pm.sorted.values() {
-            p.sorted.push(TableFile::open(
-                &fs,
-                &dir,
-                m.clone(),
-                &cache,
-                options.block_reads(),
-            )?);
-        }
-        p.sorted
-            .sort_by(|a, b| a.meta.smallest_user_key().cmp(b.meta.smallest_user_key()));
-        // The hash index: its checkpoint plus the tables flushed after it,
-        // or, without a usable checkpoint, rebuilt from all the tables.
-        let checkpoint = state.index_checkpoints.get(id).copied();
-        crate::store::replace_index(
-            &p.index,
-            restore_index(&*fs, &dir, checkpoint, &p.unsorted, options.unsorted_limit)?,
-        );
-        partitions.push(Arc::new(p));
-    }
-    partitions.sort_by(|a, b| a.lower.cmp(&b.lower));
-    check_partitions(&dir, manifest_number, &partitions)?;
-    let mut value_logs = std::collections::BTreeMap::new();
-    for (n, meta) in &state.value_logs {
-        value_logs.insert(
-            *n,
-            LiveValueLog {
-                file: ValueLogFile::open(&fs, &dir, *n, meta.size)?,
-                garbage: meta.garbage,
-                refs: meta.refs.clone(),
-                shares: Default::default(),
-            },
-        );
-    }
+    let version = open_version(&fs, &dir, &options, &cache, &state, manifest_number)?;
 
     let engine = EngineState {
         mem: new_memtable(options.memtable, options.write_buffer_size),
         mem_wal: wal_number,
         imms: Default::default(),
-        version: Arc::new(Version {
-            partitions,
-            value_logs,
-            range_tombstones: Arc::new(state.range_tombstones.clone()),
-        }),
+        version: Arc::new(version),
         next_file_number: state.next_file_number,
         log_number: wal_number,
         imm_created: 0,
@@ -298,6 +226,114 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Opened> {
     // clean close replaces it.
     core.save_stats(SaveAt::Open);
     Ok(Opened { core, lock })
+}
+
+/// The WALs recovery replays: those numbered at or above `log_number`
+/// (the manifest's oldest live one), in order. Shared by the writer's open
+/// and the read-only view ([`super::read_only`]). Only they and the files
+/// the manifest names steer file numbering: every other file of Weft's
+/// kinds is an orphan of a job that never committed, or not Weft's at all,
+/// and the writer's open removes it before a number is handed out, so a
+/// stray name (`18446744073709551614.tmp`) can neither wrap the numbering
+/// nor make a new file take the number of a live one.
+pub(super) fn list_live_wals(fs: &dyn FileSystem, dir: &Path, log_number: u64) -> Result<Vec<u64>> {
+    let mut wals = Vec::new();
+    for path in fs
+        .read_dir(dir)
+        .context(|| format!("listing {}", dir.display()))?
+    {
+        let Some(FileKind::Wal(n)) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(filename::parse_file_name)
+        else {
+            continue;
+        };
+        if n < log_number {
+            continue;
+        }
+        if n >= filename::MAX_FILE_NUMBER {
+            return Err(Error::corruption(
+                path,
+                0,
+                format!(
+                    "log number {n} is past any number Weft hands out ({}): not a log this \
+                     database wrote; move it out of the directory",
+                    filename::MAX_FILE_NUMBER
+                ),
+            ));
+        }
+        wals.push(n);
+    }
+    wals.sort_unstable();
+    Ok(wals)
+}
+
+/// Opens every table and value log `state` names (holding a descriptor of
+/// each, so a file deleted later stays readable), restores each
+/// partition's hash index, and checks that the partitions tile the key
+/// space: the store version of a recovered state, for the writer's open
+/// and the read-only view alike. `manifest_number` names the manifest in
+/// errors.
+pub(super) fn open_version(
+    fs: &crate::util::fs::Fs,
+    dir: &Path,
+    options: &Options,
+    cache: &Arc<BlockCache>,
+    state: &ManifestState,
+    manifest_number: u64,
+) -> Result<Version> {
+    let mut partitions = Vec::new();
+    for (id, pm) in &state.partitions {
+        let mut p = Partition::new(*id, pm.lower.clone(), pm.upper.clone());
+        for m in pm.unsorted.values() {
+            p.unsorted.push(TableFile::open(
+                fs,
+                dir,
+                m.clone(),
+                cache,
+                options.block_reads(),
+            )?);
+        }
+        for m in pm.sorted.values() {
+            p.sorted.push(TableFile::open(
+                fs,
+                dir,
+                m.clone(),
+                cache,
+                options.block_reads(),
+            )?);
+        }
+        p.sorted
+            .sort_by(|a, b| a.meta.smallest_user_key().cmp(b.meta.smallest_user_key()));
+        // The hash index: its checkpoint plus the tables flushed after it,
+        // or, without a usable checkpoint, rebuilt from all the tables.
+        let checkpoint = state.index_checkpoints.get(id).copied();
+        crate::store::replace_index(
+            &p.index,
+            restore_index(&**fs, dir, checkpoint, &p.unsorted, options.unsorted_limit)?,
+        );
+        partitions.push(Arc::new(p));
+    }
+    partitions.sort_by(|a, b| a.lower.cmp(&b.lower));
+    check_partitions(dir, manifest_number, &partitions)?;
+    let mut value_logs = std::collections::BTreeMap::new();
+    for (n, meta) in &state.value_logs {
+        value_logs.insert(
+            *n,
+            LiveValueLog {
+                file: ValueLogFile::open(fs, dir, *n, meta.size)?,
+                garbage: meta.garbage,
+                refs: meta.refs.clone(),
+                shares: Default::default(),
+            },
+        );
+    }
+    Ok(Version {
+        partitions,
+        value_logs,
+        range_tombstones: Arc::new(state.range_tombstones.clone()),
+    })
 }
 
 /// Keeps for the change feed what recovery replayed of the WALs a hold
@@ -401,17 +437,25 @@ fn check_partitions(dir: &Path, manifest_number: u64, ps: &[Arc<Partition>]) -> 
     Ok(())
 }
 
-/// Replays `wals` into memtables, flushing them into UnsortedStore tables
-/// recorded in `state`. Returns the highest sequence seen, and what was
+/// What recovery does with a memtable replay filled: the writer flushes
+/// it into tables recorded in the state, a read-only view keeps it.
+pub(super) type KeepMemtable<'a> =
+    dyn FnMut(&mut ManifestState, Arc<dyn Memtable>) -> Result<()> + 'a;
+
+/// Replays `wals` into memtables, handing each to `keep` once it reaches
+/// the write buffer size, and the last one (if it holds a write) at the
+/// end: the writer's open flushes them into UnsortedStore tables recorded
+/// in `state`, the read-only view keeps them in memory. Returns the highest sequence seen, and what was
 /// replayed of each WAL that held a batch: the bytes of the records kept
 /// (up to a torn record, if one ended the history there) and the
 /// sequences of its first and last batch, for the change feed.
-fn replay_wals(
+pub(super) fn replay_wals(
     dir: &Path,
     options: &Options,
     state: &mut ManifestState,
     wals: &[u64],
     counters: &Counters,
+    keep: &mut KeepMemtable<'_>,
 ) -> Result<(u64, Vec<(u64, RetainedWal)>)> {
     let mut last_seq = state.last_sequence;
     let fs = &*options.file_system;
@@ -475,8 +519,11 @@ fn replay_wals(
                         batches = Some((first, batch_last));
                     }
                     if mem.approximate_memory() >= options.write_buffer_size {
-                        flush_recovered(dir, options, state, &mem)?;
-                        mem = new_memtable(options.memtable, options.write_buffer_size);
+                        let full = std::mem::replace(
+                            &mut mem,
+                            new_memtable(options.memtable, options.write_buffer_size),
+                        );
+                        keep(state, full)?;
                     }
                 }
                 LogRead::End => {
@@ -507,7 +554,7 @@ fn replay_wals(
         }
     }
     if mem.holds_writes() {
-        flush_recovered(dir, options, state, &mem)?;
+        keep(state, mem)?;
     }
     Ok((last_seq, replayed))
 }

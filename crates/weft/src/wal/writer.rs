@@ -71,6 +71,28 @@ impl LogWriter {
         })
     }
 
+    /// A writer for a read-only engine (`Db::open_read_only`), which must
+    /// not create or change any file: it stands in the engine's WAL and
+    /// manifest slots, and every write or sync through it fails with an
+    /// I/O error saying the database is read-only. The engine refuses
+    /// writes before they reach it ([`Error::ReadOnly`]); this is the
+    /// second line, so that no path overlooked there can write. `dir`
+    /// (opened for reading only) is the descriptor
+    /// [`WritableFile::file`] must return; `path` the name it reports.
+    pub fn refusing(dir: &Path, path: PathBuf) -> Result<LogWriter> {
+        let handle = std::fs::File::open(dir)
+            .map_err(|e| Error::io(format!("opening {}", dir.display()), e))?;
+        Ok(LogWriter {
+            name: file_name(&path),
+            path,
+            file: Arc::new(RefusingFile { handle }),
+            size: 0,
+            deferred: Vec::new(),
+            failed: false,
+            mapped: None,
+        })
+    }
+
     fn check_usable(&self) -> Result<()> {
         if self.failed {
             return Err(Error::io(
@@ -260,4 +282,45 @@ fn store_records(
         rest = tail;
     }
     Ok(())
+}
+
+/// The file behind [`LogWriter::refusing`]: every write fails.
+#[derive(Debug)]
+struct RefusingFile {
+    /// A read-only descriptor of the database directory, only so that
+    /// [`WritableFile::file`] has a file to return; never written or mapped
+    /// (nothing maps a log without a mapped appender, which this writer
+    /// has not).
+    handle: std::fs::File,
+}
+
+impl RefusingFile {
+    fn refuse() -> std::io::Error {
+        std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "the database is open read-only",
+        )
+    }
+}
+
+impl WritableFile for RefusingFile {
+    fn append(&self, _parts: &[&[u8]]) -> std::io::Result<()> {
+        Err(Self::refuse())
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        Err(Self::refuse())
+    }
+    fn sync_all(&self) -> std::io::Result<()> {
+        Err(Self::refuse())
+    }
+    fn allocate(&self, _offset: u64, _len: u64) -> std::io::Result<()> {
+        Err(Self::refuse())
+    }
+    fn set_len(&self, _len: u64) -> std::io::Result<()> {
+        Err(Self::refuse())
+    }
+    fn note_mapped_stores(&self, _end: u64) {}
+    fn file(&self) -> &std::fs::File {
+        &self.handle
+    }
 }
