@@ -448,6 +448,48 @@ mod tests {
         assert!(RangeTombstoneSet::new(&[t("x", "x", 1)]).is_empty());
     }
 
+    /// Random tombstones over a tiny key space (so ranges overlap, nest and
+    /// share bounds) answer every lookup as the brute-force model does.
+    #[test]
+    fn random_fragments_answer_as_the_tombstones_do() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x7261_6e67_6573);
+        let key = |rng: &mut rand::rngs::StdRng| -> Vec<u8> {
+            (0..rng.gen_range(0..=3))
+                .map(|_| b"abc"[rng.gen_range(0..3)])
+                .collect()
+        };
+        for _ in 0..500 {
+            let ts: Vec<RangeTombstone> = (0..rng.gen_range(0..12))
+                .map(|_| RangeTombstone {
+                    start: key(&mut rng),
+                    end: key(&mut rng),
+                    seq: rng.gen_range(1..40),
+                })
+                .collect();
+            let set = RangeTombstoneSet::new(&ts);
+            for _ in 0..60 {
+                let k = key(&mut rng);
+                let read = rng.gen_range(0..45);
+                let found = rng.gen_range(0..=read);
+                assert_eq!(
+                    set.deletes(&k, found, read),
+                    model(&ts, &k, found, read),
+                    "{ts:?} key {k:?} found {found} read {read}"
+                );
+                let mut want: Vec<u64> = ts
+                    .iter()
+                    .filter(|t| t.contains(&k))
+                    .map(|t| t.seq)
+                    .collect();
+                want.sort_unstable_by(|a, b| b.cmp(a));
+                // Two writes never share a sequence; drawn ones may.
+                want.dedup();
+                assert_eq!(set.covering(&k), want.as_slice(), "{ts:?} key {k:?}");
+            }
+        }
+    }
+
     #[test]
     fn stored_tombstones_retire_when_pending_nowhere() {
         let parts: Vec<PartitionBounds<'_>> =
