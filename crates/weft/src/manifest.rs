@@ -766,8 +766,8 @@ impl ManifestWriter {
     /// The manifest slot of a read-only engine (`Db::open_read_only`):
     /// reports manifest `number` (the one the view was read from) and
     /// refuses every append ([`LogWriter::refusing`]).
-    pub fn refusing(dir: &Path, number: u64) -> Result<ManifestWriter> {
-        let log = LogWriter::refusing(dir, filename::manifest_path(dir, number))?;
+    pub fn refusing(fs: &dyn FileSystem, dir: &Path, number: u64) -> Result<ManifestWriter> {
+        let log = LogWriter::refusing(fs, dir, filename::manifest_path(dir, number))?;
         Ok(ManifestWriter { log, number })
     }
 

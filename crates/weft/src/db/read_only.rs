@@ -210,9 +210,9 @@ pub(crate) fn open_read_only(dir: &Path, mut options: Options) -> Result<Arc<Cor
             active_first_seq: view.last_seq + 1,
         },
     };
-    let manifest = ManifestWriter::refusing(&dir, view.manifest_number)?;
+    let manifest = ManifestWriter::refusing(&*fs, &dir, view.manifest_number)?;
     let wal = ActiveWal {
-        writer: LogWriter::refusing(&dir, filename::wal_path(&dir, view.last_wal))?,
+        writer: LogWriter::refusing(&*fs, &dir, filename::wal_path(&dir, view.last_wal))?,
         number: view.last_wal,
         has_logged_puts: false,
     };

@@ -77,10 +77,11 @@ impl LogWriter {
     /// I/O error saying the database is read-only. The engine refuses
     /// writes before they reach it ([`Error::ReadOnly`]); this is the
     /// second line, so that no path overlooked there can write. `dir`
-    /// (opened for reading only) is the descriptor
+    /// (opened for reading only, through `fs`) is the descriptor
     /// [`WritableFile::file`] must return; `path` the name it reports.
-    pub fn refusing(dir: &Path, path: PathBuf) -> Result<LogWriter> {
-        let handle = std::fs::File::open(dir)
+    pub fn refusing(fs: &dyn FileSystem, dir: &Path, path: PathBuf) -> Result<LogWriter> {
+        let handle = fs
+            .open(dir)
             .map_err(|e| Error::io(format!("opening {}", dir.display()), e))?;
         Ok(LogWriter {
             name: file_name(&path),
