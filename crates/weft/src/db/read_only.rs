@@ -72,12 +72,15 @@ fn build_view(dir: &Path, options: &Options, cache: &Arc<BlockCache>) -> Result<
 
 /// Whether `e` may be the writer's doing rather than a fault of the
 /// database: a file gone (deleted after the manifest or listing named
-/// it), or a WAL whose link record names a WAL the listing lacked (one
-/// flushed and deleted in between). Real damage fails every attempt and
-/// is returned after the last.
+/// it), a file shorter than its size said a moment before (a WAL the
+/// writer truncated to its records when it sealed it, between the reader's
+/// size and its read), or a WAL whose link record names a WAL the listing
+/// lacked (one flushed and deleted in between). Real damage fails every
+/// attempt and is returned after the last.
 fn is_writer_race(e: &Error) -> bool {
+    use std::io::ErrorKind::{NotFound, UnexpectedEof};
     match e {
-        Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        Error::Io { source, .. } => matches!(source.kind(), NotFound | UnexpectedEof),
         Error::Corruption { .. } => true,
         _ => false,
     }
