@@ -65,6 +65,13 @@ const OP_OVERHEAD: usize = 1 + 5 + 5;
 #[derive(Clone, PartialEq, Eq)]
 pub struct WriteBatch {
     rep: Vec<u8>,
+    /// A put or delete of the default keyspace named a key in the span
+    /// reserved for the other keyspaces (`crate::keyspace::RESERVED`):
+    /// the write is refused ([`Error::InvalidArgument`]) rather than let a
+    /// default-keyspace key land among another keyspace's keys. Kept as a
+    /// flag set while the batch is built, so the write path does not parse
+    /// the batch again to find out.
+    default_in_reserved: bool,
 }
 
 impl Default for WriteBatch {
@@ -87,6 +94,7 @@ impl WriteBatch {
     pub fn new() -> Self {
         WriteBatch {
             rep: vec![0; HEADER],
+            default_in_reserved: false,
         }
     }
 
@@ -95,7 +103,10 @@ impl WriteBatch {
     pub fn with_capacity(bytes: usize) -> Self {
         let mut rep = Vec::with_capacity(HEADER + bytes);
         rep.resize(HEADER, 0);
-        WriteBatch { rep }
+        WriteBatch {
+            rep,
+            default_in_reserved: false,
+        }
     }
 
     /// A batch of the one put `key` → `value`, allocated once at its final
@@ -221,7 +232,128 @@ impl WriteBatch {
 
     /// Adds a put of `key` to `value`.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
+        self.note_default_key(&[key.as_ref()]);
         self.push_parts(ValueKind::Put, &[key.as_ref()], Some(&[value.as_ref()]));
+        self
+    }
+
+    /// Adds a put of `key` to `value` in keyspace `ks`: one batch may hold
+    /// writes to several keyspaces and is applied atomically, all of it or
+    /// none after any crash.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let users = db.keyspace("users").unwrap();
+    /// let index = db.keyspace("index").unwrap();
+    /// let mut batch = weft::WriteBatch::new();
+    /// batch.put_in(&users, "42", "alice").put_in(&index, "alice", "42");
+    /// db.write(batch, &weft::WriteOptions::default()).unwrap();
+    /// assert_eq!(users.get("42").unwrap().as_deref(), Some(&b"alice"[..]));
+    /// assert_eq!(index.get("alice").unwrap().as_deref(), Some(&b"42"[..]));
+    /// assert_eq!(db.get("42").unwrap(), None); // not in the default keyspace
+    /// ```
+    pub fn put_in(
+        &mut self,
+        ks: &crate::Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        if ks.is_default() {
+            return self.put(key, value);
+        }
+        self.push_parts(
+            ValueKind::Put,
+            &[ks.prefix(), key.as_ref()],
+            Some(&[value.as_ref()]),
+        );
+        self
+    }
+
+    /// Adds a delete of `key` in keyspace `ks` (see [`WriteBatch::put_in`]).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let ks = db.keyspace("sessions").unwrap();
+    /// ks.put("s1", "x").unwrap();
+    /// let mut batch = weft::WriteBatch::new();
+    /// batch.delete_in(&ks, "s1").put("log", "s1 ended");
+    /// db.write(batch, &weft::WriteOptions::default()).unwrap();
+    /// assert_eq!(ks.get("s1").unwrap(), None);
+    /// ```
+    pub fn delete_in(&mut self, ks: &crate::Keyspace, key: impl AsRef<[u8]>) -> &mut Self {
+        if ks.is_default() {
+            return self.delete(key);
+        }
+        self.push_parts(ValueKind::Delete, &[ks.prefix(), key.as_ref()], None);
+        self
+    }
+
+    /// Adds a delete of every key in `[start, end)` of keyspace `ks` (see
+    /// [`WriteBatch::delete_range`]).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let ks = db.keyspace("t").unwrap();
+    /// for k in ["a", "b", "c"] { ks.put(k, "v").unwrap(); }
+    /// db.put("b", "default").unwrap();
+    /// let mut batch = weft::WriteBatch::new();
+    /// batch.delete_range_in(&ks, "a", "c");
+    /// db.write(batch, &weft::WriteOptions::default()).unwrap();
+    /// assert_eq!(ks.range::<&str, _>(..).unwrap().count(), 1);
+    /// assert!(db.get("b").unwrap().is_some());
+    /// ```
+    pub fn delete_range_in(
+        &mut self,
+        ks: &crate::Keyspace,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        if ks.is_default() {
+            return self.delete_range(start, end);
+        }
+        let mut s = ks.prefix().to_vec();
+        s.extend_from_slice(start.as_ref());
+        let mut e = ks.prefix().to_vec();
+        e.extend_from_slice(end.as_ref());
+        self.push_range_delete(&s, &e);
+        self
+    }
+
+    /// Flags the batch when a default-keyspace key given as `parts` lies
+    /// in the reserved span (see `default_in_reserved`).
+    fn note_default_key(&mut self, parts: &[&[u8]]) {
+        let reserved = crate::keyspace::RESERVED;
+        let mut head = Vec::with_capacity(reserved.len());
+        for p in parts {
+            let take = (reserved.len() - head.len()).min(p.len());
+            head.extend_from_slice(&p[..take]);
+            if head.len() == reserved.len() {
+                break;
+            }
+        }
+        if head == reserved {
+            self.default_in_reserved = true;
+        }
+    }
+
+    /// True when a default-keyspace put or delete named a reserved key.
+    pub(crate) fn default_in_reserved(&self) -> bool {
+        self.default_in_reserved
+    }
+
+    /// Adds a put without the default keyspace's reserved-span check: the
+    /// keyspace registry's own rows (`crate::keyspace`).
+    pub(crate) fn put_unchecked(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
+        self.push_parts(ValueKind::Put, &[key], Some(&[value]));
+        self
+    }
+
+    /// Adds a delete without the reserved-span check (the registry's rows).
+    pub(crate) fn delete_unchecked(&mut self, key: &[u8]) -> &mut Self {
+        self.push_parts(ValueKind::Delete, &[key], None);
         self
     }
 
@@ -237,12 +369,14 @@ impl WriteBatch {
     /// assert_eq!(batch, same);
     /// ```
     pub fn put_parts(&mut self, key: &[&[u8]], value: &[&[u8]]) -> &mut Self {
+        self.note_default_key(key);
         self.push_parts(ValueKind::Put, key, Some(value));
         self
     }
 
     /// Adds a delete of `key`.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
+        self.note_default_key(&[key.as_ref()]);
         self.push_parts(ValueKind::Delete, &[key.as_ref()], None);
         self
     }
@@ -265,13 +399,32 @@ impl WriteBatch {
     /// let keys: Vec<Vec<u8>> = db.range::<&str, _>(..).unwrap().map(|r| r.unwrap().0).collect();
     /// assert_eq!(keys, vec![b"a".to_vec(), b"c".to_vec(), b"d".to_vec()]);
     /// ```
+    ///
+    /// The span reserved for the other keyspaces is cut out of the range:
+    /// a range delete of the default keyspace never reaches them.
     pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> &mut Self {
+        use crate::keyspace::{RESERVED, RESERVED_END};
+        let (s, e) = (start.as_ref(), end.as_ref());
+        if s < e && s < RESERVED_END && e > RESERVED {
+            if s < RESERVED {
+                self.push_range_delete(s, RESERVED);
+            }
+            if e > RESERVED_END {
+                self.push_range_delete(RESERVED_END, e);
+            }
+            return self;
+        }
+        self.push_range_delete(s, e);
+        self
+    }
+
+    /// Appends one range delete op of `[start, end)` as given.
+    pub(crate) fn push_range_delete(&mut self, start: &[u8], end: &[u8]) {
         let n = self.len() as u32 + 1;
         self.rep[8..12].copy_from_slice(&n.to_le_bytes());
         self.rep.push(RANGE_DELETE);
-        self.push_slice(&[start.as_ref()]);
-        self.push_slice(&[end.as_ref()]);
-        self
+        self.push_slice(&[start]);
+        self.push_slice(&[end]);
     }
 
     /// A batch of the one range delete of `[start, end)`.
@@ -314,6 +467,7 @@ impl WriteBatch {
 
     /// Removes every operation.
     pub fn clear(&mut self) {
+        self.default_in_reserved = false;
         self.rep.clear();
         self.rep.resize(HEADER, 0);
     }
@@ -390,7 +544,10 @@ impl WriteBatch {
                 rep.len()
             ));
         }
-        let b = WriteBatch { rep };
+        let b = WriteBatch {
+            rep,
+            default_in_reserved: false,
+        };
         let mut seen = 0;
         let mut ops = b.iter();
         for op in ops.by_ref() {

@@ -47,6 +47,7 @@ mod filename;
 mod fuzzing;
 mod iter;
 mod key;
+mod keyspace;
 mod manifest;
 mod memtable;
 mod options;
@@ -69,6 +70,7 @@ pub use db::{
 };
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_SIZE, MAX_VALUE_SIZE};
+pub use keyspace::{Keyspace, DEFAULT_KEYSPACE};
 pub use memtable::MemtableKind;
 pub use options::{prefix_successor, CloseOptions, Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;
