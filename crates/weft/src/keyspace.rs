@@ -92,8 +92,7 @@ impl Registry {
             by_name: HashMap::new(),
             next_id: 1,
         };
-        for row in db.range_in::<&[u8], _>(&span_start(REGISTRY_ID), .., &ReadOptions::new())? {
-            let (name, value) = row?;
+        for (name, value) in db.read_span_uncounted(&span_start(REGISTRY_ID))? {
             let id = <[u8; 4]>::try_from(value.as_slice())
                 .map(u32::from_be_bytes)
                 .map_err(|_| {

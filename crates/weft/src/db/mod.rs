@@ -819,6 +819,25 @@ impl Db {
         Ok(self.iter_at(&stored, seq, reading).within(prefix))
     }
 
+    /// Every pair under `prefix` (keys without it), read without counting
+    /// as a scan: the keyspace registry read at open, which must not nudge
+    /// the scan-driven consolidation (`Options::scan_merge_limit`).
+    pub(crate) fn read_span_uncounted(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.core().check_open()?;
+        let opts = ReadOptions::new();
+        let reading = ReadTracker::enter_owned(self.core().super_version());
+        let seq = self.read_sequence(&opts);
+        let stored = prefixed_bounds(prefix, &opts);
+        let mut it = self.iter_at(&stored, seq, reading).within(prefix);
+        let mut rows = Vec::new();
+        it.seek_to_first()?;
+        while it.valid() {
+            rows.push((it.key().to_vec(), it.value().to_vec()));
+            it.next()?;
+        }
+        Ok(rows)
+    }
+
     /// [`Db::range_opt`] over the keys starting with `prefix`.
     pub(crate) fn range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
         &self,
