@@ -195,6 +195,15 @@ fn keyspaces_are_recovered_by_name_after_reopen_and_drop_crash() {
     );
 }
 
+/// Bytes in the tables of every partition.
+fn table_bytes(db: &Db) -> u64 {
+    db.stats()
+        .partitions
+        .iter()
+        .map(|p| p.unsorted_bytes + p.sorted_bytes)
+        .sum()
+}
+
 #[test]
 fn drop_is_one_write_and_a_recreated_name_starts_empty() {
     let dir = tempfile::tempdir().unwrap();
@@ -206,6 +215,8 @@ fn drop_is_one_write_and_a_recreated_name_starts_empty() {
     }
     other.put("keep", "me").unwrap();
     db.flush().unwrap();
+    db.compact().unwrap();
+    let full = table_bytes(&db);
     let before = db.stats().sequence;
     db.drop_keyspace("big").unwrap();
     // O(1): one batch of two ops (the registry row, the range delete).
@@ -229,6 +240,10 @@ fn drop_is_one_write_and_a_recreated_name_starts_empty() {
     assert_eq!(all(&other), pairs(&[("keep", "me")]));
     db.compact().unwrap();
     assert_eq!(all(&again), pairs(&[("new", "1")]));
+    // The space comes back: the merges drop what the drop's range delete
+    // covers.
+    let left = table_bytes(&db);
+    assert!(left * 4 < full, "tables hold {left} bytes after the drop, {full} before");
     db.close().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     assert_eq!(all(&db.keyspace("big").unwrap()), pairs(&[("new", "1")]));
