@@ -243,7 +243,10 @@ fn drop_is_one_write_and_a_recreated_name_starts_empty() {
     // The space comes back: the merges drop what the drop's range delete
     // covers.
     let left = table_bytes(&db);
-    assert!(left * 4 < full, "tables hold {left} bytes after the drop, {full} before");
+    assert!(
+        left * 4 < full,
+        "tables hold {left} bytes after the drop, {full} before"
+    );
     db.close().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     assert_eq!(all(&db.keyspace("big").unwrap()), pairs(&[("new", "1")]));
