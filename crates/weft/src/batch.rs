@@ -264,7 +264,7 @@ impl WriteBatch {
         }
         self.push_parts(
             ValueKind::Put,
-            &[ks.prefix(), key.as_ref()],
+            &[ks.key_prefix(), key.as_ref()],
             Some(&[value.as_ref()]),
         );
         self
@@ -286,7 +286,7 @@ impl WriteBatch {
         if ks.is_default() {
             return self.delete(key);
         }
-        self.push_parts(ValueKind::Delete, &[ks.prefix(), key.as_ref()], None);
+        self.push_parts(ValueKind::Delete, &[ks.key_prefix(), key.as_ref()], None);
         self
     }
 
@@ -314,9 +314,9 @@ impl WriteBatch {
         if ks.is_default() {
             return self.delete_range(start, end);
         }
-        let mut s = ks.prefix().to_vec();
+        let mut s = ks.key_prefix().to_vec();
         s.extend_from_slice(start.as_ref());
-        let mut e = ks.prefix().to_vec();
+        let mut e = ks.key_prefix().to_vec();
         e.extend_from_slice(end.as_ref());
         self.push_range_delete(&s, &e);
         self
@@ -325,17 +325,20 @@ impl WriteBatch {
     /// Flags the batch when a default-keyspace key given as `parts` lies
     /// in the reserved span (see `default_in_reserved`).
     fn note_default_key(&mut self, parts: &[&[u8]]) {
+        // Compared part by part without assembling the key: this runs for
+        // every put and delete of a batch.
         let reserved = crate::keyspace::RESERVED;
-        let mut head = Vec::with_capacity(reserved.len());
+        let mut matched = 0;
         for p in parts {
-            let take = (reserved.len() - head.len()).min(p.len());
-            head.extend_from_slice(&p[..take]);
-            if head.len() == reserved.len() {
-                break;
+            let take = (reserved.len() - matched).min(p.len());
+            if p[..take] != reserved[matched..matched + take] {
+                return;
             }
-        }
-        if head == reserved {
-            self.default_in_reserved = true;
+            matched += take;
+            if matched == reserved.len() {
+                self.default_in_reserved = true;
+                return;
+            }
         }
     }
 

@@ -251,7 +251,7 @@ impl Keyspace {
     }
 
     /// What its stored keys start with (empty for the default keyspace).
-    pub(crate) fn prefix(&self) -> &[u8] {
+    pub(crate) fn key_prefix(&self) -> &[u8] {
         &self.prefix
     }
 
@@ -412,6 +412,70 @@ impl Keyspace {
     /// ```
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<Range> {
         self.range_opt(range, &ReadOptions::new())
+    }
+
+    /// Pairs of this keyspace whose key starts with `prefix`, in key order.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let ks = db.keyspace("a").unwrap();
+    /// for k in ["user:1", "user:2", "visit:1"] { ks.put(k, "v").unwrap(); }
+    /// db.put("user:3", "default").unwrap();
+    /// assert_eq!(ks.prefix("user:").unwrap().count(), 2);
+    /// ```
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<Range> {
+        let p = prefix.as_ref();
+        let opts = ReadOptions {
+            lower_bound: Some(p.to_vec()),
+            upper_bound: crate::options::prefix_successor(p),
+            ..ReadOptions::new()
+        };
+        self.check_live()?;
+        if self.is_default() {
+            return self.db.prefix(p);
+        }
+        self.db.range_in::<&[u8], _>(&self.prefix, .., &opts)
+    }
+
+    /// The latest values of `keys` in this keyspace, in order, all read at
+    /// one sequence (as [`Db::multi_get`]).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let ks = db.keyspace("a").unwrap();
+    /// ks.put("x", "1").unwrap();
+    /// db.put("y", "2").unwrap();
+    /// let got = ks.multi_get(&["x", "y"]);
+    /// assert_eq!(got[0].as_ref().unwrap().as_deref(), Some(&b"1"[..]));
+    /// assert_eq!(got[1].as_ref().unwrap(), &None);
+    /// ```
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
+        if let Err(e) = self.check_live() {
+            let msg = e.to_string();
+            return keys
+                .iter()
+                .map(|_| Err(Error::InvalidArgument(msg.clone())))
+                .collect();
+        }
+        if self.is_default() {
+            return self.db.multi_get(keys);
+        }
+        let stored: Vec<Result<Vec<u8>>> =
+            keys.iter().map(|k| self.stored_key(k.as_ref())).collect();
+        let valid: Vec<&[u8]> = stored
+            .iter()
+            .filter_map(|k| k.as_ref().ok().map(Vec::as_slice))
+            .collect();
+        let mut found = self.db.multi_get_any(&valid).into_iter();
+        stored
+            .into_iter()
+            .map(|k| match k {
+                Ok(_) => found.next().unwrap_or(Ok(None)),
+                Err(e) => Err(e),
+            })
+            .collect()
     }
 
     /// [`Keyspace::range`] with read options (e.g. a snapshot).

@@ -108,6 +108,15 @@ fn keyspaces_are_isolated_for_gets_scans_and_bounds() {
         assert_eq!(it.key(), b"k1");
         it.prev().unwrap();
         assert!(!it.valid());
+        // Prefix scans and multi-gets stay inside their keyspace too.
+        assert_eq!(a.prefix("k").unwrap().count(), 3);
+        assert_eq!(db.prefix(b"\xffWKS").unwrap().count(), 0);
+        let got = a.multi_get(&["k1", "zz"]);
+        assert_eq!(got[0].as_ref().unwrap().as_deref(), Some(&b"a-k1"[..]));
+        assert_eq!(got[1].as_ref().unwrap(), &None);
+        let stored_a_k1 = [&b"\xffWKS"[..], &1u32.to_be_bytes(), b"k1"].concat();
+        assert_eq!(db.get(&stored_a_k1).unwrap(), None);
+        assert_eq!(db.multi_get(&[&stored_a_k1])[0].as_ref().unwrap(), &None);
         if round == 0 {
             db.flush().unwrap();
             db.compact().unwrap();
@@ -348,4 +357,24 @@ fn model_per_keyspace() {
             }
         }
     }
+}
+
+#[test]
+fn a_read_only_db_sees_keyspaces_and_refresh_catches_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Db::open(dir.path(), Options::default()).unwrap();
+    writer.keyspace("first").unwrap().put("k", "1").unwrap();
+    let reader = Db::open_read_only(dir.path(), Options::default()).unwrap();
+    assert_eq!(reader.keyspaces(), vec!["default", "first"]);
+    let first = reader.keyspace("first").unwrap();
+    assert_eq!(first.get("k").unwrap().as_deref(), Some(&b"1"[..]));
+    writer.keyspace("second").unwrap().put("k", "2").unwrap();
+    reader.refresh().unwrap();
+    assert_eq!(reader.keyspaces(), vec!["default", "first", "second"]);
+    let second = reader.keyspace("second").unwrap();
+    assert_eq!(second.get("k").unwrap().as_deref(), Some(&b"2"[..]));
+    assert!(matches!(
+        reader.keyspace("third"),
+        Err(Error::ReadOnly { .. })
+    ));
 }

@@ -153,14 +153,13 @@ impl DbIterator {
     /// Positions on the last key `<= key`.
     pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
         // The last key < key + "\0" is the last key <= key.
-        let key = self.stored(key);
-        let mut after = key.clone();
+        let mut after = self.stored(key);
+        self.touch(&after);
         after.push(0);
         let target = match &self.upper {
             Some(u) if *u < after => u.clone(),
             _ => after,
         };
-        self.touch(&key);
         let r = self.merged.seek_before(&target);
         self.settle(r, false)
     }

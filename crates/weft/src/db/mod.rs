@@ -458,7 +458,9 @@ impl Db {
                 "refresh is for a database opened with Db::open_read_only".into(),
             ));
         }
-        crate::util::fs::activity("refresh", || read_only::refresh(core))
+        crate::util::fs::activity("refresh", || read_only::refresh(core))?;
+        // Keyspaces the writer created or dropped since.
+        self.load_keyspaces()
     }
 
     /// True when opened with [`Db::open_read_only`].
@@ -609,6 +611,21 @@ impl Db {
         keys: &[K],
         opts: &ReadOptions,
     ) -> Vec<Result<Option<Vec<u8>>>> {
+        self.multi_get_in(keys, opts, true)
+    }
+
+    /// [`Db::multi_get`] of stored keys of any keyspace (a keyspace's).
+    pub(crate) fn multi_get_any(&self, keys: &[&[u8]]) -> Vec<Result<Option<Vec<u8>>>> {
+        self.multi_get_in(keys, &ReadOptions::new(), false)
+    }
+
+    /// `multi_get_opt`; `default_only` makes keys of the reserved span miss.
+    fn multi_get_in<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        opts: &ReadOptions,
+        default_only: bool,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
         let core = self.core();
         if core.check_open().is_err() {
             // Closed and poisoned are final: every key gets the same error.
@@ -628,7 +645,7 @@ impl Db {
             .map(|key| {
                 let key = key.as_ref();
                 check_key(key)?;
-                if crate::keyspace::is_reserved(key) {
+                if default_only && crate::keyspace::is_reserved(key) {
                     return Ok(None);
                 }
                 self.get_pinned(&sv, key, seq, fill_bound)
