@@ -66,7 +66,7 @@ const OP_OVERHEAD: usize = 1 + 5 + 5;
 pub struct WriteBatch {
     rep: Vec<u8>,
     /// A put or delete of the default keyspace named a key in the span
-    /// reserved for the other keyspaces (`crate::keyspace::RESERVED`):
+    /// reserved for the other keyspaces (`crate::keyspace_prefix::RESERVED`):
     /// the write is refused ([`Error::InvalidArgument`]) rather than let a
     /// default-keyspace key land among another keyspace's keys. Kept as a
     /// flag set while the batch is built, so the write path does not parse
@@ -237,97 +237,12 @@ impl WriteBatch {
         self
     }
 
-    /// Adds a put of `key` to `value` in keyspace `ks`: one batch may hold
-    /// writes to several keyspaces and is applied atomically, all of it or
-    /// none after any crash.
-    ///
-    /// ```
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
-    /// let users = db.keyspace("users").unwrap();
-    /// let index = db.keyspace("index").unwrap();
-    /// let mut batch = weft::WriteBatch::new();
-    /// batch.put_in(&users, "42", "alice").put_in(&index, "alice", "42");
-    /// db.write(batch, &weft::WriteOptions::default()).unwrap();
-    /// assert_eq!(users.get("42").unwrap().as_deref(), Some(&b"alice"[..]));
-    /// assert_eq!(index.get("alice").unwrap().as_deref(), Some(&b"42"[..]));
-    /// assert_eq!(db.get("42").unwrap(), None); // not in the default keyspace
-    /// ```
-    pub fn put_in(
-        &mut self,
-        ks: &crate::Keyspace,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-    ) -> &mut Self {
-        if ks.is_default() {
-            return self.put(key, value);
-        }
-        self.push_parts(
-            ValueKind::Put,
-            &[ks.key_prefix(), key.as_ref()],
-            Some(&[value.as_ref()]),
-        );
-        self
-    }
-
-    /// Adds a delete of `key` in keyspace `ks` (see [`WriteBatch::put_in`]).
-    ///
-    /// ```
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
-    /// let ks = db.keyspace("sessions").unwrap();
-    /// ks.put("s1", "x").unwrap();
-    /// let mut batch = weft::WriteBatch::new();
-    /// batch.delete_in(&ks, "s1").put("log", "s1 ended");
-    /// db.write(batch, &weft::WriteOptions::default()).unwrap();
-    /// assert_eq!(ks.get("s1").unwrap(), None);
-    /// ```
-    pub fn delete_in(&mut self, ks: &crate::Keyspace, key: impl AsRef<[u8]>) -> &mut Self {
-        if ks.is_default() {
-            return self.delete(key);
-        }
-        self.push_parts(ValueKind::Delete, &[ks.key_prefix(), key.as_ref()], None);
-        self
-    }
-
-    /// Adds a delete of every key in `[start, end)` of keyspace `ks` (see
-    /// [`WriteBatch::delete_range`]).
-    ///
-    /// ```
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
-    /// let ks = db.keyspace("t").unwrap();
-    /// for k in ["a", "b", "c"] { ks.put(k, "v").unwrap(); }
-    /// db.put("b", "default").unwrap();
-    /// let mut batch = weft::WriteBatch::new();
-    /// batch.delete_range_in(&ks, "a", "c");
-    /// db.write(batch, &weft::WriteOptions::default()).unwrap();
-    /// assert_eq!(ks.range::<&str, _>(..).unwrap().count(), 1);
-    /// assert!(db.get("b").unwrap().is_some());
-    /// ```
-    pub fn delete_range_in(
-        &mut self,
-        ks: &crate::Keyspace,
-        start: impl AsRef<[u8]>,
-        end: impl AsRef<[u8]>,
-    ) -> &mut Self {
-        if ks.is_default() {
-            return self.delete_range(start, end);
-        }
-        let mut s = ks.key_prefix().to_vec();
-        s.extend_from_slice(start.as_ref());
-        let mut e = ks.key_prefix().to_vec();
-        e.extend_from_slice(end.as_ref());
-        self.push_range_delete(&s, &e);
-        self
-    }
-
     /// Flags the batch when a default-keyspace key given as `parts` lies
     /// in the reserved span (see `default_in_reserved`).
     fn note_default_key(&mut self, parts: &[&[u8]]) {
         // Compared part by part without assembling the key: this runs for
         // every put and delete of a batch.
-        let reserved = crate::keyspace::RESERVED;
+        let reserved = crate::keyspace_prefix::RESERVED;
         let mut matched = 0;
         for p in parts {
             let take = (reserved.len() - matched).min(p.len());
@@ -348,7 +263,7 @@ impl WriteBatch {
     }
 
     /// Adds a put without the default keyspace's reserved-span check: the
-    /// keyspace registry's own rows (`crate::keyspace`).
+    /// keyspace registry's own rows (`db::keyspace`).
     pub(crate) fn put_unchecked(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
         self.push_parts(ValueKind::Put, &[key], Some(&[value]));
         self
@@ -406,7 +321,7 @@ impl WriteBatch {
     /// The span reserved for the other keyspaces is cut out of the range:
     /// a range delete of the default keyspace never reaches them.
     pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> &mut Self {
-        use crate::keyspace::{RESERVED, RESERVED_END};
+        use crate::keyspace_prefix::{RESERVED, RESERVED_END};
         let (s, e) = (start.as_ref(), end.as_ref());
         if s < e && s < RESERVED_END && e > RESERVED {
             if s < RESERVED {
@@ -437,7 +352,7 @@ impl WriteBatch {
         b
     }
 
-    fn push_parts(&mut self, kind: ValueKind, key: &[&[u8]], value: Option<&[&[u8]]>) {
+    pub(crate) fn push_parts(&mut self, kind: ValueKind, key: &[&[u8]], value: Option<&[&[u8]]>) {
         let n = self.len() as u32 + 1;
         self.rep[8..12].copy_from_slice(&n.to_le_bytes());
         self.rep.push(kind as u8);

@@ -47,7 +47,7 @@ mod filename;
 mod fuzzing;
 mod iter;
 mod key;
-mod keyspace;
+mod keyspace_prefix;
 mod manifest;
 mod memtable;
 mod options;
@@ -66,11 +66,11 @@ pub use compaction_filter::{CompactionFilter, FilterDecision, FilterEntry};
 pub use compression::Compression;
 pub use db::{
     ChangeFeed, ChangeGroup, ChangeOp, CheckReport, CheckpointInfo, Db, DbIterator, FeedLimit,
-    Range, Transaction, TransactionOptions, TransactionRange, DEFAULT_TRANSACTION_ATTEMPTS,
+    Keyspace, Range, Transaction, TransactionOptions, TransactionRange, DEFAULT_KEYSPACE,
+    DEFAULT_TRANSACTION_ATTEMPTS,
 };
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_SIZE, MAX_VALUE_SIZE};
-pub use keyspace::{Keyspace, DEFAULT_KEYSPACE};
 pub use memtable::MemtableKind;
 pub use options::{prefix_successor, CloseOptions, Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;

@@ -63,7 +63,7 @@ use crate::wal::{LogRead, LogReader, LogWriter};
 /// value pointer's codec byte), which a format-4 build would report as
 /// corruption rather than as a newer store. 6: range deletes (batch op
 /// kind 5, edit tag 16), which a format-5 build would reject as malformed
-/// batches or unknown tags. 7: keyspaces (`crate::keyspace`): keys of
+/// batches or unknown tags. 7: keyspaces (`db::keyspace`): keys of
 /// keyspaces other than the default one and the keyspace registry stored
 /// under a reserved prefix, which a format-6 build would show as keys of
 /// its one key space.

@@ -46,7 +46,7 @@ pub struct DbIterator {
     /// Munks are on (`Options::munk_cache_size`): each seek counts toward
     /// the heat of the partition it lands in (`store::munk`).
     munks: bool,
-    /// What every stored key of its keyspace starts with (`crate::keyspace`;
+    /// What every stored key of its keyspace starts with (`db::keyspace`;
     /// empty for the default keyspace): added to seek targets, cut from the
     /// keys it returns.
     prefix: Vec<u8>,
@@ -208,18 +208,18 @@ impl DbIterator {
             if !self.merged.valid() {
                 break;
             }
-            if self.hide_reserved && crate::keyspace::is_reserved(self.merged.key()) {
+            if self.hide_reserved && crate::keyspace_prefix::is_reserved(self.merged.key()) {
                 // The other keyspaces' keys: one seek past them all.
                 if forward {
                     if self.past_upper() {
                         return Ok(());
                     }
-                    self.merged.seek(crate::keyspace::RESERVED_END)?;
+                    self.merged.seek(crate::keyspace_prefix::RESERVED_END)?;
                 } else {
                     if self.before_lower() {
                         return Ok(());
                     }
-                    self.merged.seek_before(crate::keyspace::RESERVED)?;
+                    self.merged.seek_before(crate::keyspace_prefix::RESERVED)?;
                 }
                 continue;
             }

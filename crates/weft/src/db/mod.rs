@@ -6,6 +6,7 @@ mod conflict;
 pub(crate) mod core;
 mod feed;
 mod iter;
+mod keyspace;
 pub(crate) mod lifetime;
 mod open;
 mod publish;
@@ -41,6 +42,7 @@ pub(crate) use checkpoint::{
 };
 pub use feed::{ChangeFeed, ChangeGroup, ChangeOp, FeedLimit};
 pub use iter::{DbIterator, Range};
+pub use keyspace::{Keyspace, DEFAULT_KEYSPACE};
 pub(crate) use open::DirLock;
 pub use transaction::{
     Transaction, TransactionOptions, TransactionRange, DEFAULT_TRANSACTION_ATTEMPTS,
@@ -72,8 +74,8 @@ struct DbHandle {
     /// close, so a close racing another returns only once the first is
     /// done (and the directory can be opened again).
     lock: Mutex<Option<open::DirLock>>,
-    /// The keyspaces by name (`crate::keyspace`), read at open.
-    keyspaces: Mutex<crate::keyspace::Registry>,
+    /// The keyspaces by name (`db::keyspace`), read at open.
+    keyspaces: Mutex<keyspace::Registry>,
 }
 
 impl Drop for DbHandle {
@@ -253,9 +255,9 @@ fn check_key(key: &[u8]) -> Result<()> {
 }
 
 /// Refuses a default-keyspace key in the span reserved for the other
-/// keyspaces (`crate::keyspace`).
+/// keyspaces (`db::keyspace`).
 fn check_default_key(key: &[u8]) -> Result<()> {
-    if crate::keyspace::is_reserved(key) {
+    if crate::keyspace_prefix::is_reserved(key) {
         return Err(reserved_key_error());
     }
     Ok(())
@@ -264,7 +266,7 @@ fn check_default_key(key: &[u8]) -> Result<()> {
 fn reserved_key_error() -> Error {
     Error::InvalidArgument(format!(
         "keys starting with \"{}\" are reserved for keyspaces (Db::keyspace)",
-        crate::keyspace::RESERVED.escape_ascii()
+        crate::keyspace_prefix::RESERVED.escape_ascii()
     ))
 }
 
@@ -322,7 +324,7 @@ impl Db {
                 core,
                 background: Mutex::new(threads),
                 lock: Mutex::new(Some(opened.lock)),
-                keyspaces: Mutex::new(crate::keyspace::Registry::default()),
+                keyspaces: Mutex::new(keyspace::Registry::default()),
             }),
         };
         db.load_keyspaces()?;
@@ -367,7 +369,7 @@ impl Db {
                 core,
                 background: Mutex::new(Vec::new()),
                 lock: Mutex::new(None),
-                keyspaces: Mutex::new(crate::keyspace::Registry::default()),
+                keyspaces: Mutex::new(keyspace::Registry::default()),
             }),
         };
         db.load_keyspaces()?;
@@ -377,14 +379,14 @@ impl Db {
     /// Reads the keyspace registry (at open, and a read-only `Db`'s
     /// refresh).
     fn load_keyspaces(&self) -> Result<()> {
-        let registry = crate::keyspace::Registry::load(self)?;
+        let registry = keyspace::Registry::load(self)?;
         *self.inner.keyspaces.lock() = registry;
         Ok(())
     }
 
     /// The handle of keyspace `name`, creating it (one write, atomic and
     /// durable like any) if it does not exist. `"default"` is keyspace 0:
-    /// the keys of the plain `Db` API. See [`Keyspace`](crate::Keyspace).
+    /// the keys of the plain `Db` API. See [`Keyspace`].
     ///
     /// ```
     /// let dir = tempfile::tempdir().unwrap();
@@ -395,7 +397,7 @@ impl Db {
     /// let logs = db.keyspace("logs").unwrap(); // recovered by name
     /// assert_eq!(logs.get("1").unwrap().as_deref(), Some(&b"started"[..]));
     /// ```
-    pub fn keyspace(&self, name: &str) -> Result<crate::Keyspace> {
+    pub fn keyspace(&self, name: &str) -> Result<Keyspace> {
         self.core().check_open()?;
         self.inner.keyspaces.lock().open(self, name)
     }
@@ -562,7 +564,7 @@ impl Db {
     /// The value of `key` under `opts` (e.g. at a snapshot).
     pub fn get_opt(&self, key: impl AsRef<[u8]>, opts: &ReadOptions) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
-        if crate::keyspace::is_reserved(key) {
+        if crate::keyspace_prefix::is_reserved(key) {
             // Other keyspaces' keys are not the default keyspace's.
             check_key(key)?;
             self.core().check_open()?;
@@ -645,7 +647,7 @@ impl Db {
             .map(|key| {
                 let key = key.as_ref();
                 check_key(key)?;
-                if default_only && crate::keyspace::is_reserved(key) {
+                if default_only && crate::keyspace_prefix::is_reserved(key) {
                     return Ok(None);
                 }
                 self.get_pinned(&sv, key, seq, fill_bound)

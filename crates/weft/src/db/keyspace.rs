@@ -24,18 +24,13 @@ use std::ops::RangeBounds;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::db::{Db, DbIterator, Range};
+use super::{Db, DbIterator, Range};
+use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::key::MAX_KEY_SIZE;
+use crate::key::{ValueKind, MAX_KEY_SIZE};
+use crate::keyspace_prefix::{RESERVED, RESERVED_END};
 use crate::options::{ReadOptions, WriteOptions};
-use crate::WriteBatch;
 
-/// The first bytes of every key of a keyspace other than the default one
-/// (and of the registry). Chosen unlikely as the start of a user key; the
-/// default keyspace refuses keys that start with it.
-pub(crate) const RESERVED: &[u8] = b"\xffWKS";
-/// The first key past the reserved span (`RESERVED`'s successor).
-pub(crate) const RESERVED_END: &[u8] = b"\xffWKT";
 /// The name of keyspace 0, the plain [`Db`] API's keys.
 pub const DEFAULT_KEYSPACE: &str = "default";
 /// The registry's id: its rows live in this id's span.
@@ -54,11 +49,6 @@ pub(crate) fn span_end(id: u32) -> Vec<u8> {
         Some(next) => span_start(next),
         None => RESERVED_END.to_vec(),
     }
-}
-
-/// True when `key` lies in the span reserved for keyspaces.
-pub(crate) fn is_reserved(key: &[u8]) -> bool {
-    key.starts_with(RESERVED)
 }
 
 /// The registry row of `name`.
@@ -500,5 +490,94 @@ impl Keyspace {
             return self.db.range_opt(range, opts);
         }
         self.db.range_in(&self.prefix, range, opts)
+    }
+}
+
+/// A batch's writes to a keyspace (beside `crate::batch`, which knows
+/// nothing of keyspaces but the reserved prefix).
+impl WriteBatch {
+    /// Adds a put of `key` to `value` in keyspace `ks`: one batch may hold
+    /// writes to several keyspaces and is applied atomically, all of it or
+    /// none after any crash.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let users = db.keyspace("users").unwrap();
+    /// let index = db.keyspace("index").unwrap();
+    /// let mut batch = weft::WriteBatch::new();
+    /// batch.put_in(&users, "42", "alice").put_in(&index, "alice", "42");
+    /// db.write(batch, &weft::WriteOptions::default()).unwrap();
+    /// assert_eq!(users.get("42").unwrap().as_deref(), Some(&b"alice"[..]));
+    /// assert_eq!(index.get("alice").unwrap().as_deref(), Some(&b"42"[..]));
+    /// assert_eq!(db.get("42").unwrap(), None); // not in the default keyspace
+    /// ```
+    pub fn put_in(
+        &mut self,
+        ks: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        if ks.is_default() {
+            return self.put(key, value);
+        }
+        self.push_parts(
+            ValueKind::Put,
+            &[ks.key_prefix(), key.as_ref()],
+            Some(&[value.as_ref()]),
+        );
+        self
+    }
+
+    /// Adds a delete of `key` in keyspace `ks` (see [`WriteBatch::put_in`]).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let ks = db.keyspace("sessions").unwrap();
+    /// ks.put("s1", "x").unwrap();
+    /// let mut batch = weft::WriteBatch::new();
+    /// batch.delete_in(&ks, "s1").put("log", "s1 ended");
+    /// db.write(batch, &weft::WriteOptions::default()).unwrap();
+    /// assert_eq!(ks.get("s1").unwrap(), None);
+    /// ```
+    pub fn delete_in(&mut self, ks: &Keyspace, key: impl AsRef<[u8]>) -> &mut Self {
+        if ks.is_default() {
+            return self.delete(key);
+        }
+        self.push_parts(ValueKind::Delete, &[ks.key_prefix(), key.as_ref()], None);
+        self
+    }
+
+    /// Adds a delete of every key in `[start, end)` of keyspace `ks` (see
+    /// [`WriteBatch::delete_range`]).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let ks = db.keyspace("t").unwrap();
+    /// for k in ["a", "b", "c"] { ks.put(k, "v").unwrap(); }
+    /// db.put("b", "default").unwrap();
+    /// let mut batch = weft::WriteBatch::new();
+    /// batch.delete_range_in(&ks, "a", "c");
+    /// db.write(batch, &weft::WriteOptions::default()).unwrap();
+    /// assert_eq!(ks.range::<&str, _>(..).unwrap().count(), 1);
+    /// assert!(db.get("b").unwrap().is_some());
+    /// ```
+    pub fn delete_range_in(
+        &mut self,
+        ks: &Keyspace,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        if ks.is_default() {
+            return self.delete_range(start, end);
+        }
+        let mut s = ks.key_prefix().to_vec();
+        s.extend_from_slice(start.as_ref());
+        let mut e = ks.key_prefix().to_vec();
+        e.extend_from_slice(end.as_ref());
+        self.push_range_delete(&s, &e);
+        self
     }
 }
