@@ -72,6 +72,16 @@ pub struct WriteBatch {
     /// flag set while the batch is built, so the write path does not parse
     /// the batch again to find out.
     default_in_reserved: bool,
+    /// A range delete of the default keyspace covers part of the reserved
+    /// span: `Db::write` cuts the span out (`with_reserved_cut`).
+    default_range_over_reserved: bool,
+}
+
+/// True when a default-keyspace range `[start, end)` covers part of the
+/// span reserved for keyspaces.
+fn overlaps_reserved(start: &[u8], end: &[u8]) -> bool {
+    use crate::keyspace_prefix::{RESERVED, RESERVED_END};
+    start < end && start < RESERVED_END && end > RESERVED
 }
 
 impl Default for WriteBatch {
@@ -95,6 +105,7 @@ impl WriteBatch {
         WriteBatch {
             rep: vec![0; HEADER],
             default_in_reserved: false,
+            default_range_over_reserved: false,
         }
     }
 
@@ -106,6 +117,7 @@ impl WriteBatch {
         WriteBatch {
             rep,
             default_in_reserved: false,
+            default_range_over_reserved: false,
         }
     }
 
@@ -318,22 +330,53 @@ impl WriteBatch {
     /// assert_eq!(keys, vec![b"a".to_vec(), b"c".to_vec(), b"d".to_vec()]);
     /// ```
     ///
-    /// The span reserved for the other keyspaces is cut out of the range:
-    /// a range delete of the default keyspace never reaches them.
+    /// The span reserved for the other keyspaces is cut out of the range
+    /// when the batch is written (`Db::write`): a range delete of the
+    /// default keyspace never reaches them. The batch keeps it as one
+    /// operation until then, so [`WriteBatch::len`] counts what was added.
     pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> &mut Self {
-        use crate::keyspace_prefix::{RESERVED, RESERVED_END};
         let (s, e) = (start.as_ref(), end.as_ref());
-        if s < e && s < RESERVED_END && e > RESERVED {
-            if s < RESERVED {
-                self.push_range_delete(s, RESERVED);
-            }
-            if e > RESERVED_END {
-                self.push_range_delete(RESERVED_END, e);
-            }
-            return self;
+        if overlaps_reserved(s, e) {
+            self.default_range_over_reserved = true;
         }
         self.push_range_delete(s, e);
         self
+    }
+
+    /// This batch with the reserved span cut out of every range delete
+    /// that covers part of it (see [`WriteBatch::delete_range`]): a range
+    /// delete becomes up to two, the other operations are copied as they
+    /// are (values decoded). The batch itself when no range needs a cut,
+    /// which is the batch of every write but such a range delete's.
+    pub(crate) fn with_reserved_cut(self) -> Result<WriteBatch> {
+        use crate::keyspace_prefix::{RESERVED, RESERVED_END};
+        if !self.default_range_over_reserved {
+            return Ok(self);
+        }
+        let mut out = WriteBatch::with_capacity(self.rep.len() + 2 * OP_OVERHEAD);
+        out.default_in_reserved = self.default_in_reserved;
+        for op in self.iter() {
+            let op = op?;
+            match op.range_end {
+                Some(end) if overlaps_reserved(op.key, end) => {
+                    if op.key < RESERVED {
+                        out.push_range_delete(op.key, RESERVED);
+                    }
+                    if end > RESERVED_END {
+                        out.push_range_delete(RESERVED_END, end);
+                    }
+                }
+                Some(end) => out.push_range_delete(op.key, end),
+                None if op.kind == ValueKind::Put => {
+                    let value = op.decoded_value().map_err(|e| {
+                        Error::InvalidArgument(format!("a put in the batch is malformed: {e}"))
+                    })?;
+                    out.push_parts(ValueKind::Put, &[op.key], Some(&[&value]));
+                }
+                None => out.push_parts(op.kind, &[op.key], None),
+            }
+        }
+        Ok(out)
     }
 
     /// Appends one range delete op of `[start, end)` as given.
@@ -386,6 +429,7 @@ impl WriteBatch {
     /// Removes every operation.
     pub fn clear(&mut self) {
         self.default_in_reserved = false;
+        self.default_range_over_reserved = false;
         self.rep.clear();
         self.rep.resize(HEADER, 0);
     }
@@ -465,6 +509,7 @@ impl WriteBatch {
         let b = WriteBatch {
             rep,
             default_in_reserved: false,
+            default_range_over_reserved: false,
         };
         let mut seen = 0;
         let mut ops = b.iter();

@@ -552,6 +552,7 @@ impl Db {
     /// Applies `batch` atomically: after any crash, all of it or none.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         check_write(&batch, opts)?;
+        let batch = batch.with_reserved_cut()?;
         self.core()
             .write(batch, opts.sync, !opts.disable_wal, false)
     }
