@@ -65,6 +65,23 @@ const OP_OVERHEAD: usize = 1 + 5 + 5;
 #[derive(Clone, PartialEq, Eq)]
 pub struct WriteBatch {
     rep: Vec<u8>,
+    /// A put or delete of the default keyspace named a key in the span
+    /// reserved for the other keyspaces (`crate::keyspace_prefix::RESERVED`):
+    /// the write is refused ([`Error::InvalidArgument`]) rather than let a
+    /// default-keyspace key land among another keyspace's keys. Kept as a
+    /// flag set while the batch is built, so the write path does not parse
+    /// the batch again to find out.
+    default_in_reserved: bool,
+    /// A range delete of the default keyspace covers part of the reserved
+    /// span: `Db::write` cuts the span out (`with_reserved_cut`).
+    default_range_over_reserved: bool,
+}
+
+/// True when a default-keyspace range `[start, end)` covers part of the
+/// span reserved for keyspaces.
+fn overlaps_reserved(start: &[u8], end: &[u8]) -> bool {
+    use crate::keyspace_prefix::{RESERVED, RESERVED_END};
+    start < end && start < RESERVED_END && end > RESERVED
 }
 
 impl Default for WriteBatch {
@@ -87,6 +104,8 @@ impl WriteBatch {
     pub fn new() -> Self {
         WriteBatch {
             rep: vec![0; HEADER],
+            default_in_reserved: false,
+            default_range_over_reserved: false,
         }
     }
 
@@ -95,7 +114,11 @@ impl WriteBatch {
     pub fn with_capacity(bytes: usize) -> Self {
         let mut rep = Vec::with_capacity(HEADER + bytes);
         rep.resize(HEADER, 0);
-        WriteBatch { rep }
+        WriteBatch {
+            rep,
+            default_in_reserved: false,
+            default_range_over_reserved: false,
+        }
     }
 
     /// A batch of the one put `key` → `value`, allocated once at its final
@@ -221,7 +244,46 @@ impl WriteBatch {
 
     /// Adds a put of `key` to `value`.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
+        self.note_default_key(&[key.as_ref()]);
         self.push_parts(ValueKind::Put, &[key.as_ref()], Some(&[value.as_ref()]));
+        self
+    }
+
+    /// Flags the batch when a default-keyspace key given as `parts` lies
+    /// in the reserved span (see `default_in_reserved`).
+    fn note_default_key(&mut self, parts: &[&[u8]]) {
+        // Compared part by part without assembling the key: this runs for
+        // every put and delete of a batch.
+        let reserved = crate::keyspace_prefix::RESERVED;
+        let mut matched = 0;
+        for p in parts {
+            let take = (reserved.len() - matched).min(p.len());
+            if p[..take] != reserved[matched..matched + take] {
+                return;
+            }
+            matched += take;
+            if matched == reserved.len() {
+                self.default_in_reserved = true;
+                return;
+            }
+        }
+    }
+
+    /// True when a default-keyspace put or delete named a reserved key.
+    pub(crate) fn default_in_reserved(&self) -> bool {
+        self.default_in_reserved
+    }
+
+    /// Adds a put without the default keyspace's reserved-span check: the
+    /// keyspace registry's own rows (`db::keyspace`).
+    pub(crate) fn put_unchecked(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
+        self.push_parts(ValueKind::Put, &[key], Some(&[value]));
+        self
+    }
+
+    /// Adds a delete without the reserved-span check (the registry's rows).
+    pub(crate) fn delete_unchecked(&mut self, key: &[u8]) -> &mut Self {
+        self.push_parts(ValueKind::Delete, &[key], None);
         self
     }
 
@@ -237,12 +299,14 @@ impl WriteBatch {
     /// assert_eq!(batch, same);
     /// ```
     pub fn put_parts(&mut self, key: &[&[u8]], value: &[&[u8]]) -> &mut Self {
+        self.note_default_key(key);
         self.push_parts(ValueKind::Put, key, Some(value));
         self
     }
 
     /// Adds a delete of `key`.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
+        self.note_default_key(&[key.as_ref()]);
         self.push_parts(ValueKind::Delete, &[key.as_ref()], None);
         self
     }
@@ -265,13 +329,63 @@ impl WriteBatch {
     /// let keys: Vec<Vec<u8>> = db.range::<&str, _>(..).unwrap().map(|r| r.unwrap().0).collect();
     /// assert_eq!(keys, vec![b"a".to_vec(), b"c".to_vec(), b"d".to_vec()]);
     /// ```
+    ///
+    /// The span reserved for the other keyspaces is cut out of the range
+    /// when the batch is written (`Db::write`): a range delete of the
+    /// default keyspace never reaches them. The batch keeps it as one
+    /// operation until then, so [`WriteBatch::len`] counts what was added.
     pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> &mut Self {
+        let (s, e) = (start.as_ref(), end.as_ref());
+        if overlaps_reserved(s, e) {
+            self.default_range_over_reserved = true;
+        }
+        self.push_range_delete(s, e);
+        self
+    }
+
+    /// This batch with the reserved span cut out of every range delete
+    /// that covers part of it (see [`WriteBatch::delete_range`]): a range
+    /// delete becomes up to two, the other operations are copied as they
+    /// are (values decoded). The batch itself when no range needs a cut,
+    /// which is the batch of every write but such a range delete's.
+    pub(crate) fn with_reserved_cut(self) -> Result<WriteBatch> {
+        use crate::keyspace_prefix::{RESERVED, RESERVED_END};
+        if !self.default_range_over_reserved {
+            return Ok(self);
+        }
+        let mut out = WriteBatch::with_capacity(self.rep.len() + 2 * OP_OVERHEAD);
+        out.default_in_reserved = self.default_in_reserved;
+        for op in self.iter() {
+            let op = op?;
+            match op.range_end {
+                Some(end) if overlaps_reserved(op.key, end) => {
+                    if op.key < RESERVED {
+                        out.push_range_delete(op.key, RESERVED);
+                    }
+                    if end > RESERVED_END {
+                        out.push_range_delete(RESERVED_END, end);
+                    }
+                }
+                Some(end) => out.push_range_delete(op.key, end),
+                None if op.kind == ValueKind::Put => {
+                    let value = op.decoded_value().map_err(|e| {
+                        Error::InvalidArgument(format!("a put in the batch is malformed: {e}"))
+                    })?;
+                    out.push_parts(ValueKind::Put, &[op.key], Some(&[&value]));
+                }
+                None => out.push_parts(op.kind, &[op.key], None),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Appends one range delete op of `[start, end)` as given.
+    pub(crate) fn push_range_delete(&mut self, start: &[u8], end: &[u8]) {
         let n = self.len() as u32 + 1;
         self.rep[8..12].copy_from_slice(&n.to_le_bytes());
         self.rep.push(RANGE_DELETE);
-        self.push_slice(&[start.as_ref()]);
-        self.push_slice(&[end.as_ref()]);
-        self
+        self.push_slice(&[start]);
+        self.push_slice(&[end]);
     }
 
     /// A batch of the one range delete of `[start, end)`.
@@ -281,7 +395,7 @@ impl WriteBatch {
         b
     }
 
-    fn push_parts(&mut self, kind: ValueKind, key: &[&[u8]], value: Option<&[&[u8]]>) {
+    pub(crate) fn push_parts(&mut self, kind: ValueKind, key: &[&[u8]], value: Option<&[&[u8]]>) {
         let n = self.len() as u32 + 1;
         self.rep[8..12].copy_from_slice(&n.to_le_bytes());
         self.rep.push(kind as u8);
@@ -314,6 +428,8 @@ impl WriteBatch {
 
     /// Removes every operation.
     pub fn clear(&mut self) {
+        self.default_in_reserved = false;
+        self.default_range_over_reserved = false;
         self.rep.clear();
         self.rep.resize(HEADER, 0);
     }
@@ -390,7 +506,11 @@ impl WriteBatch {
                 rep.len()
             ));
         }
-        let b = WriteBatch { rep };
+        let b = WriteBatch {
+            rep,
+            default_in_reserved: false,
+            default_range_over_reserved: false,
+        };
         let mut seen = 0;
         let mut ops = b.iter();
         for op in ops.by_ref() {

@@ -47,6 +47,7 @@ mod filename;
 mod fuzzing;
 mod iter;
 mod key;
+mod keyspace_prefix;
 mod manifest;
 mod memtable;
 mod options;
@@ -65,7 +66,8 @@ pub use compaction_filter::{CompactionFilter, FilterDecision, FilterEntry};
 pub use compression::Compression;
 pub use db::{
     ChangeFeed, ChangeGroup, ChangeOp, CheckReport, CheckpointInfo, Db, DbIterator, FeedLimit,
-    Range, Transaction, TransactionOptions, TransactionRange, DEFAULT_TRANSACTION_ATTEMPTS,
+    Keyspace, Range, Transaction, TransactionOptions, TransactionRange, DEFAULT_KEYSPACE,
+    DEFAULT_TRANSACTION_ATTEMPTS,
 };
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_SIZE, MAX_VALUE_SIZE};

@@ -63,8 +63,11 @@ use crate::wal::{LogRead, LogReader, LogWriter};
 /// value pointer's codec byte), which a format-4 build would report as
 /// corruption rather than as a newer store. 6: range deletes (batch op
 /// kind 5, edit tag 16), which a format-5 build would reject as malformed
-/// batches or unknown tags.
-pub const FORMAT_VERSION: u64 = 6;
+/// batches or unknown tags. 7: keyspaces (`db::keyspace`): keys of
+/// keyspaces other than the default one and the keyspace registry stored
+/// under a reserved prefix, which a format-6 build would show as keys of
+/// its one key space.
+pub const FORMAT_VERSION: u64 = 7;
 
 /// Tag of the format-version field.
 const FORMAT_VERSION_TAG: u8 = 12;

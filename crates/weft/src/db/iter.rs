@@ -46,6 +46,13 @@ pub struct DbIterator {
     /// Munks are on (`Options::munk_cache_size`): each seek counts toward
     /// the heat of the partition it lands in (`store::munk`).
     munks: bool,
+    /// What every stored key of its keyspace starts with (`db::keyspace`;
+    /// empty for the default keyspace): added to seek targets, cut from the
+    /// keys it returns.
+    prefix: Vec<u8>,
+    /// Steps over the span reserved for the other keyspaces: a cursor of
+    /// the default keyspace.
+    hide_reserved: bool,
 }
 
 // A positioned cursor (RocksDB style), not a `std::iter::Iterator`: `next`
@@ -73,7 +80,28 @@ impl DbIterator {
             purpose,
             pin,
             munks,
+            prefix: Vec::new(),
+            hide_reserved: true,
         }
+    }
+
+    /// This cursor made a cursor of the keyspace whose stored keys start
+    /// with `prefix` (its bounds already stored keys); an empty prefix
+    /// leaves it the default keyspace's.
+    pub(crate) fn within(mut self, prefix: &[u8]) -> Self {
+        if !prefix.is_empty() {
+            self.prefix = prefix.to_vec();
+            self.hide_reserved = false;
+        }
+        self
+    }
+
+    /// `key` of its keyspace as a stored key.
+    fn stored(&self, key: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.prefix.len() + key.len());
+        k.extend_from_slice(&self.prefix);
+        k.extend_from_slice(key);
+        k
     }
 
     /// Counts a seek to `key` toward its partition's heat (munks on).
@@ -112,9 +140,10 @@ impl DbIterator {
 
     /// Positions on the first key `>= key`.
     pub fn seek(&mut self, key: &[u8]) -> Result<()> {
+        let key = self.stored(key);
         let target = match &self.lower {
-            Some(l) if l.as_slice() > key => l.clone(),
-            _ => key.to_vec(),
+            Some(l) if *l > key => l.clone(),
+            _ => key,
         };
         self.touch(&target);
         let r = self.merged.seek(&target);
@@ -124,13 +153,13 @@ impl DbIterator {
     /// Positions on the last key `<= key`.
     pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
         // The last key < key + "\0" is the last key <= key.
-        let mut after = key.to_vec();
+        let mut after = self.stored(key);
+        self.touch(&after);
         after.push(0);
         let target = match &self.upper {
             Some(u) if *u < after => u.clone(),
             _ => after,
         };
-        self.touch(key);
         let r = self.merged.seek_before(&target);
         self.settle(r, false)
     }
@@ -152,7 +181,7 @@ impl DbIterator {
     /// The current key. Requires `valid()`.
     pub fn key(&self) -> &[u8] {
         assert!(self.valid, "DbIterator::key on an invalid iterator");
-        self.merged.key()
+        &self.merged.key()[self.prefix.len()..]
     }
 
     /// The current value. Requires `valid()`.
@@ -175,7 +204,28 @@ impl DbIterator {
     fn settle(&mut self, r: Result<()>, forward: bool) -> Result<()> {
         self.valid = false;
         r?;
-        while self.merged.valid() && self.deleted() {
+        loop {
+            if !self.merged.valid() {
+                break;
+            }
+            if self.hide_reserved && crate::keyspace_prefix::is_reserved(self.merged.key()) {
+                // The other keyspaces' keys: one seek past them all.
+                if forward {
+                    if self.past_upper() {
+                        return Ok(());
+                    }
+                    self.merged.seek(crate::keyspace_prefix::RESERVED_END)?;
+                } else {
+                    if self.before_lower() {
+                        return Ok(());
+                    }
+                    self.merged.seek_before(crate::keyspace_prefix::RESERVED)?;
+                }
+                continue;
+            }
+            if !self.deleted() {
+                break;
+            }
             if forward {
                 if self.past_upper() {
                     return Ok(());

@@ -6,6 +6,7 @@ mod conflict;
 pub(crate) mod core;
 mod feed;
 mod iter;
+mod keyspace;
 pub(crate) mod lifetime;
 mod open;
 mod publish;
@@ -41,6 +42,7 @@ pub(crate) use checkpoint::{
 };
 pub use feed::{ChangeFeed, ChangeGroup, ChangeOp, FeedLimit};
 pub use iter::{DbIterator, Range};
+pub use keyspace::{Keyspace, DEFAULT_KEYSPACE};
 pub(crate) use open::DirLock;
 pub use transaction::{
     Transaction, TransactionOptions, TransactionRange, DEFAULT_TRANSACTION_ATTEMPTS,
@@ -72,6 +74,8 @@ struct DbHandle {
     /// close, so a close racing another returns only once the first is
     /// done (and the directory can be opened again).
     lock: Mutex<Option<open::DirLock>>,
+    /// The keyspaces by name (`db::keyspace`), read at open.
+    keyspaces: Mutex<keyspace::Registry>,
 }
 
 impl Drop for DbHandle {
@@ -180,6 +184,66 @@ pub struct CheckReport {
     pub bytes: u64,
 }
 
+/// `opts` with `range` narrowing its bounds (`Db::range_opt`).
+fn narrowed<K: AsRef<[u8]>, R: RangeBounds<K>>(range: R, opts: &ReadOptions) -> ReadOptions {
+    let mut o = opts.clone();
+    // Turn the range into [lower, upper) bounds.
+
+    let lower = match bound_to_vec(range.start_bound()) {
+        Bound::Included(k) => Some(k),
+        Bound::Excluded(mut k) => {
+            k.push(0);
+            Some(k)
+        }
+        Bound::Unbounded => None,
+    };
+    let upper = match bound_to_vec(range.end_bound()) {
+        Bound::Included(mut k) => {
+            k.push(0);
+            Some(k)
+        }
+        Bound::Excluded(k) => Some(k),
+        Bound::Unbounded => None,
+    };
+    if let Some(l) = lower {
+        o.lower_bound = Some(match o.lower_bound.take() {
+            Some(x) if x > l => x,
+            _ => l,
+        });
+    }
+    if let Some(u) = upper {
+        o.upper_bound = Some(match o.upper_bound.take() {
+            Some(x) if x < u => x,
+            _ => u,
+        });
+    }
+    o
+}
+
+/// `opts` with its bounds turned into stored keys of the span starting
+/// with `prefix` (the span's own bounds where `opts` has none). An empty
+/// prefix leaves them as they are.
+fn prefixed_bounds(prefix: &[u8], opts: &ReadOptions) -> ReadOptions {
+    let mut o = opts.clone();
+    if prefix.is_empty() {
+        return o;
+    }
+    let with = |k: &[u8]| {
+        let mut v = prefix.to_vec();
+        v.extend_from_slice(k);
+        v
+    };
+    o.lower_bound = Some(match &opts.lower_bound {
+        Some(l) => with(l),
+        None => prefix.to_vec(),
+    });
+    o.upper_bound = match &opts.upper_bound {
+        Some(u) => Some(with(u)),
+        None => prefix_successor(prefix),
+    };
+    o
+}
+
 fn check_key(key: &[u8]) -> Result<()> {
     if key.len() > MAX_KEY_SIZE {
         return Err(Error::InvalidArgument(format!(
@@ -190,9 +254,28 @@ fn check_key(key: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a default-keyspace key in the span reserved for the other
+/// keyspaces (`db::keyspace`).
+fn check_default_key(key: &[u8]) -> Result<()> {
+    if crate::keyspace_prefix::is_reserved(key) {
+        return Err(reserved_key_error());
+    }
+    Ok(())
+}
+
+fn reserved_key_error() -> Error {
+    Error::InvalidArgument(format!(
+        "keys starting with \"{}\" are reserved for keyspaces (Db::keyspace)",
+        crate::keyspace_prefix::RESERVED.escape_ascii()
+    ))
+}
+
 /// The checks of a batch and its options before a write (`Db::write`, a
 /// transaction's commit).
 fn check_write(batch: &WriteBatch, opts: &WriteOptions) -> Result<()> {
+    if batch.default_in_reserved() {
+        return Err(reserved_key_error());
+    }
     batch.validate()?;
     if batch.approximate_size() > u32::MAX as usize / 2 {
         return Err(Error::InvalidArgument(format!(
@@ -236,13 +319,16 @@ impl Db {
                 }
             }
         }
-        Ok(Db {
+        let db = Db {
             inner: Arc::new(DbHandle {
                 core,
                 background: Mutex::new(threads),
                 lock: Mutex::new(Some(opened.lock)),
+                keyspaces: Mutex::new(keyspace::Registry::default()),
             }),
-        })
+        };
+        db.load_keyspaces()?;
+        Ok(db)
     }
 
     /// Opens the database in `path` read-only, beside a process that may
@@ -278,13 +364,76 @@ impl Db {
         let core = crate::util::fs::activity("open", || {
             read_only::open_read_only(path.as_ref(), options)
         })?;
-        Ok(Db {
+        let db = Db {
             inner: Arc::new(DbHandle {
                 core,
                 background: Mutex::new(Vec::new()),
                 lock: Mutex::new(None),
+                keyspaces: Mutex::new(keyspace::Registry::default()),
             }),
-        })
+        };
+        db.load_keyspaces()?;
+        Ok(db)
+    }
+
+    /// Reads the keyspace registry (at open, and a read-only `Db`'s
+    /// refresh).
+    fn load_keyspaces(&self) -> Result<()> {
+        let registry = keyspace::Registry::load(self)?;
+        *self.inner.keyspaces.lock() = registry;
+        Ok(())
+    }
+
+    /// The handle of keyspace `name`, creating it (one write, atomic and
+    /// durable like any) if it does not exist. `"default"` is keyspace 0:
+    /// the keys of the plain `Db` API. See [`Keyspace`].
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// db.keyspace("logs").unwrap().put("1", "started").unwrap();
+    /// drop(db);
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let logs = db.keyspace("logs").unwrap(); // recovered by name
+    /// assert_eq!(logs.get("1").unwrap().as_deref(), Some(&b"started"[..]));
+    /// ```
+    pub fn keyspace(&self, name: &str) -> Result<Keyspace> {
+        self.core().check_open()?;
+        self.inner.keyspaces.lock().open(self, name)
+    }
+
+    /// The names of the keyspaces: `"default"` first, the others sorted.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// db.keyspace("b").unwrap();
+    /// db.keyspace("a").unwrap();
+    /// assert_eq!(db.keyspaces(), vec!["default", "a", "b"]);
+    /// ```
+    pub fn keyspaces(&self) -> Vec<String> {
+        self.inner.keyspaces.lock().names()
+    }
+
+    /// Drops keyspace `name` with one write whatever it holds: its name
+    /// leaves the registry and a range delete covers its keys, which the
+    /// merges reclaim in the background. Its handles fail from then on; a
+    /// keyspace created again under the name starts empty. The default
+    /// keyspace cannot be dropped, and an unknown name is
+    /// [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let tmp = db.keyspace("tmp").unwrap();
+    /// tmp.put("k", "v").unwrap();
+    /// db.drop_keyspace("tmp").unwrap();
+    /// assert!(tmp.get("k").is_err());
+    /// assert_eq!(db.keyspace("tmp").unwrap().get("k").unwrap(), None);
+    /// ```
+    pub fn drop_keyspace(&self, name: &str) -> Result<()> {
+        self.core().check_open()?;
+        self.inner.keyspaces.lock().drop_keyspace(self, name)
     }
 
     /// Catches a read-only `Db` up with the writer: reads the manifest and
@@ -311,7 +460,9 @@ impl Db {
                 "refresh is for a database opened with Db::open_read_only".into(),
             ));
         }
-        crate::util::fs::activity("refresh", || read_only::refresh(core))
+        crate::util::fs::activity("refresh", || read_only::refresh(core))?;
+        // Keyspaces the writer created or dropped since.
+        self.load_keyspaces()
     }
 
     /// True when opened with [`Db::open_read_only`].
@@ -336,6 +487,13 @@ impl Db {
         opts: &WriteOptions,
     ) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
+        check_default_key(key)?;
+        self.put_any(key, value, opts)
+    }
+
+    /// [`Db::put_opt`] of any stored key, the reserved span's included (a
+    /// keyspace's put).
+    pub(crate) fn put_any(&self, key: &[u8], value: &[u8], opts: &WriteOptions) -> Result<()> {
         let core = self.core();
         let batch = match core.logged_from(!opts.disable_wal) {
             // Compressed or not, the write path encodes the WAL's copy of a
@@ -355,6 +513,7 @@ impl Db {
 
     /// Deletes `key` with options.
     pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
+        check_default_key(key.as_ref())?;
         self.write(WriteBatch::of_delete(key.as_ref()), opts)
     }
 
@@ -393,6 +552,7 @@ impl Db {
     /// Applies `batch` atomically: after any crash, all of it or none.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         check_write(&batch, opts)?;
+        let batch = batch.with_reserved_cut()?;
         self.core()
             .write(batch, opts.sync, !opts.disable_wal, false)
     }
@@ -405,6 +565,17 @@ impl Db {
     /// The value of `key` under `opts` (e.g. at a snapshot).
     pub fn get_opt(&self, key: impl AsRef<[u8]>, opts: &ReadOptions) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
+        if crate::keyspace_prefix::is_reserved(key) {
+            // Other keyspaces' keys are not the default keyspace's.
+            check_key(key)?;
+            self.core().check_open()?;
+            return Ok(None);
+        }
+        self.get_any(key, opts)
+    }
+
+    /// [`Db::get_opt`] of any stored key (a keyspace's get).
+    pub(crate) fn get_any(&self, key: &[u8], opts: &ReadOptions) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
         let core = self.core();
         core.check_open()?;
@@ -443,6 +614,21 @@ impl Db {
         keys: &[K],
         opts: &ReadOptions,
     ) -> Vec<Result<Option<Vec<u8>>>> {
+        self.multi_get_in(keys, opts, true)
+    }
+
+    /// [`Db::multi_get`] of stored keys of any keyspace (a keyspace's).
+    pub(crate) fn multi_get_any(&self, keys: &[&[u8]]) -> Vec<Result<Option<Vec<u8>>>> {
+        self.multi_get_in(keys, &ReadOptions::new(), false)
+    }
+
+    /// `multi_get_opt`; `default_only` makes keys of the reserved span miss.
+    fn multi_get_in<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        opts: &ReadOptions,
+        default_only: bool,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
         let core = self.core();
         if core.check_open().is_err() {
             // Closed and poisoned are final: every key gets the same error.
@@ -462,6 +648,9 @@ impl Db {
             .map(|key| {
                 let key = key.as_ref();
                 check_key(key)?;
+                if default_only && crate::keyspace_prefix::is_reserved(key) {
+                    return Ok(None);
+                }
                 self.get_pinned(&sv, key, seq, fill_bound)
             })
             .collect()
@@ -621,15 +810,63 @@ impl Db {
     }
 
     fn range_from(&self, opts: &ReadOptions) -> Result<Range> {
+        self.range_from_in(&[], opts)
+    }
+
+    /// [`Db::range_from`] over the keys starting with `prefix` (a
+    /// keyspace's span; empty: the default keyspace), `opts`' bounds
+    /// taken as keys after the prefix, keys returned without it.
+    fn range_from_in(&self, prefix: &[u8], opts: &ReadOptions) -> Result<Range> {
         self.core().check_open()?;
         self.core().note_scan();
         let sv = self.core().super_version();
         let front_reading = ReadTracker::enter_owned(Arc::clone(&sv));
         let back_reading = ReadTracker::enter_owned(sv);
         let seq = self.read_sequence(opts);
-        let front = self.iter_at(opts, seq, front_reading);
-        let back = self.iter_at(opts, seq, back_reading);
+        let stored = prefixed_bounds(prefix, opts);
+        let front = self.iter_at(&stored, seq, front_reading).within(prefix);
+        let back = self.iter_at(&stored, seq, back_reading).within(prefix);
         Ok(Range::new(front, back))
+    }
+
+    /// A cursor over the keys starting with `prefix` (see `range_from_in`).
+    pub(crate) fn iter_in(&self, prefix: &[u8], opts: &ReadOptions) -> Result<DbIterator> {
+        self.core().check_open()?;
+        self.core().note_scan();
+        let reading = ReadTracker::enter_owned(self.core().super_version());
+        let seq = self.read_sequence(opts);
+        let stored = prefixed_bounds(prefix, opts);
+        Ok(self.iter_at(&stored, seq, reading).within(prefix))
+    }
+
+    /// Every pair under `prefix` (keys without it), read without counting
+    /// as a scan: the keyspace registry read at open, which must not nudge
+    /// the scan-driven consolidation (`Options::scan_merge_limit`).
+    pub(crate) fn read_span_uncounted(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.core().check_open()?;
+        let opts = ReadOptions::new();
+        let reading = ReadTracker::enter_owned(self.core().super_version());
+        let seq = self.read_sequence(&opts);
+        let stored = prefixed_bounds(prefix, &opts);
+        let mut it = self.iter_at(&stored, seq, reading).within(prefix);
+        let mut rows = Vec::new();
+        it.seek_to_first()?;
+        while it.valid() {
+            rows.push((it.key().to_vec(), it.value().to_vec()));
+            it.next()?;
+        }
+        Ok(rows)
+    }
+
+    /// [`Db::range_opt`] over the keys starting with `prefix`.
+    pub(crate) fn range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        prefix: &[u8],
+        range: R,
+        opts: &ReadOptions,
+    ) -> Result<Range> {
+        let o = narrowed(range, opts);
+        self.range_from_in(prefix, &o)
     }
 
     /// Pairs with keys in `range`, in key order; `.rev()` for reverse.
@@ -652,36 +889,7 @@ impl Db {
         range: R,
         opts: &ReadOptions,
     ) -> Result<Range> {
-        let mut o = opts.clone();
-        // Turn the range into [lower, upper) bounds.
-        let lower = match bound_to_vec(range.start_bound()) {
-            Bound::Included(k) => Some(k),
-            Bound::Excluded(mut k) => {
-                k.push(0);
-                Some(k)
-            }
-            Bound::Unbounded => None,
-        };
-        let upper = match bound_to_vec(range.end_bound()) {
-            Bound::Included(mut k) => {
-                k.push(0);
-                Some(k)
-            }
-            Bound::Excluded(k) => Some(k),
-            Bound::Unbounded => None,
-        };
-        if let Some(l) = lower {
-            o.lower_bound = Some(match o.lower_bound.take() {
-                Some(x) if x > l => x,
-                _ => l,
-            });
-        }
-        if let Some(u) = upper {
-            o.upper_bound = Some(match o.upper_bound.take() {
-                Some(x) if x < u => x,
-                _ => u,
-            });
-        }
+        let o = narrowed(range, opts);
         self.range_from(&o)
     }
 
