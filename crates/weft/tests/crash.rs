@@ -37,14 +37,6 @@ fn crash_options(kind: MemtableKind) -> Options {
     tiny_options(kind)
 }
 
-/// One operation of a batch.
-enum Op {
-    Put(Vec<u8>, Vec<u8>),
-    Delete(Vec<u8>),
-    /// Deletes every key from the first (inclusive) to the second.
-    DeleteRange(Vec<u8>, Vec<u8>),
-}
-
 /// Batch `i` of the history of `seed`, and whether it is written with sync.
 fn batch_ops(seed: u64, i: u64) -> (Vec<Op>, bool) {
     let mut rng = StdRng::seed_from_u64(seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -68,20 +60,6 @@ fn batch_ops(seed: u64, i: u64) -> (Vec<Op>, bool) {
     ops.push(Op::Put(b"__last".to_vec(), i.to_string().into_bytes()));
     let sync = rng.gen_ratio(1, 8);
     (ops, sync)
-}
-
-fn apply(model: &mut Model, ops: &[Op]) {
-    for op in ops {
-        match op {
-            Op::Put(k, v) => {
-                model.insert(k.clone(), v.clone());
-            }
-            Op::Delete(k) => {
-                model.remove(k);
-            }
-            Op::DeleteRange(start, end) => model.retain(|k, _| k < start || k >= end),
-        }
-    }
 }
 
 fn env_of(name: &str) -> Option<String> {
@@ -108,13 +86,7 @@ fn child_writer() {
     while Instant::now() < deadline {
         let (ops, sync) = batch_ops(seed, i);
         let mut b = WriteBatch::new();
-        for op in &ops {
-            match op {
-                Op::Put(k, v) => b.put(k, v),
-                Op::Delete(k) => b.delete(k),
-                Op::DeleteRange(start, end) => b.delete_range(start, end),
-            };
-        }
+        add_ops(&mut b, &ops);
         db.write(b, &WriteOptions::new().sync(sync))
             .expect("child: write");
         writeln!(out, "ack {i}").unwrap();
@@ -223,7 +195,7 @@ fn crash_cycles(seed: u64, kind: MemtableKind, cycles: usize) {
             n - 1
         );
         while applied < n {
-            apply(&mut model, &batch_ops(seed, applied).0);
+            apply_ops(&mut model, &batch_ops(seed, applied).0);
             applied += 1;
         }
         let ctx = format!(

@@ -46,28 +46,9 @@ const JOBS: &[&str] = &["flush", "merge", "gc", "split", "consolidate", "checkpo
 /// Holds the index of the last batch applied; sorts after every user key.
 const MARKER: &[u8] = b"\xff\xffmarker";
 
-/// One write of the history.
-#[derive(Clone, Debug)]
-enum Op {
-    Put(Vec<u8>, Vec<u8>),
-    Delete(Vec<u8>),
-    /// Deletes every key from the first (inclusive) to the second.
-    DeleteRange(Vec<u8>, Vec<u8>),
-}
-
 /// Applies batch `index` (`ops` and its marker) to `model`.
 fn apply(model: &mut Model, index: usize, ops: &[Op]) {
-    for op in ops {
-        match op {
-            Op::Put(k, v) => {
-                model.insert(k.clone(), v.clone());
-            }
-            Op::Delete(k) => {
-                model.remove(k);
-            }
-            Op::DeleteRange(start, end) => model.retain(|k, _| k < start || k >= end),
-        }
-    }
+    apply_ops(model, ops);
     model.insert(MARKER.to_vec(), format!("{index}").into_bytes());
 }
 
@@ -84,19 +65,7 @@ fn model_after(history: &[Vec<Op>], n: usize) -> Model {
 /// Batch `index` as written: `ops`, then the marker.
 fn to_batch(index: usize, ops: &[Op]) -> WriteBatch {
     let mut batch = WriteBatch::new();
-    for op in ops {
-        match op {
-            Op::Put(k, v) => {
-                batch.put(k, v);
-            }
-            Op::Delete(k) => {
-                batch.delete(k);
-            }
-            Op::DeleteRange(start, end) => {
-                batch.delete_range(start, end);
-            }
-        }
-    }
+    add_ops(&mut batch, ops);
     batch.put(MARKER, format!("{index}"));
     batch
 }

@@ -18,10 +18,46 @@ pub use rand::rngs::StdRng;
 #[allow(unused_imports)]
 pub use rand::{Rng, SeedableRng};
 
-use weft::{Db, Error, MemtableKind, Options, ReadOptions};
+use weft::{Db, Error, MemtableKind, Options, ReadOptions, WriteBatch};
 
 /// The reference model: the state a correct database must show.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// One write of a generated history (the crash and power-cut tests), as
+/// the model applies it and as it goes into a batch.
+#[derive(Clone, Debug)]
+pub enum Op {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    /// Deletes every key from the first (inclusive) to the second.
+    DeleteRange(Vec<u8>, Vec<u8>),
+}
+
+/// Applies `ops`, in order, to `model`.
+pub fn apply_ops(model: &mut Model, ops: &[Op]) {
+    for op in ops {
+        match op {
+            Op::Put(k, v) => {
+                model.insert(k.clone(), v.clone());
+            }
+            Op::Delete(k) => {
+                model.remove(k);
+            }
+            Op::DeleteRange(start, end) => model.retain(|k, _| k < start || k >= end),
+        }
+    }
+}
+
+/// Adds `ops`, in order, to `batch`.
+pub fn add_ops(batch: &mut WriteBatch, ops: &[Op]) {
+    for op in ops {
+        match op {
+            Op::Put(k, v) => batch.put(k, v),
+            Op::Delete(k) => batch.delete(k),
+            Op::DeleteRange(start, end) => batch.delete_range(start, end),
+        };
+    }
+}
 
 /// Seeds to run: `WEFT_SEED=<u64>` replaces the defaults with that one seed.
 pub fn seeds(defaults: &[u64]) -> Vec<u64> {
