@@ -29,18 +29,6 @@ use crate::error::{Error, Result};
 use crate::key::{SequenceNumber, MAX_SEQUENCE};
 use crate::store::Version;
 
-/// The sequence of the newest range delete covering `key` in the pinned
-/// `sv` (its memtables' and its version's), if any.
-fn newest_range_delete(sv: &SuperVersion, key: &[u8]) -> Option<SequenceNumber> {
-    let stored = sv.version.range_tombstones.set().covering(key).first();
-    std::iter::once(&sv.mem)
-        .chain(&sv.imms)
-        .filter(|m| !m.range_tombstones().is_empty())
-        .filter_map(|m| m.range_tombstones().set().covering(key).first().copied())
-        .chain(stored.copied())
-        .max()
-}
-
 /// What a commit checks: that no key of `keys` has a version newer than
 /// `snapshot`.
 pub(crate) struct CommitCheck {
@@ -90,7 +78,7 @@ impl Core {
     ) -> Result<Option<SequenceNumber>> {
         // A range delete covering the key is a write to it (checked
         // whatever `in_store` says: a lookup in the fragments, no I/O).
-        let ranged = newest_range_delete(sv, key);
+        let ranged = sv.newest_range_delete(key);
         for m in std::iter::once(&sv.mem).chain(&sv.imms) {
             if let Some(found) = m.get(key, MAX_SEQUENCE) {
                 return Ok(Some(found.seq.max(ranged.unwrap_or(0))));

@@ -70,6 +70,19 @@ impl SuperVersion {
                 .any(|m| m.range_tombstones().deletes(key, found, read))
     }
 
+    /// The sequence of the newest range delete covering `key`, at any
+    /// sequence: the version's and every pinned memtable's (a commit's
+    /// conflict check, `db::conflict`).
+    pub fn newest_range_delete(&self, key: &[u8]) -> Option<SequenceNumber> {
+        let stored = self.version.range_tombstones.set().covering(key).first();
+        std::iter::once(&self.mem)
+            .chain(&self.imms)
+            .filter(|m| !m.range_tombstones().is_empty())
+            .filter_map(|m| m.range_tombstones().set().covering(key).first().copied())
+            .chain(stored.copied())
+            .max()
+    }
+
     /// Every range delete of this super version, fragmented: what a
     /// cursor checks each key against. Shared with the version or a
     /// memtable when only one holds any.
