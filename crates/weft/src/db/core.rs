@@ -83,10 +83,12 @@ impl SuperVersion {
             .max()
     }
 
-    /// Every range delete of this super version, fragmented: what a
-    /// cursor checks each key against. Shared with the version or a
-    /// memtable when only one holds any.
-    pub fn range_tombstones(&self) -> Arc<RangeTombstoneSet> {
+    /// The range deletes a cursor checks each key against when the
+    /// pinned memtables hold some: theirs and the version's, fragmented
+    /// together (shared with the memtable when it alone holds any).
+    /// `None` when no memtable holds one: the cursor reads the version's
+    /// set through its pin, so making a cursor writes no shared count.
+    pub fn memtable_range_tombstones(&self) -> Option<Arc<RangeTombstoneSet>> {
         let stored = self.version.range_tombstones.set();
         let mems = || {
             std::iter::once(&self.mem)
@@ -96,12 +98,12 @@ impl SuperVersion {
         };
         let mut with_some = mems();
         match (with_some.next(), with_some.next()) {
-            (None, _) => Arc::clone(stored),
-            (Some(m), None) if stored.is_empty() => m.set(),
+            (None, _) => None,
+            (Some(m), None) if stored.is_empty() => Some(m.set()),
             _ => {
                 let from_mems: Vec<RangeTombstone> = mems().flat_map(|m| m.all()).collect();
                 let stored = self.version.range_tombstones.iter().map(|t| &t.tombstone);
-                Arc::new(RangeTombstoneSet::new(stored.chain(&from_mems)))
+                Some(Arc::new(RangeTombstoneSet::new(stored.chain(&from_mems))))
             }
         }
     }

@@ -24,9 +24,11 @@ pub struct DbIterator {
     merged: MergingIter,
     /// The sequence it reads at.
     seq: SequenceNumber,
-    /// The range deletes of the pinned state (`crate::range_delete`): a
-    /// key one of them deletes is stepped over like a tombstone.
-    range_tombstones: Arc<RangeTombstoneSet>,
+    /// The range deletes of the pinned state when its memtables hold
+    /// some (`SuperVersion::memtable_range_tombstones`); else the pinned
+    /// version's are read through the pin. A key one of them deletes is
+    /// stepped over like a tombstone.
+    mem_range_tombstones: Option<Arc<RangeTombstoneSet>>,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
     valid: bool,
@@ -69,7 +71,7 @@ impl DbIterator {
         munks: bool,
     ) -> Self {
         DbIterator {
-            range_tombstones: pin.holder().range_tombstones(),
+            mem_range_tombstones: pin.holder().memtable_range_tombstones(),
             merged,
             seq,
             lower,
@@ -197,7 +199,11 @@ impl DbIterator {
     /// version a range delete covers.
     fn deleted(&self) -> bool {
         self.merged.kind() == ValueKind::Delete
-            || (self.range_tombstones).deletes(self.merged.key(), self.merged.seq(), self.seq)
+            || self
+                .mem_range_tombstones
+                .as_deref()
+                .unwrap_or(self.pin.holder().version.range_tombstones.set())
+                .deletes(self.merged.key(), self.merged.seq(), self.seq)
     }
 
     /// Skips deleted keys in the direction of travel and applies the bounds.
