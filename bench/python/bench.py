@@ -12,6 +12,9 @@ phases timed in that process:
         transaction per thread for the whole phase, its fast path),
   scan  a full scan of every (key, value) pair, per thread.
 
+`--settle` compacts each store, untimed, between the puts and the reads
+(without it the reads run while the puts' flushes and compactions finish).
+
 With T threads, the puts and gets are split between the threads and each
 thread scans the whole store; figures are total operations per second.
 Every store runs with its defaults but for what makes the comparison fair:
@@ -63,6 +66,9 @@ class Weft:
             n += 1
         return n
 
+    def settle(self):
+        self.db.compact()
+
     def close(self):
         self.db.close()
 
@@ -85,6 +91,9 @@ class RocksDict:
             n += 1
         return n
 
+    def settle(self):
+        self.db.compact_range(None, None)
+
     def close(self):
         self.db.close()
 
@@ -106,6 +115,9 @@ class Plyvel:
         for _ in self.db.iterator():
             n += 1
         return n
+
+    def settle(self):
+        self.db.compact_range()
 
     def close(self):
         self.db.close()
@@ -139,6 +151,9 @@ class Lmdb:
                 n += 1
         return n
 
+    def settle(self):
+        self.env.sync(True)
+
     def close(self):
         self.env.close()
 
@@ -171,7 +186,7 @@ def in_threads(t, work, shares):
     return time.perf_counter() - start
 
 
-def run_one(store, threads, n, seed, path):
+def run_one(store, threads, n, seed, path, settle):
     keys, values, probe = data(n, seed)
     s = IMPLS[store](path)
     out = {}
@@ -184,6 +199,10 @@ def run_one(store, threads, n, seed, path):
             put(k, v)
 
     out["put"] = n / in_threads(threads, put_work, put_shares)
+    if settle:
+        # Background work the puts left (flushes, compactions) done before
+        # the reads, untimed: reads of a settled store.
+        s.settle()
 
     get_shares = [probe[i::threads] for i in range(threads)]
     missing = [0]
@@ -232,12 +251,14 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--dir", default=None, help="where the databases go (default: a temp dir)")
     ap.add_argument("--json", default=None, help="also write the medians here")
+    ap.add_argument("--settle", action="store_true",
+                    help="compact each store (untimed) between the puts and the reads")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
 
     if a.one:
         store, threads, path = a.one.split(":", 2)
-        print(json.dumps(run_one(store, int(threads), a.keys, a.seed, path)))
+        print(json.dumps(run_one(store, int(threads), a.keys, a.seed, path, a.settle)))
         return
 
     stores = [s for s in a.stores.split(",") if s]
@@ -256,7 +277,7 @@ def main():
                 path = os.path.join(base, f"{store}-{threads}-{rnd}")
                 shutil.rmtree(path, ignore_errors=True)
                 cmd = [sys.executable, __file__, "--keys", str(a.keys), "--seed", str(a.seed),
-                       "--one", f"{store}:{threads}:{path}"]
+                       "--one", f"{store}:{threads}:{path}"] + (["--settle"] if a.settle else [])
                 r = subprocess.run(cmd, capture_output=True, text=True)
                 shutil.rmtree(path, ignore_errors=True)
                 if r.returncode != 0:
@@ -273,7 +294,8 @@ def main():
         for (s, t), runs in results.items()
     }
     print(f"\n{a.keys:,} keys of 16 B, values of 100 B; operations per second, "
-          f"medians of {a.rounds}; ratio = weft / the store (above 1: weft is faster)\n")
+          f"medians of {a.rounds}; ratio = weft / the store (above 1: weft is faster)"
+          + ("; stores compacted between puts and reads" if a.settle else "") + "\n")
     print("| phase | threads | " + " | ".join(stores) + " | "
           + " | ".join(f"weft ÷ {s}" for s in stores if s != "weft") + " |")
     print("|---|---:|" + "---:|" * (2 * len(stores) - ("weft" in stores)))

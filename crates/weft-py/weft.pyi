@@ -143,7 +143,7 @@ class Db(Keyspace):
     def transaction(self, *, sync: bool = False, disable_wal: bool = False) -> Transaction: ...
     def transact(
         self,
-        fn_: Callable[[Transaction], _T],
+        func: Callable[[Transaction], _T],
         *,
         max_attempts: int = 16,
         sync: bool = False,
@@ -240,10 +240,10 @@ class Transaction:
         tb: Optional[TracebackType],
     ) -> bool: ...
 
-class Iterator(_Iter[Any]):
+class ScanIterator(_Iter[Any]):
     """What `items()`, `keys()` and `values()` return: one snapshot's entries."""
 
-    def __iter__(self) -> Iterator: ...
+    def __iter__(self) -> ScanIterator: ...
     def __next__(self) -> Any: ...
 
 class RawIterator:

@@ -135,15 +135,15 @@ impl Db {
         Transaction::begin(&self.store, write_options(sync, disable_wal))
     }
 
-    /// Runs `fn(txn)` in a transaction and commits it, running it again
+    /// Runs `func(txn)` in a transaction and commits it, running it again
     /// from the start (a new transaction at a new snapshot) when the commit
-    /// raises ConflictError, up to `max_attempts` runs; returns what `fn`
-    /// returned. An exception from `fn` rolls back and propagates.
-    #[pyo3(signature = (fn_, *, max_attempts = weft::DEFAULT_TRANSACTION_ATTEMPTS, sync = false, disable_wal = false))]
+    /// raises ConflictError, up to `max_attempts` runs; returns what `func`
+    /// returned. An exception from `func` rolls back and propagates.
+    #[pyo3(signature = (func, *, max_attempts = weft::DEFAULT_TRANSACTION_ATTEMPTS, sync = false, disable_wal = false))]
     fn transact<'py>(
         &self,
         py: Python<'py>,
-        fn_: &Bound<'py, PyAny>,
+        func: &Bound<'py, PyAny>,
         max_attempts: usize,
         sync: bool,
         disable_wal: bool,
@@ -153,7 +153,7 @@ impl Db {
         let mut attempt = 1;
         loop {
             let txn = Bound::new(py, Transaction::begin(&self.store, opts))?;
-            match fn_.call1((&txn,)) {
+            match func.call1((&txn,)) {
                 Err(e) => {
                     txn.get().rollback_inner()?;
                     if !(e.is_instance(py, conflict) && attempt < max_attempts) {

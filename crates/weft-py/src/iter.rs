@@ -37,7 +37,7 @@ pub enum Yield {
 /// An iterator over a key range at one snapshot, returned by `items()`,
 /// `keys()` and `values()`; yields `(key, value)` tuples, keys or values.
 /// It holds the state it reads until exhausted or dropped.
-#[pyclass(module = "weft", name = "Iterator")]
+#[pyclass(module = "weft")]
 pub struct ScanIterator {
     /// Only ever reached through `&mut self` (`get_mut`, no locking): the
     /// mutex makes the class `Sync`, which PyO3 asks of every class.

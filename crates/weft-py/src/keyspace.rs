@@ -91,7 +91,7 @@ impl Keyspace {
 
     /// `key in db`.
     fn __contains__(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        Ok(self.store.get(key, None)?.is_some())
+        Ok(self.store.lookup(key, None)?.is_some())
     }
 
     /// `iter(db)`: the keys, as `keys()`.

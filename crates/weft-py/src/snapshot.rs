@@ -76,7 +76,7 @@ impl Snapshot {
     }
 
     fn __contains__(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.with(|read| Ok(self.store.get(key, Some(read))?.is_some()))
+        self.with(|read| Ok(self.store.lookup(key, Some(read))?.is_some()))
     }
 
     /// The values of `keys` at the snapshot, in order (None where absent).

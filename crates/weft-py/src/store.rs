@@ -53,6 +53,18 @@ impl Store {
         key: &Bound<'py, PyAny>,
         read: Option<&ReadOptions>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let found = self.lookup(key, read)?;
+        found
+            .map(|v| self.codecs.values.decode(key.py(), &v))
+            .transpose()
+    }
+
+    /// The stored bytes of `key`'s value (`in` needs no decoding).
+    pub fn lookup(
+        &self,
+        key: &Bound<'_, PyAny>,
+        read: Option<&ReadOptions>,
+    ) -> PyResult<Option<Vec<u8>>> {
         let py = key.py();
         let k = self.encode_key(key)?;
         let k: &[u8] = &k;
@@ -60,13 +72,12 @@ impl Store {
             Some(read) => self.ks.get_opt(k, read),
             None => self.ks.get(k),
         };
-        let found = if GET_RELEASES_GIL {
+        if GET_RELEASES_GIL {
             py.detach(lookup)
         } else {
             lookup()
         }
-        .py()?;
-        found.map(|v| self.codecs.values.decode(py, &v)).transpose()
+        .py()
     }
 
     /// `get` without releasing the GIL, for `bench/python/gil_line.py`'s

@@ -108,13 +108,18 @@ impl Transaction {
         key: &Bound<'py, PyAny>,
         for_update: bool,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let py = key.py();
+        let found = self.read_raw(key, for_update)?;
+        found
+            .map(|v| self.codecs.values.decode(key.py(), &v))
+            .transpose()
+    }
+
+    fn read_raw(&self, key: &Bound<'_, PyAny>, for_update: bool) -> PyResult<Option<Vec<u8>>> {
         let k = self.codecs.keys.encode(key, "key")?.into_owned();
-        let found = self.run(py, GET_RELEASES_GIL, move |t| match for_update {
+        self.run(key.py(), GET_RELEASES_GIL, move |t| match for_update {
             true => t.get_for_update(&k),
             false => t.get(&k),
-        })?;
-        found.map(|v| self.codecs.values.decode(py, &v)).transpose()
+        })
     }
 }
 
@@ -147,7 +152,7 @@ impl Transaction {
     }
 
     fn __contains__(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        Ok(self.read(key, false)?.is_some())
+        Ok(self.read_raw(key, false)?.is_some())
     }
 
     /// Buffers a put (seen by this transaction's reads at once).
