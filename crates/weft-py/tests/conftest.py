@@ -9,7 +9,10 @@ import weft
 
 # CI runs the property tests with fixed seeds: a red run is reproducible,
 # and the suite's time does not wander.
-settings.register_profile("weft", derandomize=True, deadline=None, print_blob=True)
+# No example database: nothing is written into the checkout.
+settings.register_profile(
+    "weft", derandomize=True, deadline=None, print_blob=True, database=None
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "weft"))
 
 

@@ -87,3 +87,21 @@ def test_kill_9_keeps_every_acknowledged_sync_write(tmp_path):
                 assert next(db.keys(prefix=b"r%d-" % r), None) is not None
         if time.monotonic() > deadline:
             break
+
+
+def test_exit_without_close_keeps_writes(tmp_path):
+    """A process that ends without close(): its writes are in the WAL and
+    the next open replays them; the exit neither hangs on the engine's
+    threads nor leaves the directory locked."""
+    path = str(tmp_path / "db")
+    code = (
+        "import sys, weft\n"
+        "db = weft.open(sys.argv[1])\n"
+        "db.keyspace('ks')[b'a'] = b'1'\n"
+        "for i in range(1000):\n"
+        "    db[b'%04d' % i] = b'v'\n"
+    )
+    subprocess.run([sys.executable, "-c", code, path], check=True, timeout=60)
+    with weft.open(path) as db:
+        assert sum(1 for _ in db.keys()) == 1000
+        assert db.keyspace("ks")[b"a"] == b"1"
