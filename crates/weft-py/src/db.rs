@@ -9,6 +9,7 @@ use pyo3::types::{PyDict, PyType};
 use weft::CloseOptions;
 
 use crate::batch::WriteBatch;
+use crate::codec::{Codec, Codecs};
 use crate::errors::{types, IntoPyResult};
 use crate::keyspace::Keyspace;
 use crate::snapshot::Snapshot;
@@ -173,14 +174,38 @@ impl Db {
     }
 
     /// The handle of keyspace `name`, creating it (one durable write) if it
-    /// does not exist; `"default"` is this database's own keys. It shares
-    /// the database's codecs.
-    fn keyspace<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, Keyspace>> {
+    /// does not exist; `"default"` is this database's own keys. It takes
+    /// the database's codecs unless `codec=` / `key_codec=` / `value_codec=`
+    /// say otherwise (as `weft.open`'s; the handle's, not stored).
+    #[pyo3(signature = (name, *, codec = None, key_codec = None, value_codec = None))]
+    fn keyspace<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        codec: Option<&str>,
+        key_codec: Option<&str>,
+        value_codec: Option<&str>,
+    ) -> PyResult<Bound<'py, Keyspace>> {
+        let base = match codec {
+            Some(c) => {
+                let c = Codec::parse(c, "codec")?;
+                Codecs { keys: c, values: c }
+            }
+            None => self.store.codecs,
+        };
+        let side = |name: Option<&str>, what, default| match name {
+            Some(n) => Codec::parse(n, what),
+            None => Ok(default),
+        };
+        let codecs = Codecs {
+            keys: side(key_codec, "key_codec", base.keys)?,
+            values: side(value_codec, "value_codec", base.values)?,
+        };
         let ks = py.detach(|| self.db().keyspace(name)).py()?;
         let store = Store {
             db: self.db().clone(),
             ks,
-            codecs: self.store.codecs,
+            codecs,
         };
         Bound::new(py, Keyspace { store })
     }

@@ -642,6 +642,14 @@ def test_keyspaces(path):
             db.drop_keyspace("default")
     with weft.open(path, codec="str") as db:
         assert db.keyspace("users")["44"] == "carol"
+        raw = db.keyspace("users", codec="bytes")
+        assert raw[b"44"] == b"carol"
+        objects = db.keyspace("objects", value_codec="pickle")
+        assert (objects.key_codec, objects.value_codec) == ("str", "pickle")
+        objects["k"] = {"any": ["object"]}
+        assert objects["k"] == {"any": ["object"]}
+        with pytest.raises(ValueError):
+            db.keyspace("x", codec="yaml")
 
 
 # --- read-only -----------------------------------------------------------------
