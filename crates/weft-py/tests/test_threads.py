@@ -137,8 +137,8 @@ def _free_cores_ratio():
     overlap on this machine right now, other processes' load included."""
     import hashlib
 
-    data = os.urandom(8 << 20)
-    return _overlap_ratio(lambda: hashlib.sha256(data * 4).digest())
+    data = os.urandom(32 << 20)
+    return _overlap_ratio(lambda: hashlib.sha256(data).digest())
 
 
 def _assert_overlaps(work, bound, what):
