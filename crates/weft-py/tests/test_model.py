@@ -6,7 +6,8 @@ examples reach)."""
 
 import random
 
-from hypothesis import settings, strategies as st
+import pytest
+from hypothesis import given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import weft
@@ -181,3 +182,33 @@ def test_random_history_with_reopens_and_keyspaces(tmp_path):
     for name, model in spaces.items():
         assert list(handle(name).items()) == scan(model)
     db.close()
+
+
+TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
+
+
+@settings(max_examples=60)
+@given(items=st.dictionaries(TEXT, TEXT, max_size=30), data=st.data())
+def test_str_codec_keeps_python_order(tmp_path_factory, items, data):
+    """UTF-8 keeps code-point order: a str-keyed database iterates in
+    Python's sorted() order, and str bounds and prefixes select what the
+    same comparisons select in Python."""
+    path = str(tmp_path_factory.mktemp("str") / "db")
+    with weft.open(path, codec="str") as db:
+        with db.batch() as b:
+            for k, v in items.items():
+                b.put(k, v)
+        assert list(db.items()) == sorted(items.items())
+        start, stop = sorted((data.draw(TEXT), data.draw(TEXT)))
+        assert list(db.keys(start=start, stop=stop, reverse=True)) == sorted(
+            (k for k in items if start <= k < stop), reverse=True
+        )
+        prefix = data.draw(TEXT)
+        assert list(db.keys(prefix=prefix)) == sorted(k for k in items if k.startswith(prefix))
+
+
+def test_str_codec_refuses_unencodable_str(path):
+    with weft.open(path, codec="str") as db:
+        with pytest.raises(UnicodeEncodeError):
+            db["\ud800"] = "lone surrogate"
+        assert list(db.keys()) == []
