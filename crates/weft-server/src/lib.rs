@@ -97,22 +97,28 @@
 //! reading until the client catches up, so a client that does not read holds
 //! up only itself, not the server's memory.
 
+pub mod auth;
+pub mod clients;
 pub mod cmd;
 mod conn;
+pub mod deliver;
 pub mod encoding;
 mod event_loop;
 pub mod glob;
 pub mod keyspace;
 pub mod locks;
 mod poll;
+pub mod pubsub;
 pub mod resp;
 mod save;
 mod server;
 #[cfg(unix)]
 pub mod signal;
+pub mod stats;
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use save::default_save_dir;
@@ -228,8 +234,38 @@ pub struct Config {
     /// docs). Default `None`: `<dir>-checkpoints` beside the data directory
     /// ([`default_save_dir`]).
     pub save_dir: Option<PathBuf>,
+    /// The password clients must give (`AUTH`, `HELLO ... AUTH`) before
+    /// anything else; `None` (default): no password, as Redis's
+    /// `requirepass ""`. `CONFIG SET requirepass` changes it at run time.
+    pub requirepass: Option<String>,
+    /// Redis's `client-output-buffer-limit pubsub`: a subscriber (or
+    /// `MONITOR` client) whose unsent output passes the hard limit, or
+    /// stays over the soft limit for the soft seconds, is disconnected.
+    /// Default 32 MiB, 8 MiB, 60 s (Redis's).
+    pub pubsub_output_limit: OutputLimit,
     /// Engine options.
     pub db_options: weft::Options,
+}
+
+/// One class of Redis's `client-output-buffer-limit`; zero turns a limit
+/// off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimit {
+    /// Bytes past which the client is disconnected at once.
+    pub hard: u64,
+    /// Bytes the client may stay above for `soft_seconds` only.
+    pub soft: u64,
+    /// Seconds over `soft` allowed.
+    pub soft_seconds: u64,
+}
+
+impl OutputLimit {
+    /// Redis's default for the pub/sub class.
+    pub const PUBSUB_DEFAULT: OutputLimit = OutputLimit {
+        hard: 32 << 20,
+        soft: 8 << 20,
+        soft_seconds: 60,
+    };
 }
 
 impl Default for Config {
@@ -246,6 +282,8 @@ impl Default for Config {
             threads: default_threads(),
             busy_poll: DEFAULT_BUSY_POLL,
             save_dir: None,
+            requirepass: None,
+            pubsub_output_limit: OutputLimit::PUBSUB_DEFAULT,
             db_options: weft::Options::default(),
         }
     }
@@ -278,15 +316,14 @@ fn threads_for(cores: usize) -> usize {
     (cores / 2).max(1)
 }
 
-/// Server-wide counters (INFO stats).
+/// Server-wide counters (INFO stats), written per connection, never per
+/// command (commands are counted per loop: [`stats`]).
 #[derive(Debug)]
 pub struct Counters {
     /// Connections accepted.
     pub connections: AtomicU64,
     /// Connections refused (maxclients).
     pub rejected: AtomicU64,
-    /// Commands run.
-    pub commands: AtomicU64,
     /// Open connections.
     pub connected: AtomicU64,
     /// The id of the next client (`CLIENT ID`); ids start at 1.
@@ -298,7 +335,6 @@ impl Default for Counters {
         Counters {
             connections: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
-            commands: AtomicU64::new(0),
             connected: AtomicU64::new(0),
             next_client_id: AtomicU64::new(1),
         }
@@ -318,7 +354,139 @@ pub struct Shared {
     /// Start time.
     pub started: Instant,
     /// `SAVE` / `BGSAVE` state.
-    pub(crate) saves: std::sync::Arc<save::Saves>,
+    pub(crate) saves: Arc<save::Saves>,
+    /// Every loop's mailbox: the delivery primitive ([`deliver`]).
+    pub postal: deliver::Postal,
+    /// Pub/sub subscriptions.
+    pub hub: pubsub::Hub,
+    /// Open connections (`CLIENT`), `MONITOR` clients.
+    pub clients: clients::Registry,
+    /// The password and the guessing gate.
+    pub auth: auth::Auth,
+    /// Per-loop command counters, slow log, latency monitor.
+    pub stats: stats::Stats,
+    /// Settings `CONFIG SET` may change.
+    pub runtime: Runtime,
+    /// Fired by `SHUTDOWN` (and [`ShutdownHandle`]).
+    pub(crate) stop: Arc<server::Stop>,
+    /// A random id of this run (`INFO server` `run_id`).
+    pub run_id: String,
+}
+
+/// Settings `CONFIG SET` changes while the server runs (read with relaxed
+/// loads where they are used).
+#[derive(Debug)]
+pub struct Runtime {
+    /// `maxclients`.
+    pub maxclients: AtomicUsize,
+    /// `timeout`, milliseconds; 0: never.
+    pub timeout_ms: AtomicU64,
+    /// `client-output-buffer-limit pubsub`: hard, soft, soft seconds.
+    pub pubsub_limit: [AtomicU64; 3],
+}
+
+impl Runtime {
+    fn new(c: &Config) -> Runtime {
+        let l = c.pubsub_output_limit;
+        Runtime {
+            maxclients: AtomicUsize::new(c.maxclients),
+            timeout_ms: AtomicU64::new(c.timeout.map_or(0, |d| (d.as_millis() as u64).max(1))),
+            pubsub_limit: [
+                AtomicU64::new(l.hard),
+                AtomicU64::new(l.soft),
+                AtomicU64::new(l.soft_seconds),
+            ],
+        }
+    }
+
+    /// The idle timeout.
+    pub fn timeout(&self) -> Option<Duration> {
+        match self.timeout_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    /// The pub/sub output limit.
+    pub fn pubsub_limit(&self) -> OutputLimit {
+        let [h, s, t] = &self.pubsub_limit;
+        OutputLimit {
+            hard: h.load(Ordering::Relaxed),
+            soft: s.load(Ordering::Relaxed),
+            soft_seconds: t.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Sets the pub/sub output limit.
+    pub fn set_pubsub_limit(&self, l: OutputLimit) {
+        let [h, s, t] = &self.pubsub_limit;
+        h.store(l.hard, Ordering::Relaxed);
+        s.store(l.soft, Ordering::Relaxed);
+        t.store(l.soft_seconds, Ordering::Relaxed);
+    }
+}
+
+impl Shared {
+    /// The state of a server over `ks` with `config`, bound to `port`.
+    pub(crate) fn new(
+        ks: keyspace::Keyspace,
+        config: Config,
+        port: u16,
+        stop: Arc<server::Stop>,
+    ) -> Result<Shared, Error> {
+        let save_dir =
+            (config.save_dir.clone()).unwrap_or_else(|| save::default_save_dir(&config.dir));
+        let loops = config.threads.max(1);
+        Ok(Shared {
+            ks,
+            port,
+            counters: Counters::default(),
+            started: Instant::now(),
+            saves: Arc::new(save::Saves::new(save_dir)),
+            postal: deliver::Postal::new(loops).map_err(|e| Error::io("creating an eventfd", e))?,
+            hub: pubsub::Hub::default(),
+            clients: clients::Registry::default(),
+            auth: auth::Auth::new(config.requirepass.as_deref().map(str::as_bytes)),
+            stats: stats::Stats::new(loops, cmd::COMMANDS.len()),
+            runtime: Runtime::new(&config),
+            stop,
+            run_id: random_run_id(),
+            config,
+        })
+    }
+
+    /// Commands processed (summed over the loops).
+    pub fn commands_processed(&self) -> u64 {
+        self.stats.commands().iter().map(|c| c.calls).sum()
+    }
+}
+
+/// 40 hex digits, different every run (Redis's `run_id`).
+fn random_run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut s = String::with_capacity(40);
+    let mut i = 0u64;
+    while s.len() < 40 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(i);
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        s.push_str(&format!("{:016x}", h.finish()));
+        i += 1;
+    }
+    s.truncate(40);
+    s
+}
+
+/// True when `bind` reaches beyond this machine (not a loopback address).
+pub fn exposed(bind: &str) -> bool {
+    match bind.parse::<std::net::IpAddr>() {
+        Ok(ip) => !ip.is_loopback(),
+        Err(_) => bind != "localhost",
+    }
 }
 
 #[cfg(test)]
@@ -333,5 +501,17 @@ mod tests {
         assert_eq!(threads_for(4), 2);
         assert_eq!(threads_for(8), 4);
         assert_eq!(threads_for(64), 32);
+    }
+
+    #[test]
+    fn loopback_binds_are_not_exposed() {
+        assert!(!exposed("127.0.0.1"));
+        assert!(!exposed("127.0.0.2"));
+        assert!(!exposed("::1"));
+        assert!(!exposed("localhost"));
+        assert!(exposed("0.0.0.0"));
+        assert!(exposed("::"));
+        assert!(exposed("192.168.1.5"));
+        assert!(exposed("example.org"));
     }
 }

@@ -455,6 +455,28 @@ impl Out {
         self.line(b'*', n as i64);
     }
 
+    /// A push header of `n` elements (RESP3 `>`; RESP2: an array):
+    /// pub/sub messages and subscription replies.
+    pub fn push(&mut self, n: usize) {
+        self.line(if self.resp3 { b'>' } else { b'*' }, n as i64);
+    }
+
+    /// A set header of `n` elements (RESP3 `~`; RESP2: an array).
+    pub fn set(&mut self, n: usize) {
+        self.line(if self.resp3 { b'~' } else { b'*' }, n as i64);
+    }
+
+    /// A double (RESP3 `,`; RESP2: a bulk string).
+    pub fn double(&mut self, text: &str) {
+        if self.resp3 {
+            self.buf.push(b',');
+            self.buf.extend_from_slice(text.as_bytes());
+            self.buf.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(text.as_bytes());
+        }
+    }
+
     /// A map header of `n` pairs (RESP2: an array of `2n`).
     pub fn map(&mut self, n: usize) {
         if self.resp3 {

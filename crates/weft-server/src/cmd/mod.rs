@@ -3,12 +3,16 @@
 
 mod hash;
 mod keys;
+pub mod meta;
+mod meta_table;
+mod pubsub;
 mod server;
 mod string;
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use crate::keyspace::StoreError;
 use crate::resp::Out;
@@ -60,6 +64,32 @@ pub struct Session {
     pub name: Vec<u8>,
     /// Close after replying (`QUIT`).
     pub quit: bool,
+    /// Where this connection lives: the address deliveries to it use.
+    pub me: crate::deliver::ClientRef,
+    /// What other connections see of this one (`CLIENT LIST`).
+    pub info: Option<Arc<crate::clients::ClientInfo>>,
+    /// Passed `AUTH` (or no password was required at connect).
+    pub authenticated: bool,
+    /// Failed `AUTH`s on this connection.
+    pub auth_failures: u32,
+    /// Run and send nothing before this time (a slowed `AUTH`).
+    pub hold_until: Option<Instant>,
+    /// Subscribed channels.
+    pub channels: HashSet<Vec<u8>>,
+    /// Subscribed patterns.
+    pub patterns: HashSet<Vec<u8>>,
+    /// In `MONITOR` mode.
+    pub monitor: bool,
+    /// Deliveries the commands run so far made to other connections; the
+    /// connection sends them before their replies ([`crate::deliver`]).
+    pub posts: Vec<(crate::deliver::ClientRef, crate::deliver::Delivery)>,
+}
+
+impl Session {
+    /// True while subscribed to any channel or pattern.
+    pub fn in_pubsub(&self) -> bool {
+        !self.channels.is_empty() || !self.patterns.is_empty()
+    }
 }
 
 /// What a handler gets.
@@ -109,6 +139,17 @@ pub static COMMANDS: &[Command] = commands![
     "save" 1 server::save,
     "bgsave" -1 server::bgsave,
     "lastsave" 1 server::lastsave,
+    "auth" -2 server::auth,
+    "slowlog" -2 server::slowlog,
+    "latency" -2 server::latency,
+    "monitor" 1 server::monitor,
+    "shutdown" -1 server::shutdown,
+    "subscribe" -2 pubsub::subscribe,
+    "unsubscribe" -1 pubsub::unsubscribe,
+    "psubscribe" -2 pubsub::psubscribe,
+    "punsubscribe" -1 pubsub::punsubscribe,
+    "publish" 3 pubsub::publish,
+    "pubsub" -2 pubsub::pubsub,
     "get" 2 string::get,
     "set" -3 string::set,
     "setnx" 3 string::setnx,
@@ -148,13 +189,24 @@ pub static COMMANDS: &[Command] = commands![
     "weft.range" -3 keys::weft_range,
 ];
 
-fn table() -> &'static HashMap<&'static str, &'static Command> {
-    static T: OnceLock<HashMap<&'static str, &'static Command>> = OnceLock::new();
-    T.get_or_init(|| COMMANDS.iter().map(|c| (c.name, c)).collect())
+fn table() -> &'static HashMap<&'static str, usize> {
+    static T: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
+    T.get_or_init(|| {
+        COMMANDS
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name, i))
+            .collect()
+    })
 }
 
 /// Looks a command up by name, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {
+    lookup_index(name).map(|i| &COMMANDS[i])
+}
+
+/// A command's index in [`COMMANDS`], by name, case-insensitively.
+pub fn lookup_index(name: &[u8]) -> Option<usize> {
     if name.len() > 32 {
         return None;
     }
@@ -182,30 +234,39 @@ fn unknown_command(args: &[Vec<u8>]) -> String {
     format!("ERR unknown command '{name}', with args beginning with: {rest}")
 }
 
+pub use server::count_plain;
 pub use string::{answer_gets, commit_sets, is_plain_get, is_plain_set, reply_sets};
 
-/// Runs one request, appending exactly one reply to `ctx.out`.
+/// Runs one request, appending exactly one reply to `ctx.out` (pub/sub
+/// commands append one per channel; `SHUTDOWN` none).
 pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) {
     let Some(name) = args.first() else {
         return;
     };
-    let Some(cmd) = lookup(name) else {
-        ctx.out.error(&unknown_command(args));
+    let Some(ix) = lookup_index(name) else {
+        server::refuse(ctx, None, &unknown_command(args));
         return;
     };
+    let cmd = &COMMANDS[ix];
     let n = args.len() as i32;
     if (cmd.arity > 0 && n != cmd.arity) || (cmd.arity < 0 && n < -cmd.arity) {
-        ctx.out.error(&format!(
-            "ERR wrong number of arguments for '{}' command",
-            cmd.name
-        ));
+        let msg = format!("ERR wrong number of arguments for '{}' command", cmd.name);
+        server::refuse(ctx, Some(ix), &msg);
         return;
     }
-    let mark = ctx.out.buf.len();
-    if let Err(CmdError(msg)) = (cmd.handler)(ctx, args) {
-        ctx.out.buf.truncate(mark);
-        ctx.out.error(&msg);
+    // NOAUTH, RESP2 subscribe mode.
+    if let Err(msg) = server::admit(ctx, cmd) {
+        server::refuse(ctx, Some(ix), &msg);
+        return;
     }
+    let started = Instant::now();
+    let mark = ctx.out.buf.len();
+    let result = (cmd.handler)(ctx, args);
+    if let Err(CmdError(msg)) = &result {
+        ctx.out.buf.truncate(mark);
+        ctx.out.error(msg);
+    }
+    server::account(ctx, ix, args, started, result.err());
 }
 
 /// Parses an integer as Redis's `string2ll` does: optional `-`, digits, no
