@@ -203,6 +203,11 @@ pub struct ServeArgs {
     /// work before it sleeps (0: sleep at once) [default: 50]
     #[arg(long = "busy-poll-us")]
     pub busy_poll_us: Option<u64>,
+    /// Password clients must give (AUTH, HELLO ... AUTH) before any other
+    /// command [default: none]. A server bound beyond loopback without one
+    /// warns at start.
+    #[arg(long, value_name = "PASSWORD")]
+    pub requirepass: Option<String>,
 }
 
 fn parse_sync(s: &str) -> Result<weft_server::SyncMode, String> {
@@ -827,6 +832,7 @@ mod tests {
                 assert!(s.dir.is_none());
                 assert!(s.threads.is_none());
                 assert!(s.busy_poll_us.is_none());
+                assert!(s.requirepass.is_none());
             }
             other => panic!("{other:?}"),
         }
@@ -842,12 +848,14 @@ mod tests {
             "--maxclients=5",
             "--threads=3",
             "--busy-poll-us=0",
+            "--requirepass=s3cret",
         ])
         .unwrap();
         match cli.command {
             Command::Serve(s) => {
                 assert_eq!(s.threads, Some(3));
                 assert_eq!(s.busy_poll_us, Some(0));
+                assert_eq!(s.requirepass.as_deref(), Some("s3cret"));
                 assert_eq!(s.port, 0);
                 assert_eq!(s.dir, Some(PathBuf::from("/d")));
                 assert_eq!(s.sync, weft_server::SyncMode::Always);

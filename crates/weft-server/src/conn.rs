@@ -180,6 +180,11 @@ impl Conn {
         self.session.id
     }
 
+    /// The client's address and name (the slow log's).
+    pub fn label(&self) -> (&str, &[u8]) {
+        client_label(&self.session)
+    }
+
     /// Until when the connection is held (a slowed `AUTH`): it reads,
     /// runs and writes nothing before then.
     pub fn held_until(&self) -> Option<Instant> {
@@ -609,7 +614,9 @@ impl Conn {
         let started = Instant::now();
         cmd::answer_gets(shared, gets, &mut self.out);
         let ix = self.session.me.loop_ix as usize;
-        cmd::count_plain(shared, ix, gets, started.elapsed(), false);
+        let each = started.elapsed() / gets.len() as u32;
+        let who = client_label(&self.session);
+        cmd::count_plain(shared, ix, gets, each, false, who);
         for args in gets.drain(..) {
             self.parser.recycle(args);
         }
@@ -622,7 +629,9 @@ impl Conn {
         let started = Instant::now();
         let r = cmd::commit_sets(shared, run);
         let ix = self.session.me.loop_ix as usize;
-        cmd::count_plain(shared, ix, run, started.elapsed(), r.is_err());
+        let each = started.elapsed() / run.len() as u32;
+        let who = client_label(&self.session);
+        cmd::count_plain(shared, ix, run, each, r.is_err(), who);
         cmd::reply_sets(&mut self.out, run.len(), &r);
         for args in run.drain(..) {
             self.parser.recycle(args);
@@ -679,6 +688,10 @@ impl Conn {
             Err(_) => self.close(),
         }
     }
+}
+
+fn client_label(s: &Session) -> (&str, &[u8]) {
+    (s.info.as_ref().map_or("", |i| i.addr.as_str()), &s.name)
 }
 
 fn is_transient(e: &io::Error) -> bool {

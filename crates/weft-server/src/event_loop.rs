@@ -305,13 +305,15 @@ impl EventLoop {
         }
         let started = Instant::now();
         let r = cmd::commit_sets(&self.loops.shared, &self.group.sets);
-        cmd::count_plain(
-            &self.loops.shared,
-            self.index,
-            &self.group.sets,
-            started.elapsed(),
-            r.is_err(),
-        );
+        let each = started.elapsed() / self.group.sets.len() as u32;
+        let mut at = 0;
+        for &(token, n) in &self.group.owners {
+            let slot = (token - FIRST_CONN) as usize;
+            let who = self.conns[slot].as_ref().map_or(("", &[][..]), Conn::label);
+            let reqs = &self.group.sets[at..at + n];
+            cmd::count_plain(&self.loops.shared, self.index, reqs, each, r.is_err(), who);
+            at += n;
+        }
         let mut sets = self.group.sets.drain(..);
         for &(token, n) in &self.group.owners {
             let slot = (token - FIRST_CONN) as usize;

@@ -162,35 +162,35 @@ fn monitor_line(addr: &str, args: &[Vec<u8>]) -> Vec<u8> {
 }
 
 /// Counts the plain `GET`/`SET`/`MSET` requests the connections answer
-/// outside [`super::dispatch`] (batched engine reads and writes), `took`
-/// shared between them.
+/// outside [`super::dispatch`] (batched engine reads and writes), each
+/// taking `each` (its share of the batch), for the client at `addr` named
+/// `name`; logs them if the slow log wants them.
 pub fn count_plain(
     shared: &Shared,
     loop_ix: usize,
     reqs: &[Vec<Vec<u8>>],
-    took: Duration,
+    each: Duration,
     failed: bool,
+    (addr, name): (&str, &[u8]),
 ) {
     static IX: OnceLock<[usize; 3]> = OnceLock::new();
     let ix = IX.get_or_init(|| {
         let i = |n: &[u8]| super::lookup_index(n).unwrap_or(usize::MAX);
         [i(b"get"), i(b"set"), i(b"mset")]
     });
-    if reqs.is_empty() {
-        return;
-    }
     let st = shared.stats.for_loop(loop_ix);
-    let each = took.as_micros() as u64 / reqs.len() as u64;
+    let usec = each.as_micros() as u64;
     for r in reqs {
-        let name = r.first().map_or(&[][..], |n| &n[..]);
-        let i = if is(name, "get") {
+        let cmd = r.first().map_or(&[][..], |n| &n[..]);
+        let i = if is(cmd, "get") {
             ix[0]
-        } else if is(name, "set") {
+        } else if is(cmd, "set") {
             ix[1]
         } else {
             ix[2]
         };
-        st.ran(i, 1, each, failed);
+        st.ran(i, 1, usec, failed);
+        shared.stats.maybe_slow(usec, r, addr, name);
     }
 }
 
