@@ -308,7 +308,7 @@ fn client_list_info_and_kill_by_address() {
         V::Err("ERR No such client".into())
     );
     assert_eq!(me.cmd(&["CLIENT", "KILL", &addr]), ok());
-    assert!(victim.closed());
+    assert!(closed_by_server(&mut victim));
     let list = text(me.cmd(&["CLIENT", "LIST", "ID", &vid.to_string()]));
     assert!(list.is_empty(), "{list}");
     // SKIPME defaults to yes: killing by this client's own address spares it.
@@ -428,14 +428,14 @@ fn shutdown_closes_the_engine_and_ends_run() {
         .wait_exit(Duration::from_secs(10))
         .expect("run did not return");
     ran.unwrap();
-    assert!(r.closed());
+    assert!(closed_by_server(&mut r));
     // The database was closed cleanly: it opens again with the write.
     let s2 = TestServer::at(dir.path(), |_| {});
     assert_eq!(s2.raw().cmd(&["GET", "kept"]), V::bulk("yes"));
     // SHUTDOWN SAVE leaves a checkpoint behind.
     let mut r2 = s2.raw();
     r2.send(&["SHUTDOWN", "SAVE"]);
-    assert!(r2.closed());
+    assert!(closed_by_server(&mut r2));
     let mut s2 = s2;
     s2.wait_exit(Duration::from_secs(10))
         .expect("run did not return")
@@ -446,4 +446,19 @@ fn shutdown_closes_the_engine_and_ends_run() {
         "no checkpoint in {}",
         saves.display()
     );
+}
+
+/// True when the server closed the connection: end of file (or a reset)
+/// within 10 s, not a timeout.
+fn closed_by_server(r: &mut common::Raw) -> bool {
+    use std::io::Read;
+    r.r.get_ref()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    match r.r.read(&mut b) {
+        Ok(0) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        Ok(_) => false,
+    }
 }

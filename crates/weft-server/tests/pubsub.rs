@@ -256,7 +256,10 @@ fn client_kill_closes_a_subscribed_client() {
         int(admin.cmd(&["CLIENT", "KILL", "ID", &id.to_string()])),
         1
     );
-    assert!(sub.closed(), "the killed subscriber's connection is open");
+    assert!(
+        closed_by_server(&mut sub),
+        "the killed subscriber's connection is open"
+    );
     eventually("the killed subscriber left its channel", || {
         admin.cmd(&["PUBSUB", "NUMSUB", "ch"]) == V::Array(vec![b("ch"), V::Int(0)])
     });
@@ -353,4 +356,19 @@ fn c_auth_err() -> V {
          Are you sure your configuration is correct?"
             .into(),
     )
+}
+
+/// True when the server closed the connection: end of file (or a reset)
+/// within 10 s, not a timeout.
+fn closed_by_server(r: &mut common::Raw) -> bool {
+    use std::io::Read;
+    r.r.get_ref()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    match r.r.read(&mut b) {
+        Ok(0) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        Ok(_) => false,
+    }
 }
