@@ -2,11 +2,17 @@
 //!
 //! # Commands
 //!
-//! Connection/server: `PING ECHO HELLO [2|3 [AUTH u p] [SETNAME n]] QUIT
-//! SELECT 0 COMMAND [COUNT|DOCS|INFO] INFO [section...] DBSIZE FLUSHDB
-//! FLUSHALL TYPE CONFIG GET CLIENT ID|SETNAME|GETNAME|SETINFO TIME SAVE
-//! BGSAVE [SCHEDULE] LASTSAVE` (a save is an engine checkpoint: the `save`
-//! module).
+//! Connection/server: `PING ECHO HELLO [2|3 [AUTH u p] [SETNAME n]] AUTH
+//! [user] pass QUIT SELECT 0 COMMAND [COUNT|DOCS|INFO|LIST|GETKEYS] INFO
+//! [section...|all|everything] DBSIZE FLUSHDB FLUSHALL TYPE CONFIG
+//! GET|SET|RESETSTAT CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|LIST|KILL TIME
+//! SAVE BGSAVE [SCHEDULE] LASTSAVE SLOWLOG GET|LEN|RESET LATENCY
+//! LATEST|HISTORY|RESET|DOCTOR MONITOR SHUTDOWN [NOSAVE|SAVE]` (a save is an
+//! engine checkpoint: the `save` module). Pub/sub: `SUBSCRIBE UNSUBSCRIBE
+//! PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB CHANNELS|NUMSUB|NUMPAT` ([`pubsub`];
+//! delivery between event loops: [`deliver`]). Passwords: [`auth`].
+//! Counters, slow log, latency: [`stats`]. `COMMAND` metadata:
+//! [`cmd::meta`].
 //! Strings: `GET SET [EX|PX|EXAT|PXAT|KEEPTTL] [NX|XX] [GET] SETNX GETSET
 //! MGET MSET DEL UNLINK EXISTS INCR INCRBY DECR DECRBY APPEND STRLEN
 //! GETRANGE`. Keys: `KEYS SCAN [MATCH] [COUNT] [TYPE] EXPIRE PEXPIRE
