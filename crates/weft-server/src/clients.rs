@@ -78,9 +78,9 @@ impl ClientInfo {
         }
     }
 
-    /// Notes activity now.
-    pub fn touch(&self) {
-        let ms = self.created.elapsed().as_millis() as u64;
+    /// Notes activity at `now`.
+    pub fn touch(&self, now: Instant) {
+        let ms = now.saturating_duration_since(self.created).as_millis() as u64;
         self.last_active_ms.store(ms, Ordering::Relaxed);
     }
 

@@ -477,7 +477,7 @@ impl Conn {
                 self.end += n;
                 self.last_active = Instant::now();
                 if let Some(info) = &self.session.info {
-                    info.touch();
+                    info.touch(self.last_active);
                 }
                 let st = shared.stats.for_loop(self.session.me.loop_ix as usize);
                 st.net_input.store(

@@ -44,7 +44,10 @@ def test_info_everything_has_every_section(server):
     assert info["db0"]["keys"] == 1
     assert isinstance(info["used_cpu_sys"], float)
     # The raw text has the section headers Redis has.
-    raw = r.execute_command("INFO", "everything").decode()
+    conn = r.connection_pool.get_connection()
+    conn.send_command("INFO", "everything")
+    raw = conn.read_response().decode()
+    r.connection_pool.release(conn)
     for header in ["# Server", "# Clients", "# Memory", "# Persistence",
                    "# Stats", "# Replication", "# CPU", "# Modules",
                    "# Errorstats", "# Cluster", "# Keyspace",

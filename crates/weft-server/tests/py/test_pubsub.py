@@ -1,4 +1,6 @@
 """Pub/sub and AUTH through redis-py, RESP2 and RESP3."""
+import time
+
 import pytest
 import redis
 
@@ -6,9 +8,14 @@ from conftest import eventually
 
 
 def next_message(p, timeout=10.0):
-    msg = p.get_message(ignore_subscribe_messages=True, timeout=timeout)
-    assert msg is not None, "no message"
-    return msg
+    """The next message, skipping subscription replies (for which
+    get_message returns None)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        msg = p.get_message(ignore_subscribe_messages=True, timeout=0.1)
+        if msg is not None:
+            return msg
+    raise AssertionError("no message")
 
 
 @pytest.mark.parametrize("proto", [2, 3])
