@@ -173,8 +173,15 @@ impl Registry {
         let mut batch = WriteBatch::new();
         batch.delete_unchecked(&registry_key(name));
         batch.push_range_delete(&span_start(entry.id), &span_end(entry.id));
-        db.write(batch, &WriteOptions::default())?;
+        // Marked before the write takes the WAL lock: a transaction's
+        // commit checks the mark under that lock (`db::conflict`), so it
+        // either fails or commits before the range delete, which then
+        // covers its writes.
         entry.dropped.store(true, Ordering::Release);
+        if let Err(e) = db.write(batch, &WriteOptions::default()) {
+            entry.dropped.store(false, Ordering::Release);
+            return Err(e);
+        }
         self.by_name.remove(name);
         Ok(())
     }
@@ -247,7 +254,7 @@ impl Keyspace {
 
     /// Fails once the keyspace is dropped, so a stale handle cannot write
     /// into a span nothing reads or reclaims any more.
-    fn check_live(&self) -> Result<()> {
+    pub(crate) fn check_live(&self) -> Result<()> {
         if self.dropped.load(Ordering::Acquire) {
             return Err(Error::InvalidArgument(format!(
                 "keyspace \"{}\" was dropped",
@@ -257,7 +264,9 @@ impl Keyspace {
         Ok(())
     }
 
-    fn stored_key(&self, key: &[u8]) -> Result<Vec<u8>> {
+    /// `key` as stored: its keyspace's prefix and then `key`, or
+    /// `InvalidArgument` when that is longer than a key may be.
+    pub(crate) fn stored_key(&self, key: &[u8]) -> Result<Vec<u8>> {
         if key.len() + self.prefix.len() > MAX_KEY_SIZE {
             return Err(Error::InvalidArgument(format!(
                 "key of {} bytes exceeds the limit of {} bytes in a keyspace",
