@@ -75,9 +75,12 @@ pub struct BenchConfig {
     /// `--keyspaces`: with N ≥ 1, Weft's keys are spread over N keyspaces
     /// (`bench0`, `bench1`, …), each operation going to the keyspace its
     /// key hashes to, so every benchmark's data is the same in total and
-    /// reads find what the fills wrote; scans walk the keyspace of their
-    /// start key. 0 (the default) uses the plain `Db` API (the default
-    /// keyspace). Other engines refuse N ≥ 1.
+    /// reads find what the fills wrote; a range delete covers its range in
+    /// every keyspace (one batch). Scans walk one keyspace: their start
+    /// key's (`seekrandom`, YCSB E), or the first one (`readseq`,
+    /// `readreverse`), so they see about 1/N of the keys. 0 (the default)
+    /// uses the plain `Db` API (the default keyspace). Other engines refuse
+    /// N ≥ 1.
     pub keyspaces: usize,
     /// `--db`: the database directory.
     pub db: PathBuf,

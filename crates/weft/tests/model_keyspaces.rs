@@ -365,7 +365,9 @@ impl Harness {
             self.commits += 1;
             self.cross_keyspace_commits += usize::from(spans.len() > 1);
         }
-        self.record(Unit::Ops(ops), sync && r.is_ok());
+        // A commit with no writes writes nothing, and syncs nothing either.
+        let synced = sync && r.is_ok() && !ops.is_empty();
+        self.record(Unit::Ops(ops), synced);
         r
     }
 
