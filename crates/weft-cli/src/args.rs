@@ -307,6 +307,10 @@ pub struct BenchArgs {
     /// With --transactions: operations per transaction [default: 1]
     #[arg(long = "ops_per_transaction")]
     pub ops_per_transaction: Option<usize>,
+    /// Spread the keys over N keyspaces, each operation to the one its key
+    /// hashes to (0: the plain API, the default keyspace) [default: 0]
+    #[arg(long = "keyspaces")]
+    pub keyspaces: Option<usize>,
     /// Keep the directory's data (fill benchmarks are skipped) [default: false]
     #[arg(
         long = "use_existing_db",
@@ -523,6 +527,7 @@ impl BenchArgs {
             readwritepercent,
             transactions,
             ops_per_transaction,
+            keyspaces,
             use_existing_db,
             memtable,
             seed,
@@ -628,7 +633,11 @@ mod tests {
         assert!(c.transactions);
         assert_eq!((c.readwritepercent, c.ops_per_transaction), (90, 4));
         let (b, db) = bench(&["bench", "--num=10"]);
-        assert!(!b.to_config(db).transactions);
+        let c = b.to_config(db);
+        assert!(!c.transactions);
+        assert_eq!(c.keyspaces, 0);
+        let (b, db) = bench(&["bench", "--keyspaces=8"]);
+        assert_eq!(b.to_config(db).keyspaces, 8);
     }
 
     #[test]
