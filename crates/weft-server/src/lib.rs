@@ -140,6 +140,10 @@ pub enum Error {
     /// A record the server wrote does not decode (the key, escaped).
     #[error("malformed metadata record of key '{0}'")]
     BadRecord(String),
+    /// The data directory holds server data in a format this build does
+    /// not read (`docs/DESIGN.md` §1.8, "Format versions").
+    #[error("unsupported data directory: {0}")]
+    DataFormat(String),
 }
 
 impl From<keyspace::StoreError> for Error {
@@ -147,6 +151,7 @@ impl From<keyspace::StoreError> for Error {
         match e {
             keyspace::StoreError::Engine(e) => Error::Db(e),
             keyspace::StoreError::BadMeta(k) => Error::BadRecord(k.escape_ascii().to_string()),
+            keyspace::StoreError::Unsupported(m) => Error::DataFormat(m),
         }
     }
 }

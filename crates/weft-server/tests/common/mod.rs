@@ -100,6 +100,10 @@ pub enum V {
     Array(Vec<V>),
     Map(Vec<(V, V)>),
     Verbatim(String),
+    /// RESP3 `,` (the text as sent).
+    Double(String),
+    /// RESP3 `~`.
+    Set(Vec<V>),
 }
 
 impl V {
@@ -194,6 +198,11 @@ impl Raw {
             "%" => {
                 let n: i64 = rest.parse().unwrap();
                 V::Map((0..n).map(|_| (self.read(), self.read())).collect())
+            }
+            "," => V::Double(rest.into()),
+            "~" => {
+                let n: i64 = rest.parse().unwrap();
+                V::Set((0..n).map(|_| self.read()).collect())
             }
             _ => panic!("unknown reply type {l:?}"),
         }
