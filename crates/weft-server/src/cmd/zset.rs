@@ -371,8 +371,11 @@ fn query(
                     skip -= 1;
                     return Ok(true);
                 }
+                if q.limit >= 0 && out.len() as i64 >= q.limit {
+                    return Ok(false);
+                }
                 out.push((member, score));
-                Ok(q.limit < 0 || (out.len() as i64) < q.limit)
+                Ok(true)
             })?;
         }
         Select::Lex(r) => {
@@ -402,9 +405,12 @@ fn query(
                     skip -= 1;
                     return Ok(true);
                 }
+                if q.limit >= 0 && out.len() as i64 >= q.limit {
+                    return Ok(false);
+                }
                 let score = score_value(v).ok_or_else(|| bad_record(key))?;
                 out.push((member.to_vec(), score));
-                Ok(q.limit < 0 || (out.len() as i64) < q.limit)
+                Ok(true)
             })?;
         }
     }
