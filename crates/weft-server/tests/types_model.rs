@@ -10,7 +10,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::Path;
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use common::TestServer;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::Value;
+use weft_server::encoding::{self, Kind, Meta};
 use weft_server::resp::format_double;
 
 /// A reply, normalised across RESP2 and RESP3.
@@ -41,6 +42,7 @@ fn norm(v: redis::RedisResult<Value>) -> R {
         Ok(Value::Int(n)) => R::Int(n),
         Ok(Value::BulkString(b)) => R::Str(String::from_utf8(b).unwrap()),
         Ok(Value::Double(d)) => R::Str(format_double(d)),
+        Ok(Value::VerbatimString { text, .. }) => R::Str(text),
         Ok(Value::Array(a)) | Ok(Value::Set(a)) => {
             R::Arr(a.into_iter().map(|v| norm(Ok(v))).collect())
         }
@@ -221,6 +223,24 @@ impl Harness {
             }
         }
         self.check(&a(&["DBSIZE"]), R::Int(all.len() as i64));
+        let R::Str(info) = self.run(&a(&["INFO", "keyspace"])) else {
+            panic!("INFO keyspace");
+        };
+        let expires = info
+            .lines()
+            .find_map(|l| l.strip_prefix("db0:"))
+            .map_or(0, |l| {
+                l.split(',')
+                    .find_map(|kv| kv.strip_prefix("expires="))
+                    .unwrap()
+                    .parse::<usize>()
+                    .unwrap()
+            });
+        assert_eq!(
+            expires,
+            all.iter().filter(|(_, e)| e.ttl).count(),
+            "INFO expires"
+        );
         for (k, e) in all {
             let got = self.run(&a(&["TTL", &k]));
             assert!(
@@ -318,7 +338,13 @@ fn list_step(h: &mut Harness, step: usize) {
         0 | 1 => {
             let left = h.rng.gen_bool(0.5);
             let x = h.rng.gen_bool(0.2);
-            let n = h.rng.gen_range(1..4);
+            // Now and then a list long enough to be dropped by range
+            // deletes (256 elements and more).
+            let n = if h.rng.gen_range(0..40) == 0 {
+                300
+            } else {
+                h.rng.gen_range(1..4)
+            };
             let els: Vec<String> = (0..n).map(|_| el(h)).collect();
             let name = match (left, x) {
                 (true, false) => "LPUSH",
@@ -829,8 +855,13 @@ fn zset_step(h: &mut Harness, step: usize) {
                 5 => vec!["XX", "GT"],
                 _ => vec![],
             };
-            let n = h.rng.gen_range(1..4);
-            let pairs: Vec<(String, String)> = (0..n).map(|_| (sc(h), mem(h))).collect();
+            let mut pairs: Vec<(String, String)> = (0..h.rng.gen_range(1..4))
+                .map(|_| (sc(h), mem(h)))
+                .collect();
+            if h.rng.gen_range(0..40) == 0 {
+                // Big enough to be dropped by range deletes.
+                pairs.extend((0..300).map(|i| (i.to_string(), format!("big{i:03}"))));
+            }
             let mut args = a(&["ZADD", &k]);
             args.extend(flags.iter().map(|f| f.to_string()));
             for (x, m) in &pairs {
@@ -1168,6 +1199,66 @@ fn zset_step(h: &mut Harness, step: usize) {
     }
 }
 
+/// The records under the server's layout, read with the engine after the
+/// server stopped: every element belongs to the version its key's
+/// metadata names (no orphan survives a delete, an expiry or an
+/// overwrite), a collection has as many elements as its metadata counts
+/// (a sorted set as many index records as members), a list's indexes are
+/// `head .. head + count`, and no format-0 record is left.
+fn check_records(dir: &Path) {
+    let db = weft::Db::open(dir, weft::Options::default()).unwrap();
+    let mut live: HashMap<Vec<u8>, Meta> = HashMap::new();
+    for kv in db.prefix([encoding::META]).unwrap() {
+        let (k, v) = kv.unwrap();
+        let (m, _) = encoding::decode(&v).unwrap();
+        live.insert(k[1..].to_vec(), m);
+    }
+    let mut counts: HashMap<(Vec<u8>, u8), u64> = HashMap::new();
+    for ns in [
+        encoding::HASH,
+        encoding::LIST,
+        encoding::SET,
+        encoding::ZSET,
+        encoding::SCORE_INDEX,
+    ] {
+        for kv in db.prefix([ns]).unwrap() {
+            let (k, _) = kv.unwrap();
+            let len = u32::from_be_bytes(k[1..5].try_into().unwrap()) as usize;
+            let key = k[5..5 + len].to_vec();
+            let version = u64::from_be_bytes(k[5 + len..13 + len].try_into().unwrap());
+            let m = live
+                .get(&key)
+                .unwrap_or_else(|| panic!("orphan element of {:?} in {}", key, ns as char));
+            assert_eq!(m.version, version, "element of an old version of {key:?}");
+            assert!(
+                m.kind.namespaces().contains(&ns),
+                "{key:?}: {:?} in {}",
+                m.kind,
+                ns as char
+            );
+            if ns == encoding::LIST {
+                let i = u64::from_be_bytes(k[13 + len..].try_into().unwrap());
+                assert!(
+                    i >= m.head && i < m.head + m.count,
+                    "{key:?}: index {i} outside"
+                );
+            }
+            *counts.entry((key, ns)).or_default() += 1;
+        }
+    }
+    for (key, m) in &live {
+        for &ns in m.kind.namespaces() {
+            let n = counts.get(&(key.clone(), ns)).copied().unwrap_or(0);
+            assert_eq!(n, m.count, "{key:?} in {}: records vs metadata", ns as char);
+        }
+        if m.kind != Kind::String {
+            assert!(m.count > 0, "{key:?}: an empty collection is kept");
+        }
+    }
+    assert_eq!(db.prefix([encoding::LEGACY_HASH]).unwrap().count(), 0);
+    db.close().unwrap();
+}
+
 fn run_model(
     seed: u64,
     resp3: bool,
@@ -1185,6 +1276,8 @@ fn run_model(
     }
     h.restart();
     h.compare_all();
+    h.server.take().unwrap().stop().unwrap();
+    check_records(h.dir.path());
 }
 
 #[test]
@@ -1222,4 +1315,6 @@ fn mixed_types_match_the_model() {
     }
     h.restart();
     h.compare_all();
+    h.server.take().unwrap().stop().unwrap();
+    check_records(h.dir.path());
 }

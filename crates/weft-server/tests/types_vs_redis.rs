@@ -385,11 +385,34 @@ TYPE str
 TYPE z1
 TYPE sz
 TYPE l2
+^SCAN 0 TYPE list COUNT 1000
+^SCAN 0 TYPE set COUNT 1000
+^SCAN 0 TYPE zset COUNT 1000
+^SCAN 0 TYPE hash COUNT 1000
+^KEYS *
+^KEYS z*
+EXISTS z1 sz l2 nope z1
+DBSIZE
 DEL z1 sz nope
-EXPIRE z2 100
-TTL z2
-PERSIST z2
-TTL z2
+UNLINK z2 nope
+EXISTS z1 sz z2
+EXPIRE lex 100
+TTL lex
+PERSIST lex
+TTL lex
+PEXPIRE lex 0
+EXISTS lex
+TYPE lex
+SADD big x1 x2 x3 x4 x5 x6 x7 x8 x9 x10 x11 x12 x13 x14 x15 x16 x17 x18 x19 x20
+EXPIRE big 100
+SET big now-a-string
+TTL big
+TYPE big
+DBSIZE
+FLUSHDB
+DBSIZE
+EXISTS l2 zs dst
+LRANGE l2 0 -1
 "#;
 
 fn run_script(weft: &mut Raw, redis: &mut Raw, proto: &str) {
