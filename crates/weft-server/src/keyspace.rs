@@ -15,7 +15,9 @@
 //! [`Keyspace::write`] applies the tally once the engine has the batch. The
 //! tally is exact because every such write holds its keys' stripe locks
 //! from the read of the old record to the write, and names each key at most
-//! once per batch.
+//! once per batch — or, replacing a key with a new collection (`*STORE`),
+//! deletes it and creates it again in that order in one batch, which
+//! tallies −1 and +1 and leaves the new record, as the batch's order does.
 //!
 //! Only metadata records are counted, and only these batches create or
 //! delete them: a collection's elements are reclaimed in the same batch
