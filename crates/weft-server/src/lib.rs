@@ -18,7 +18,18 @@
 //! GETRANGE`. Keys: `KEYS SCAN [MATCH] [COUNT] [TYPE] EXPIRE PEXPIRE
 //! [NX|XX|GT|LT] TTL PTTL PERSIST`. Hashes: `HSET HSETNX HGET HMGET HMSET
 //! HGETALL HDEL HEXISTS HLEN HKEYS HVALS HINCRBY HSCAN [MATCH] [COUNT]
-//! [NOVALUES]`. Weft: `WEFT.RANGE start end [LIMIT n] [REV]` returns the
+//! [NOVALUES]`. Lists: `LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP [count] LLEN
+//! LRANGE LINDEX LSET LINSERT LREM LTRIM LPOS [RANK] [COUNT] [MAXLEN] LMOVE
+//! RPOPLPUSH LMPOP` (the blocking pops are not built yet). Sets: `SADD SREM
+//! SMEMBERS SISMEMBER SMISMEMBER SCARD SPOP SRANDMEMBER SMOVE SINTER SUNION
+//! SDIFF SINTERSTORE SUNIONSTORE SDIFFSTORE SINTERCARD SSCAN`. Sorted sets:
+//! `ZADD [NX|XX] [GT|LT] [CH] [INCR] ZINCRBY ZREM ZSCORE ZMSCORE ZCARD ZCOUNT
+//! ZLEXCOUNT ZRANGE [BYSCORE|BYLEX] [REV] [LIMIT] [WITHSCORES] ZRANGESTORE
+//! ZRANGEBYSCORE ZREVRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX ZREVRANGE ZRANK
+//! ZREVRANK ZPOPMIN ZPOPMAX ZMPOP ZRANDMEMBER ZREMRANGEBYSCORE
+//! ZREMRANGEBYRANK ZREMRANGEBYLEX ZUNION ZINTER ZDIFF ZUNIONSTORE
+//! ZINTERSTORE ZDIFFSTORE ZINTERCARD ZSCAN` (Redis 7.0's replies in RESP2
+//! and RESP3). Weft: `WEFT.RANGE start end [LIMIT n] [REV]` returns the
 //! string keys in `[start, end)` (empty `end` = no upper bound) with their
 //! values, in key order or reversed, from one engine snapshot (a map under
 //! RESP3, a flat array under RESP2); hashes in the range are skipped.
@@ -28,7 +39,9 @@
 //! cursor`), so keys come back in key order, each live key exactly once.
 //! `DBSIZE` and `INFO keyspace` read counters kept by every write (O(1), as
 //! Redis; opening counts the keys once). User keys are limited to 64 KiB − 9
-//! bytes and a hash's key + field to 64 KiB − 5 (engine key limit).
+//! bytes and a collection's key + field or member to 64 KiB − 13 (a sorted
+//! set's to 64 KiB − 21: the score index adds the score), the engine's key
+//! limit.
 //!
 //! # Threading
 //!
@@ -52,8 +65,11 @@
 //! # Key encoding
 //!
 //! Types and expiry are encoded on the ordered engine as Kvrocks does: one
-//! metadata record per user key (strings inline), one record per hash field,
-//! and an expiry index ordered by deadline. See [`encoding`] for the layout;
+//! metadata record per user key (strings inline; a collection's version
+//! and size), one record per element under the collection's version (a
+//! sorted set also keeps a score index), and an expiry index ordered by
+//! deadline. See [`encoding`] for the layout and `docs/DESIGN.md` §1.9 for
+//! reclamation and the data format upgrade at open;
 //! `KEYS`/`SCAN`/`WEFT.RANGE` read only the metadata namespace, so they list
 //! user keys in bytewise order and never show internal records.
 //!
@@ -152,6 +168,10 @@ pub enum Error {
     /// A record the server wrote does not decode (the key, escaped).
     #[error("malformed metadata record of key '{0}'")]
     BadRecord(String),
+    /// The data directory holds server data in a format this build does
+    /// not read (`docs/DESIGN.md` §1.9, "Format versions").
+    #[error("unsupported data directory: {0}")]
+    DataFormat(String),
 }
 
 impl From<keyspace::StoreError> for Error {
@@ -159,6 +179,7 @@ impl From<keyspace::StoreError> for Error {
         match e {
             keyspace::StoreError::Engine(e) => Error::Db(e),
             keyspace::StoreError::BadMeta(k) => Error::BadRecord(k.escape_ascii().to_string()),
+            keyspace::StoreError::Unsupported(m) => Error::DataFormat(m),
         }
     }
 }

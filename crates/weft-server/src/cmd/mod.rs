@@ -1,13 +1,17 @@
 //! Command dispatch: the command table (name, arity, handler), argument
 //! helpers and the error replies in Redis's words.
 
+mod coll;
 mod hash;
 mod keys;
+mod list;
 pub mod meta;
 mod meta_table;
 mod pubsub;
 mod server;
+mod set;
 mod string;
+mod zset;
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -32,6 +36,7 @@ impl From<StoreError> for CmdError {
             StoreError::BadMeta(k) => CmdError(
                 format!("ERR weft: malformed metadata of key '{}'", k.escape_ascii()).into(),
             ),
+            StoreError::Unsupported(m) => CmdError(format!("ERR weft: {m}").into()),
         }
     }
 }
@@ -187,6 +192,72 @@ pub static COMMANDS: &[Command] = commands![
     "hincrby" 4 hash::hincrby,
     "hscan" -3 hash::hscan,
     "weft.range" -3 keys::weft_range,
+    "lpush" -3 list::lpush,
+    "rpush" -3 list::rpush,
+    "lpushx" -3 list::lpushx,
+    "rpushx" -3 list::rpushx,
+    "lpop" -2 list::lpop,
+    "rpop" -2 list::rpop,
+    "llen" 2 list::llen,
+    "lrange" 4 list::lrange,
+    "lindex" 3 list::lindex,
+    "lset" 4 list::lset,
+    "linsert" 5 list::linsert,
+    "lrem" 4 list::lrem,
+    "ltrim" 4 list::ltrim,
+    "lpos" -3 list::lpos,
+    "lmove" 5 list::lmove,
+    "rpoplpush" 3 list::rpoplpush,
+    "lmpop" -4 list::lmpop,
+    "sadd" -3 set::sadd,
+    "srem" -3 set::srem,
+    "smembers" 2 set::smembers,
+    "sismember" 3 set::sismember,
+    "smismember" -3 set::smismember,
+    "scard" 2 set::scard,
+    "spop" -2 set::spop,
+    "srandmember" -2 set::srandmember,
+    "smove" 4 set::smove,
+    "sinter" -2 set::sinter,
+    "sunion" -2 set::sunion,
+    "sdiff" -2 set::sdiff,
+    "sinterstore" -3 set::sinterstore,
+    "sunionstore" -3 set::sunionstore,
+    "sdiffstore" -3 set::sdiffstore,
+    "sintercard" -3 set::sintercard,
+    "sscan" -3 set::sscan,
+    "zadd" -4 zset::zadd,
+    "zincrby" 4 zset::zincrby,
+    "zrem" -3 zset::zrem,
+    "zscore" 3 zset::zscore,
+    "zmscore" -3 zset::zmscore,
+    "zcard" 2 zset::zcard,
+    "zcount" 4 zset::zcount,
+    "zlexcount" 4 zset::zlexcount,
+    "zrange" -4 zset::zrange,
+    "zrangestore" -5 zset::zrangestore,
+    "zrangebyscore" -4 zset::zrangebyscore,
+    "zrevrangebyscore" -4 zset::zrevrangebyscore,
+    "zrangebylex" -4 zset::zrangebylex,
+    "zrevrangebylex" -4 zset::zrevrangebylex,
+    "zrevrange" -4 zset::zrevrange,
+    "zrank" 3 zset::zrank,
+    "zrevrank" 3 zset::zrevrank,
+    "zpopmin" -2 zset::zpopmin,
+    "zpopmax" -2 zset::zpopmax,
+    "zmpop" -4 zset::zmpop,
+    "zrandmember" -2 zset::zrandmember,
+    "zremrangebyscore" 4 zset::zremrangebyscore,
+    "zremrangebyrank" 4 zset::zremrangebyrank,
+    "zremrangebylex" 4 zset::zremrangebylex,
+    "zunion" -3 zset::zunion,
+    "zinter" -3 zset::zinter,
+    "zdiff" -3 zset::zdiff,
+    "zunionstore" -4 zset::zunionstore,
+    "zinterstore" -4 zset::zinterstore,
+    "zdiffstore" -4 zset::zdiffstore,
+    "zintercard" -3 zset::zintercard,
+    "zscan" -3 zset::zscan,
 ];
 
 fn table() -> &'static HashMap<&'static str, usize> {
@@ -304,6 +375,31 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
 /// [`parse_i64`] with Redis's error.
 pub fn int_arg(s: &[u8]) -> Result<i64, CmdError> {
     parse_i64(s).ok_or(CmdError(Cow::Borrowed(NOT_INT)))
+}
+
+/// An integer in `[min, max]`, as Redis's `getRangeLongFromObjectOrReply`:
+/// `msg` (when given) is the error both for a non-integer and for one out
+/// of range.
+pub fn range_arg(s: &[u8], min: i64, max: i64, msg: Option<&'static str>) -> Result<i64, CmdError> {
+    match (parse_i64(s), msg) {
+        (Some(v), _) if (min..=max).contains(&v) => Ok(v),
+        (_, Some(m)) => err(m),
+        (None, None) => err(NOT_INT),
+        (Some(_), None) => Err(CmdError(
+            format!("ERR value is out of range, value must between {min} and {max}").into(),
+        )),
+    }
+}
+
+/// A count that must be zero or more, as Redis's
+/// `getPositiveLongFromObjectOrReply` without a message.
+pub fn positive_arg(s: &[u8]) -> Result<i64, CmdError> {
+    range_arg(
+        s,
+        0,
+        i64::MAX,
+        Some("ERR value is out of range, must be positive"),
+    )
 }
 
 /// Case-insensitive comparison of an argument with an option name.

@@ -115,7 +115,9 @@ pub enum V {
     Verbatim(String),
     /// A RESP3 push (`>`).
     Push(Vec<V>),
-    /// A RESP3 set (`~`).
+    /// RESP3 `,` (the text as sent).
+    Double(String),
+    /// RESP3 `~`.
     Set(Vec<V>),
 }
 
@@ -216,6 +218,7 @@ impl Raw {
                 let n: i64 = rest.parse().unwrap();
                 V::Push((0..n).map(|_| self.read()).collect())
             }
+            "," => V::Double(rest.into()),
             "~" => {
                 let n: i64 = rest.parse().unwrap();
                 V::Set((0..n).map(|_| self.read()).collect())
