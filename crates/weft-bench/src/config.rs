@@ -72,6 +72,16 @@ pub struct BenchConfig {
     /// `--ops_per_transaction`: with `--transactions`, operations grouped
     /// in each transaction. Default 1.
     pub ops_per_transaction: usize,
+    /// `--keyspaces`: with N ≥ 1, Weft's keys are spread over N keyspaces
+    /// (`bench0`, `bench1`, …), each operation going to the keyspace its
+    /// key hashes to, so every benchmark's data is the same in total and
+    /// reads find what the fills wrote; a range delete covers its range in
+    /// every keyspace (one batch). Scans walk one keyspace: their start
+    /// key's (`seekrandom`, YCSB E), or the first one (`readseq`,
+    /// `readreverse`), so they see about 1/N of the keys. 0 (the default)
+    /// uses the plain `Db` API (the default keyspace). Other engines refuse
+    /// N ≥ 1.
+    pub keyspaces: usize,
     /// `--db`: the database directory.
     pub db: PathBuf,
     /// `--use_existing_db`: keep the directory's contents; fill benchmarks are
@@ -236,6 +246,7 @@ impl Default for BenchConfig {
             readwritepercent: 90,
             transactions: false,
             ops_per_transaction: 1,
+            keyspaces: 0,
             db: PathBuf::from("./weft-data/bench"),
             use_existing_db: false,
             memtable: MemtableKind::default(),
@@ -307,6 +318,12 @@ impl BenchConfig {
         }
         if self.benchmarks.is_empty() {
             return Err("--benchmarks is empty".into());
+        }
+        if self.keyspaces > 0 && self.engine != "weft" {
+            return Err(format!(
+                "--keyspaces is a Weft feature; the {} engine has none",
+                self.engine
+            ));
         }
         if self.readwritepercent > 100 {
             return Err("--readwritepercent must be in 0..=100".into());

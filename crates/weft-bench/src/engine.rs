@@ -17,7 +17,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use weft::{Db, Options, ReadOptions, TransactionOptions, WriteOptions};
+use weft::{Db, Keyspace, Options, ReadOptions, TransactionOptions, WriteBatch, WriteOptions};
 
 use crate::config::BenchConfig;
 use crate::{Error, Result};
@@ -212,6 +212,9 @@ pub struct WeftEngine {
     /// The commit's write options (`write`), retried without a bound that
     /// a benchmark could hit.
     transaction: TransactionOptions,
+    /// `--keyspaces`: the keyspaces keys are spread over; empty for the
+    /// plain API (the default keyspace).
+    keyspaces: Vec<Keyspace>,
 }
 
 impl WeftEngine {
@@ -220,28 +223,83 @@ impl WeftEngine {
         let write = WriteOptions::new()
             .sync(config.sync)
             .disable_wal(config.disable_wal);
+        let db = Db::open(dir, weft_options(config))?;
+        let keyspaces = (0..config.keyspaces)
+            .map(|i| db.keyspace(&format!("bench{i}")))
+            .collect::<weft::Result<Vec<_>>>()?;
         Ok(WeftEngine {
-            db: Db::open(dir, weft_options(config))?,
+            db,
             transaction: TransactionOptions::new()
                 .write_options(write)
                 .max_attempts(usize::MAX),
             write,
+            keyspaces,
+        })
+    }
+
+    /// The keyspace `key` belongs to under `--keyspaces` (by a hash of the
+    /// key, so every benchmark finds a key where the fills wrote it), or
+    /// `None` for the plain API.
+    fn keyspace_of(&self, key: &[u8]) -> Option<&Keyspace> {
+        if self.keyspaces.is_empty() {
+            return None;
+        }
+        // FNV-1a: a few instructions per key byte, and keys that differ
+        // in any byte (db_bench's are numbers in a fixed-width prefix)
+        // spread evenly. A crate for it would be a dependency for 5 lines.
+        let hash = key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let n = self.keyspaces.len() as u64;
+        self.keyspaces.get((hash % n) as usize)
+    }
+
+    /// A cursor over the keyspace of `key` (`None`: the first one), or the
+    /// whole database with the plain API.
+    fn iter_for(&self, key: Option<&[u8]>, opts: &ReadOptions) -> Result<weft::DbIterator> {
+        let ks = match key {
+            Some(k) => self.keyspace_of(k),
+            None => self.keyspaces.first(),
+        };
+        Ok(match ks {
+            Some(ks) => ks.iter(opts)?,
+            None => self.db.iter(opts)?,
         })
     }
 }
 
 impl Engine for WeftEngine {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        Ok(self.db.put_opt(key, value, &self.write)?)
+        match self.keyspace_of(key) {
+            Some(ks) => ks.put_opt(key, value, &self.write)?,
+            None => self.db.put_opt(key, value, &self.write)?,
+        }
+        Ok(())
     }
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.db.get(key)?)
+        Ok(match self.keyspace_of(key) {
+            Some(ks) => ks.get(key)?,
+            None => self.db.get(key)?,
+        })
     }
     fn delete(&self, key: &[u8]) -> Result<()> {
-        Ok(self.db.delete_opt(key, &self.write)?)
+        match self.keyspace_of(key) {
+            Some(ks) => ks.delete_opt(key, &self.write)?,
+            None => self.db.delete_opt(key, &self.write)?,
+        }
+        Ok(())
     }
     fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
-        Ok(self.db.delete_range_opt(start, end, &self.write)?)
+        if self.keyspaces.is_empty() {
+            return Ok(self.db.delete_range_opt(start, end, &self.write)?);
+        }
+        // The range's keys hash to every keyspace: one batch deletes the
+        // range in each, atomically.
+        let mut batch = WriteBatch::new();
+        for ks in &self.keyspaces {
+            batch.delete_range_in(ks, start, end);
+        }
+        Ok(self.db.write(batch, &self.write)?)
     }
     fn transaction(&self, ops: &[TxnOp<'_>]) -> Result<(u64, u64)> {
         let mut runs = 0u64;
@@ -250,8 +308,17 @@ impl Engine for WeftEngine {
             let mut found = 0;
             for op in ops {
                 match *op {
-                    TxnOp::Read(key) => found += u64::from(txn.get_for_update(key)?.is_some()),
-                    TxnOp::Write(key, value) => txn.put(key, value)?,
+                    TxnOp::Read(key) => {
+                        let value = match self.keyspace_of(key) {
+                            Some(ks) => txn.get_for_update_in(ks, key)?,
+                            None => txn.get_for_update(key)?,
+                        };
+                        found += u64::from(value.is_some());
+                    }
+                    TxnOp::Write(key, value) => match self.keyspace_of(key) {
+                        Some(ks) => txn.put_in(ks, key, value)?,
+                        None => txn.put(key, value)?,
+                    },
                 }
             }
             Ok(found)
@@ -265,7 +332,7 @@ impl Engine for WeftEngine {
         limit: u64,
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<u64> {
-        let mut it = self.db.iter(&ReadOptions::new())?;
+        let mut it = self.iter_for(start, &ReadOptions::new())?;
         match (start, reverse) {
             (None, false) => it.seek_to_first()?,
             (None, true) => it.seek_to_last()?,
@@ -297,9 +364,7 @@ impl Engine for WeftEngine {
         limit: u64,
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<u64> {
-        let mut it = self
-            .db
-            .iter(&ReadOptions::new().upper_bound(end.to_vec()))?;
+        let mut it = self.iter_for(Some(start), &ReadOptions::new().upper_bound(end.to_vec()))?;
         it.seek(start)?;
         let mut n = 0;
         while n < limit && it.valid() {

@@ -566,6 +566,7 @@ pub fn config_json(c: &BenchConfig) -> serde_json::Value {
         "key_size": c.key_size,
         "value_size": c.value_size,
         "threads": c.threads,
+        "keyspaces": c.keyspaces,
         "write_buffer_size": c.write_buffer_size,
         "cache_size": c.cache_size,
         "bloom_bits": c.bloom_bits,

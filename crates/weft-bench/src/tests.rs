@@ -298,3 +298,40 @@ fn readrandomwriterandom_plain_and_in_transactions() {
     // The same seeds draw the same operations, grouped or not.
     assert!(found.windows(2).all(|w| w[0] == w[1]), "{found:?}");
 }
+
+/// `--keyspaces=N` spreads the keys over N keyspaces: every read finds
+/// what the fill wrote (each key lives in the keyspace it hashes to), the
+/// keyspaces all hold some, and the default keyspace holds none.
+#[test]
+fn keyspaces_spread_the_keys_and_reads_find_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small(dir.path(), &["fillseq", "readrandom"]);
+    cfg.keyspaces = 4;
+    cfg.threads = 2;
+    let mut out = Vec::new();
+    run(&cfg, &mut out).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        line_of(&out, "readrandom").ends_with("(1000 of 1000 found)"),
+        "{out}"
+    );
+    let db = weft::Db::open(&cfg.db, weft::Options::default()).unwrap();
+    assert_eq!(db.keyspaces().len(), 5, "{:?}", db.keyspaces());
+    let mut total = 0;
+    for i in 0..4 {
+        let n = db
+            .keyspace(&format!("bench{i}"))
+            .unwrap()
+            .range::<&[u8], _>(..)
+            .unwrap()
+            .count();
+        assert!(n > 50, "keyspace bench{i} holds {n} of 500 keys");
+        total += n;
+    }
+    assert_eq!(total, 500);
+    assert_eq!(db.range::<&[u8], _>(..).unwrap().count(), 0);
+    // Another engine refuses the flag.
+    let mut other = cfg.clone();
+    other.engine = "rocksdb".into();
+    assert!(other.validate().is_err());
+}

@@ -203,6 +203,11 @@ pub struct ServeArgs {
     /// work before it sleeps (0: sleep at once) [default: 50]
     #[arg(long = "busy-poll-us")]
     pub busy_poll_us: Option<u64>,
+    /// Password clients must give (AUTH, HELLO ... AUTH) before any other
+    /// command [default: none]. A server bound beyond loopback without one
+    /// warns at start.
+    #[arg(long, value_name = "PASSWORD")]
+    pub requirepass: Option<String>,
 }
 
 fn parse_sync(s: &str) -> Result<weft_server::SyncMode, String> {
@@ -302,6 +307,10 @@ pub struct BenchArgs {
     /// With --transactions: operations per transaction [default: 1]
     #[arg(long = "ops_per_transaction")]
     pub ops_per_transaction: Option<usize>,
+    /// Spread the keys over N keyspaces, each operation to the one its key
+    /// hashes to (0: the plain API, the default keyspace) [default: 0]
+    #[arg(long = "keyspaces")]
+    pub keyspaces: Option<usize>,
     /// Keep the directory's data (fill benchmarks are skipped) [default: false]
     #[arg(
         long = "use_existing_db",
@@ -518,6 +527,7 @@ impl BenchArgs {
             readwritepercent,
             transactions,
             ops_per_transaction,
+            keyspaces,
             use_existing_db,
             memtable,
             seed,
@@ -623,7 +633,11 @@ mod tests {
         assert!(c.transactions);
         assert_eq!((c.readwritepercent, c.ops_per_transaction), (90, 4));
         let (b, db) = bench(&["bench", "--num=10"]);
-        assert!(!b.to_config(db).transactions);
+        let c = b.to_config(db);
+        assert!(!c.transactions);
+        assert_eq!(c.keyspaces, 0);
+        let (b, db) = bench(&["bench", "--keyspaces=8"]);
+        assert_eq!(b.to_config(db).keyspaces, 8);
     }
 
     #[test]
@@ -827,6 +841,7 @@ mod tests {
                 assert!(s.dir.is_none());
                 assert!(s.threads.is_none());
                 assert!(s.busy_poll_us.is_none());
+                assert!(s.requirepass.is_none());
             }
             other => panic!("{other:?}"),
         }
@@ -842,12 +857,14 @@ mod tests {
             "--maxclients=5",
             "--threads=3",
             "--busy-poll-us=0",
+            "--requirepass=s3cret",
         ])
         .unwrap();
         match cli.command {
             Command::Serve(s) => {
                 assert_eq!(s.threads, Some(3));
                 assert_eq!(s.busy_poll_us, Some(0));
+                assert_eq!(s.requirepass.as_deref(), Some("s3cret"));
                 assert_eq!(s.port, 0);
                 assert_eq!(s.dir, Some(PathBuf::from("/d")));
                 assert_eq!(s.sync, weft_server::SyncMode::Always);

@@ -232,6 +232,7 @@ fn serve(args: args::ServeArgs, default_dir: PathBuf) -> CliResult {
     if let Some(m) = args.memtable {
         config.db_options = config.db_options.memtable(m);
     }
+    config.requirepass = args.requirepass.filter(|p| !p.is_empty());
     let server = weft_server::Server::bind(config)?;
     let handle = server.shutdown_handle();
     {

@@ -34,10 +34,14 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::clients::ClientInfo;
 use crate::cmd::{self, Ctx, Session};
+use crate::deliver::{ClientRef, Delivery, Post};
 use crate::poll::Interest;
 use crate::resp::{Args, Limits, Out, Parser};
 use crate::Shared;
@@ -114,10 +118,13 @@ pub(crate) struct Conn {
     paused: bool,
     /// The client shut its sending side: answer what it sent, then close.
     eof: bool,
+    /// Since when the unsent output of a subscriber has been above the
+    /// soft pub/sub limit.
+    over_soft_since: Option<Instant>,
 }
 
 impl Conn {
-    pub fn new(shared: &Shared, stream: TcpStream, token: u64, id: u64) -> Conn {
+    pub fn new(shared: &Shared, stream: TcpStream, token: u64, id: u64, loop_ix: u32) -> Conn {
         let limits = Limits {
             max_bulk: shared.config.max_bulk,
             ..Limits::default()
@@ -126,6 +133,21 @@ impl Conn {
             .config
             .max_query_buffer
             .max(shared.config.max_bulk.saturating_add(64 << 10));
+        let me = ClientRef {
+            loop_ix,
+            slot: (token - crate::event_loop::FIRST_CONN) as u32,
+            id,
+        };
+        let addr_of = |a: io::Result<std::net::SocketAddr>| {
+            a.map_or_else(|_| "?:0".into(), |a| a.to_string())
+        };
+        let info = Arc::new(ClientInfo::new(
+            me,
+            addr_of(stream.peer_addr()),
+            addr_of(stream.local_addr()),
+            stream.as_raw_fd(),
+        ));
+        shared.clients.add(Arc::clone(&info));
         Conn {
             stream,
             token,
@@ -139,6 +161,9 @@ impl Conn {
             sent: 0,
             session: Session {
                 id,
+                me,
+                authenticated: !shared.auth.required(),
+                info: Some(info),
                 ..Session::default()
             },
             max_held,
@@ -146,7 +171,143 @@ impl Conn {
             in_group: false,
             paused: false,
             eof: false,
+            over_soft_since: None,
         }
+    }
+
+    /// The client id.
+    pub fn id(&self) -> u64 {
+        self.session.id
+    }
+
+    /// The client's address and name (the slow log's).
+    pub fn label(&self) -> (&str, &[u8]) {
+        client_label(&self.session)
+    }
+
+    /// Until when the connection is held (a slowed `AUTH`): it reads,
+    /// runs and writes nothing before then.
+    pub fn held_until(&self) -> Option<Instant> {
+        self.session.hold_until
+    }
+
+    /// Ends a hold whose time has come: sends what waited and runs the
+    /// requests that arrived meanwhile.
+    pub fn resume(
+        &mut self,
+        shared: &Shared,
+        now: Instant,
+        group: &mut PendingSets,
+        local: &mut Vec<Post>,
+    ) {
+        if self.session.hold_until.is_some_and(|t| t > now) {
+            return;
+        }
+        self.session.hold_until = None;
+        if self.state == State::Open {
+            self.run_requests(shared, group, local);
+        }
+    }
+
+    /// Takes a delivery from another connection ([`crate::deliver`]).
+    pub fn deliver(&mut self, shared: &Shared, what: Delivery) {
+        if self.state != State::Open {
+            return;
+        }
+        match what {
+            Delivery::Message(m) => {
+                let subscribed = if m.pattern {
+                    self.session.patterns.contains(&*m.via)
+                } else {
+                    self.session.channels.contains(&*m.via)
+                };
+                if subscribed {
+                    m.write_to(&mut self.out.buf, self.out.resp3);
+                    self.check_output_limit(shared, Instant::now());
+                }
+            }
+            Delivery::Monitor(line) => {
+                if self.session.monitor {
+                    self.out.buf.extend_from_slice(&line);
+                    self.check_output_limit(shared, Instant::now());
+                }
+            }
+            Delivery::Kill => self.abort(),
+        }
+    }
+
+    /// Redis's `client-output-buffer-limit pubsub` for a subscriber or a
+    /// `MONITOR` client: past the hard limit, or over the soft limit for
+    /// longer than its seconds, the client is disconnected (what it has
+    /// queued is dropped).
+    fn check_output_limit(&mut self, shared: &Shared, now: Instant) {
+        if !(self.session.in_pubsub() || self.session.monitor) {
+            self.over_soft_since = None;
+            return;
+        }
+        let unsent = self.unsent() as u64;
+        if let Some(info) = &self.session.info {
+            info.omem.store(unsent, Ordering::Relaxed);
+        }
+        let l = shared.runtime.pubsub_limit();
+        if l.hard > 0 && unsent > l.hard {
+            self.abort();
+            return;
+        }
+        if l.soft > 0 && unsent > l.soft {
+            let since = *self.over_soft_since.get_or_insert(now);
+            if now.duration_since(since) > Duration::from_secs(l.soft_seconds) {
+                self.abort();
+            }
+        } else {
+            self.over_soft_since = None;
+        }
+    }
+
+    /// Called once the connection is dropped: leaves its subscriptions and
+    /// the client registry.
+    pub fn release(&self, shared: &Shared) {
+        for ch in &self.session.channels {
+            shared.hub.unsubscribe(ch, self.session.id);
+        }
+        for p in &self.session.patterns {
+            shared.hub.punsubscribe(p, self.session.id);
+        }
+        shared.clients.remove(self.session.id);
+    }
+
+    /// Sends the deliveries the requests run so far produced: those for
+    /// this loop to `local`, the others to their loops' mailboxes, one
+    /// batch per loop.
+    fn flush_posts(&mut self, shared: &Shared, local: &mut Vec<Post>) {
+        let posts = &mut self.session.posts;
+        if posts.is_empty() {
+            return;
+        }
+        let mine = self.session.me.loop_ix;
+        // Stable: each loop's posts keep their order.
+        posts.sort_by_key(|(to, _)| to.loop_ix);
+        let mut rest = &mut posts[..];
+        while let Some(first) = rest.first() {
+            let target = first.0.loop_ix;
+            let n = rest
+                .iter()
+                .take_while(|(to, _)| to.loop_ix == target)
+                .count();
+            let (batch, tail) = rest.split_at_mut(n);
+            let it = batch.iter_mut().map(|(to, what)| Post {
+                slot: to.slot,
+                id: to.id,
+                what: std::mem::replace(what, Delivery::Kill),
+            });
+            if target == mine {
+                local.extend(it);
+            } else {
+                shared.postal.post_all(target as usize, it);
+            }
+            rest = tail;
+        }
+        posts.clear();
     }
 
     /// True once the connection is finished and may be dropped.
@@ -168,17 +329,26 @@ impl Conn {
         readable: bool,
         writable: bool,
         group: &mut PendingSets,
+        local: &mut Vec<Post>,
     ) {
+        if self.session.hold_until.is_some() {
+            // A held connection registers no interest, so a report now is
+            // a hang-up or a socket error: nothing more will be answered.
+            if readable || writable {
+                self.close();
+            }
+            return;
+        }
         if writable && self.unsent() > 0 {
             self.write_out();
         }
         match self.state {
             State::Open => {
                 if readable && !self.eof && self.unsent() < OUT_HIGH_WATER {
-                    self.read_in();
+                    self.read_in(shared);
                 }
                 if self.state == State::Open {
-                    self.run_requests(shared, group);
+                    self.run_requests(shared, group, local);
                 }
             }
             State::Lingering { .. } if readable => self.discard_input(),
@@ -190,6 +360,9 @@ impl Conn {
     /// connection had requests in it): writes what fits and moves towards
     /// closing.
     pub fn after_group(&mut self) {
+        if self.session.hold_until.is_some() {
+            return;
+        }
         if self.unsent() > 0 {
             self.write_out();
         }
@@ -215,6 +388,12 @@ impl Conn {
 
     /// The interest this connection needs now.
     pub fn wanted_interest(&self) -> Interest {
+        if self.session.hold_until.is_some() && self.state != State::Closed {
+            return Interest {
+                read: false,
+                write: false,
+            };
+        }
         match self.state {
             State::Open => Interest {
                 read: !self.eof && self.unsent() < OUT_HIGH_WATER,
@@ -233,8 +412,14 @@ impl Conn {
     }
 
     /// Closes idle or lingering connections whose time is up.
-    pub fn check_deadline(&mut self, now: Instant, idle: Option<Duration>) {
+    pub fn check_deadline(&mut self, shared: &Shared, now: Instant, idle: Option<Duration>) {
+        if self.over_soft_since.is_some() && self.state == State::Open {
+            self.check_output_limit(shared, now);
+        }
+        // Subscribers and monitors are never idle (as in Redis).
+        let listening = self.session.in_pubsub() || self.session.monitor;
         let expired = match self.state {
+            State::Open if listening => false,
             State::Open => idle.is_some_and(|t| now.duration_since(self.last_active) > t),
             State::Lingering { until, .. } => now >= until,
             _ => false,
@@ -272,7 +457,7 @@ impl Conn {
     /// Reads once: up to [`READ_CHUNK`], or what a pending bulk string
     /// needs (bounded). Level-triggered polling reports the socket again if
     /// more is waiting, so one read per wake-up keeps connections fair.
-    fn read_in(&mut self) {
+    fn read_in(&mut self, shared: &Shared) {
         if self.pos > 0 {
             self.buf.copy_within(self.pos..self.end, 0);
             self.end -= self.pos;
@@ -291,6 +476,14 @@ impl Conn {
             Ok(n) => {
                 self.end += n;
                 self.last_active = Instant::now();
+                if let Some(info) = &self.session.info {
+                    info.touch(self.last_active);
+                }
+                let st = shared.stats.for_loop(self.session.me.loop_ix as usize);
+                st.net_input.store(
+                    st.net_input.load(Ordering::Relaxed) + n as u64,
+                    Ordering::Relaxed,
+                );
             }
             Err(e) if is_transient(&e) => {}
             Err(_) => self.close(),
@@ -299,7 +492,7 @@ impl Conn {
 
     /// Runs every complete request in the buffer, until the reply buffer
     /// reaches its high-water mark.
-    fn run_requests(&mut self, shared: &Shared, group: &mut PendingSets) {
+    fn run_requests(&mut self, shared: &Shared, group: &mut PendingSets, local: &mut Vec<Post>) {
         if self.in_group {
             // Its trailing run is not committed yet: nothing may overtake it.
             return;
@@ -312,11 +505,12 @@ impl Conn {
         // and `gets` holds requests: each is settled before a request of
         // another kind runs, so replies and effects keep request order.
         let mut gets: Vec<Args> = Vec::new();
-        let mut done = 0u64;
         let mut stop = false;
         let mut exhausted = false;
         loop {
             if self.unsent() >= OUT_HIGH_WATER {
+                // Deliveries go before the replies that report them.
+                self.flush_posts(shared, local);
                 // These replies may acknowledge writes of this wake-up.
                 if shared.ks.db.flush_wal().is_err() {
                     self.abort();
@@ -330,8 +524,12 @@ impl Conn {
             }
             match self.parser.next(&self.buf[..self.end], &mut self.pos) {
                 Ok(Some(args)) => {
-                    done += 1;
-                    if cmd::is_plain_set(max_bulk, &args) {
+                    // Unauthenticated, subscribed and monitored clients take
+                    // the checked path for every command.
+                    let plain = self.session.authenticated
+                        && !self.session.in_pubsub()
+                        && !shared.clients.monitoring();
+                    if plain && cmd::is_plain_set(max_bulk, &args) {
                         self.answer_gets(shared, &mut gets);
                         if run_keys >= MAX_RUN_KEYS {
                             self.commit_run(shared, &mut run);
@@ -343,7 +541,7 @@ impl Conn {
                     }
                     self.commit_run(shared, &mut run);
                     run_keys = 0;
-                    if cmd::is_plain_get(&args) {
+                    if plain && cmd::is_plain_get(&args) {
                         gets.push(args);
                         if gets.len() >= MAX_GET_RUN {
                             self.answer_gets(shared, &mut gets);
@@ -362,6 +560,10 @@ impl Conn {
                         stop = true;
                         break;
                     }
+                    if self.session.hold_until.is_some() {
+                        // A slowed AUTH: nothing more until the loop's timer.
+                        break;
+                    }
                 }
                 Ok(None) => {
                     exhausted = true;
@@ -377,9 +579,7 @@ impl Conn {
             }
         }
         self.answer_gets(shared, &mut gets);
-        if done > 0 {
-            shared.counters.commands.fetch_add(done, Ordering::Relaxed);
-        }
+        self.flush_posts(shared, local);
         if stop || (self.eof && exhausted) {
             self.state = State::Closing;
         } else if self.parser.held().saturating_add(self.end - self.pos) > self.max_held {
@@ -411,7 +611,12 @@ impl Conn {
         if gets.is_empty() {
             return;
         }
+        let started = Instant::now();
         cmd::answer_gets(shared, gets, &mut self.out);
+        let ix = self.session.me.loop_ix as usize;
+        let each = started.elapsed() / gets.len() as u32;
+        let who = client_label(&self.session);
+        cmd::count_plain(shared, ix, gets, each, false, who);
         for args in gets.drain(..) {
             self.parser.recycle(args);
         }
@@ -421,7 +626,12 @@ impl Conn {
         if run.is_empty() {
             return;
         }
+        let started = Instant::now();
         let r = cmd::commit_sets(shared, run);
+        let ix = self.session.me.loop_ix as usize;
+        let each = started.elapsed() / run.len() as u32;
+        let who = client_label(&self.session);
+        cmd::count_plain(shared, ix, run, each, r.is_err(), who);
         cmd::reply_sets(&mut self.out, run.len(), &r);
         for args in run.drain(..) {
             self.parser.recycle(args);
@@ -430,6 +640,9 @@ impl Conn {
 
     /// Writes queued replies until done or the socket is full.
     fn write_out(&mut self) {
+        if self.session.hold_until.is_some() {
+            return;
+        }
         while self.sent < self.out.buf.len() {
             match self.stream.write(&self.out.buf[self.sent..]) {
                 Ok(0) => {
@@ -477,6 +690,10 @@ impl Conn {
     }
 }
 
+fn client_label(s: &Session) -> (&str, &[u8]) {
+    (s.info.as_ref().map_or("", |i| i.addr.as_str()), &s.name)
+}
+
 fn is_transient(e: &io::Error) -> bool {
     matches!(
         e.kind(),
@@ -490,7 +707,7 @@ mod tests {
 
     use super::*;
     use crate::keyspace::Keyspace;
-    use crate::{Config, Counters, SyncMode};
+    use crate::{Config, SyncMode};
 
     /// Sets a socket buffer size (which also turns off the kernel's
     /// autotuning of it), so that a few replies fill the socket.
@@ -546,14 +763,17 @@ mod tests {
     fn a_paused_connection_whose_client_takes_every_reply_answers_the_rest() {
         let dir = tempfile::tempdir().unwrap();
         let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
-        let shared = Shared {
-            ks: Keyspace::new(db, SyncMode::No).unwrap(),
-            config: Config::default(),
-            port: 0,
-            counters: Counters::default(),
-            started: Instant::now(),
-            saves: std::sync::Arc::new(crate::save::Saves::new(dir.path().join("saves"))),
+        let config = Config {
+            save_dir: Some(dir.path().join("saves")),
+            ..Config::default()
         };
+        let shared = Shared::new(
+            Keyspace::new(db, SyncMode::No).unwrap(),
+            config,
+            0,
+            Arc::new(crate::server::Stop::default()),
+        )
+        .unwrap();
         let value = vec![b'v'; 256 << 10];
         cmd::commit_sets(&shared, &[vec![b"SET".to_vec(), b"big".to_vec(), value]]).unwrap();
 
@@ -569,12 +789,13 @@ mod tests {
         client.set_nonblocking(true).unwrap();
         let reply_len = format!("${}\r\n", 256 << 10).len() + (256 << 10) + 2;
 
-        let mut conn = Conn::new(&shared, server, 2, 1);
+        let mut conn = Conn::new(&shared, server, 2, 1, 0);
         let mut group = PendingSets::default();
+        let mut local = Vec::new();
         // Wait for the requests to reach the server's socket, then run.
         let mut received = 0;
         for _ in 0..1000 {
-            conn.on_ready(&shared, true, false, &mut group);
+            conn.on_ready(&shared, true, false, &mut group, &mut local);
             if conn.unsent() > 0 {
                 break;
             }
@@ -601,7 +822,7 @@ mod tests {
                 "stuck: {} of {N} replies sent, requests left, no event asked for",
                 received / reply_len
             );
-            conn.on_ready(&shared, readable, want.write, &mut group);
+            conn.on_ready(&shared, readable, want.write, &mut group, &mut local);
             conn.after_group();
         }
         assert_eq!(received, N * reply_len);

@@ -60,10 +60,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-
 use crate::conn::{Conn, PendingSets};
-use crate::poll::{Event, Interest, Poller, Waker};
+use crate::deliver::Post;
+use crate::poll::{Event, Interest, Poller};
 use crate::server::Stop;
 use crate::{cmd, Error, Shared};
 
@@ -81,20 +80,13 @@ const MAX_GROUP_KEYS: usize = 4096;
 const LISTENER: u64 = 0;
 const WAKER: u64 = 1;
 /// Connection tokens are slab slots offset by this.
-const FIRST_CONN: u64 = 2;
-
-/// What other threads may hand a loop.
-struct Mailbox {
-    waker: Waker,
-    inbox: Mutex<Vec<(TcpStream, u64)>>,
-}
+pub(crate) const FIRST_CONN: u64 = 2;
 
 /// State every loop shares.
 struct Loops {
     shared: Arc<Shared>,
     listener: Arc<TcpListener>,
     stop: Arc<Stop>,
-    mailboxes: Vec<Mailbox>,
     /// Round-robin position for new connections.
     next_loop: AtomicUsize,
 }
@@ -105,19 +97,11 @@ pub(crate) fn start(
     listener: &Arc<TcpListener>,
     stop: &Arc<Stop>,
 ) -> Result<Vec<JoinHandle<Result<(), Error>>>, Error> {
-    let n = shared.config.threads.max(1);
-    let mut mailboxes = Vec::with_capacity(n);
-    for _ in 0..n {
-        mailboxes.push(Mailbox {
-            waker: Waker::new().map_err(|e| Error::io("creating an eventfd", e))?,
-            inbox: Mutex::new(Vec::new()),
-        });
-    }
+    let n = shared.postal.loops();
     let loops = Arc::new(Loops {
         shared: Arc::clone(shared),
         listener: Arc::clone(listener),
         stop: Arc::clone(stop),
-        mailboxes,
         next_loop: AtomicUsize::new(0),
     });
     let mut threads = Vec::with_capacity(n);
@@ -143,6 +127,12 @@ struct EventLoop {
     /// Slots touched in the current wake-up.
     touched: Vec<usize>,
     group: PendingSets,
+    /// Deliveries from this loop's connections to this loop's connections.
+    local: Vec<Post>,
+    /// Deliveries taken from the mailbox.
+    incoming: Vec<Post>,
+    /// Connections held until a time (a slowed `AUTH`): (when, slot, id).
+    timers: Vec<(Instant, usize, u64)>,
     last_sweep: Instant,
 }
 
@@ -153,7 +143,11 @@ impl EventLoop {
             .add_shared(loops.listener.as_raw_fd(), LISTENER)
             .map_err(|e| Error::io("watching the listener", e))?;
         poller
-            .add(loops.mailboxes[index].waker.fd(), WAKER, Interest::READ)
+            .add(
+                loops.shared.postal.mailbox(index).waker.fd(),
+                WAKER,
+                Interest::READ,
+            )
             .map_err(|e| Error::io("watching the eventfd", e))?;
         Ok(EventLoop {
             loops,
@@ -163,6 +157,9 @@ impl EventLoop {
             free: Vec::new(),
             touched: Vec::new(),
             group: PendingSets::default(),
+            local: Vec::new(),
+            incoming: Vec::new(),
+            timers: Vec::new(),
             last_sweep: Instant::now(),
         })
     }
@@ -178,13 +175,18 @@ impl EventLoop {
             let timeout = if now < poll_until {
                 Duration::ZERO
             } else {
-                TICK
+                self.timers
+                    .iter()
+                    .map(|t| t.0.saturating_duration_since(now))
+                    .min()
+                    .map_or(TICK, |d| d.min(TICK))
             };
             self.poller
                 .wait(&mut events, Some(timeout))
                 .map_err(|e| Error::io("waiting for sockets", e))?;
             now = Instant::now();
-            if !events.is_empty() {
+            let fired = self.fire_timers(now);
+            if !events.is_empty() || fired {
                 for ev in &events {
                     match ev.token {
                         LISTENER => self.accept_all(),
@@ -194,6 +196,7 @@ impl EventLoop {
                 }
                 self.commit_group();
                 self.flush_wal();
+                self.deliver_local();
                 self.settle_touched();
                 now = Instant::now();
                 poll_until = now + busy_poll;
@@ -212,6 +215,7 @@ impl EventLoop {
         for slot in 0..self.conns.len() {
             if let Some(mut c) = self.conns[slot].take() {
                 c.finish(SHUTDOWN_WRITE);
+                c.release(&self.loops.shared);
                 self.loops
                     .shared
                     .counters
@@ -222,12 +226,71 @@ impl EventLoop {
         Ok(())
     }
 
+    /// Resumes the held connections whose time has come; true if any.
+    fn fire_timers(&mut self, now: Instant) -> bool {
+        if self.timers.iter().all(|t| t.0 > now) {
+            return false;
+        }
+        let mut due = Vec::new();
+        self.timers.retain(|&(when, slot, id)| {
+            if when <= now {
+                due.push((slot, id));
+                false
+            } else {
+                true
+            }
+        });
+        for (slot, id) in due {
+            let Some(Some(conn)) = self.conns.get_mut(slot) else {
+                continue;
+            };
+            if conn.id() != id {
+                continue;
+            }
+            conn.resume(&self.loops.shared, now, &mut self.group, &mut self.local);
+            self.touched.push(slot);
+        }
+        true
+    }
+
+    /// Hands deliveries to this loop's connections.
+    fn deliver(&mut self, posts: &mut Vec<Post>) {
+        for p in posts.drain(..) {
+            let slot = p.slot as usize;
+            let Some(Some(conn)) = self.conns.get_mut(slot) else {
+                continue;
+            };
+            if conn.id() != p.id {
+                continue; // closed; the slot holds a later connection
+            }
+            conn.deliver(&self.loops.shared, p.what);
+            self.touched.push(slot);
+        }
+    }
+
+    /// Deliveries this loop's connections made to each other in this
+    /// wake-up.
+    fn deliver_local(&mut self) {
+        if self.local.is_empty() {
+            return;
+        }
+        let mut posts = std::mem::take(&mut self.local);
+        self.deliver(&mut posts);
+        self.local = posts;
+    }
+
     fn on_event(&mut self, token: u64, readable: bool, writable: bool) {
         let slot = (token - FIRST_CONN) as usize;
         let Some(Some(conn)) = self.conns.get_mut(slot) else {
             return; // closed earlier in this wake-up
         };
-        conn.on_ready(&self.loops.shared, readable, writable, &mut self.group);
+        conn.on_ready(
+            &self.loops.shared,
+            readable,
+            writable,
+            &mut self.group,
+            &mut self.local,
+        );
         self.touched.push(slot);
         if self.group.keys >= MAX_GROUP_KEYS {
             self.commit_group();
@@ -240,7 +303,17 @@ impl EventLoop {
         if self.group.sets.is_empty() {
             return;
         }
+        let started = Instant::now();
         let r = cmd::commit_sets(&self.loops.shared, &self.group.sets);
+        let each = started.elapsed() / self.group.sets.len() as u32;
+        let mut at = 0;
+        for &(token, n) in &self.group.owners {
+            let slot = (token - FIRST_CONN) as usize;
+            let who = self.conns[slot].as_ref().map_or(("", &[][..]), Conn::label);
+            let reqs = &self.group.sets[at..at + n];
+            cmd::count_plain(&self.loops.shared, self.index, reqs, each, r.is_err(), who);
+            at += n;
+        }
         let mut sets = self.group.sets.drain(..);
         for &(token, n) in &self.group.owners {
             let slot = (token - FIRST_CONN) as usize;
@@ -297,6 +370,12 @@ impl EventLoop {
             self.remove(slot);
             return;
         }
+        if let Some(when) = conn.held_until() {
+            let id = conn.id();
+            if !self.timers.iter().any(|t| t.1 == slot && t.2 == id) {
+                self.timers.push((when, slot, id));
+            }
+        }
         let want = conn.wanted_interest();
         if want != conn.registered {
             let fd = conn.stream.as_raw_fd();
@@ -313,6 +392,7 @@ impl EventLoop {
     fn remove(&mut self, slot: usize) {
         if let Some(conn) = self.conns[slot].take() {
             let _ = self.poller.delete(conn.stream.as_raw_fd());
+            conn.release(&self.loops.shared);
             self.free.push(slot);
             self.loops
                 .shared
@@ -324,10 +404,10 @@ impl EventLoop {
 
     /// Idle timeouts and lingering closes.
     fn sweep(&mut self, now: Instant) {
-        let idle = self.loops.shared.config.timeout;
+        let idle = self.loops.shared.runtime.timeout();
         for slot in 0..self.conns.len() {
             if let Some(conn) = self.conns[slot].as_mut() {
-                conn.check_deadline(now, idle);
+                conn.check_deadline(&self.loops.shared, now, idle);
                 if conn.is_closed() {
                     self.remove(slot);
                 }
@@ -364,7 +444,7 @@ impl EventLoop {
         // Counted here, before it reaches its loop, so maxclients holds
         // however the connections are dealt.
         let connected = c.connected.fetch_add(1, Ordering::Relaxed);
-        if connected >= shared.config.maxclients as u64 {
+        if connected >= shared.runtime.maxclients.load(Ordering::Relaxed) as u64 {
             c.connected.fetch_sub(1, Ordering::Relaxed);
             c.rejected.fetch_add(1, Ordering::Relaxed);
             let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
@@ -375,24 +455,32 @@ impl EventLoop {
             return;
         }
         let id = c.next_client_id.fetch_add(1, Ordering::Relaxed);
-        let n = self.loops.mailboxes.len();
+        let n = shared.postal.loops();
         let target = self.loops.next_loop.fetch_add(1, Ordering::Relaxed) % n;
         if target == self.index {
             self.register(stream, id);
         } else {
-            let mb = &self.loops.mailboxes[target];
-            mb.inbox.lock().push((stream, id));
+            let mb = shared.postal.mailbox(target);
+            mb.new_conns.lock().push((stream, id));
             mb.waker.wake();
         }
     }
 
+    /// Takes what other threads handed this loop: new connections and
+    /// deliveries. The eventfd is reset first, so anything handed over
+    /// after the take wakes the loop again.
     fn take_inbox(&mut self) {
-        let mb = &self.loops.mailboxes[self.index];
+        let loops = Arc::clone(&self.loops);
+        let mb = loops.shared.postal.mailbox(self.index);
         mb.waker.reset();
-        let new: Vec<(TcpStream, u64)> = std::mem::take(&mut *mb.inbox.lock());
+        let new: Vec<(TcpStream, u64)> = std::mem::take(&mut *mb.new_conns.lock());
         for (stream, id) in new {
             self.register(stream, id);
         }
+        let mut posts = std::mem::take(&mut self.incoming);
+        self.loops.shared.postal.take(self.index, &mut posts);
+        self.deliver(&mut posts);
+        self.incoming = posts;
     }
 
     fn register(&mut self, stream: TcpStream, id: u64) {
@@ -411,6 +499,12 @@ impl EventLoop {
                 .fetch_sub(1, Ordering::Relaxed);
             return;
         }
-        self.conns[slot] = Some(Conn::new(&self.loops.shared, stream, token, id));
+        self.conns[slot] = Some(Conn::new(
+            &self.loops.shared,
+            stream,
+            token,
+            id,
+            self.index as u32,
+        ));
     }
 }

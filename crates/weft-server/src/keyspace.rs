@@ -15,8 +15,26 @@
 //! [`Keyspace::write`] applies the tally once the engine has the batch. The
 //! tally is exact because every such write holds its keys' stripe locks
 //! from the read of the old record to the write, and names each key at most
-//! once per batch.
+//! once per batch — or, replacing a key with a new collection (`*STORE`),
+//! deletes it and creates it again in that order in one batch, which
+//! tallies −1 and +1 and leaves the new record, as the batch's order does.
+//!
+//! Only metadata records are counted, and only these batches create or
+//! delete them: a collection's elements are reclaimed in the same batch
+//! that drops its metadata (point deletes, or one range delete for a big
+//! collection: [`Keyspace::delete_into`]), never by a compaction filter,
+//! so no record disappears behind the counters' back (`docs/DESIGN.md`
+//! §1.9, "Reclamation").
+//!
+//! # Opening
+//!
+//! [`Keyspace::new`] first checks the data format recorded in the system
+//! namespace, upgrading a format-0 directory in place or refusing a newer
+//! one (the `upgrade` module), and only then counts.
 
+mod upgrade;
+
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -65,6 +83,30 @@ impl Entry {
     }
 }
 
+/// A fresh collection version: microseconds since the Unix epoch, raised
+/// past the last version this thread drew so one thread never repeats one.
+/// Two threads may draw the same version in the same microsecond; that is
+/// harmless: a key's old elements are deleted in the batch that drops its
+/// metadata, before any new element can be written, so versions only keep
+/// a recreated collection's elements out of the old ones' range (reads
+/// then never step over elements still awaiting the merges), they are not
+/// what hides them. Thread-local, so no cache line is shared between
+/// writers.
+pub fn new_version() -> u64 {
+    thread_local! {
+        static LAST: Cell<u64> = const { Cell::new(0) };
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0);
+    LAST.with(|last| {
+        let v = now.max(last.get().wrapping_add(1));
+        last.set(v);
+        v
+    })
+}
+
 /// Engine error, or a metadata record that does not decode.
 #[derive(Debug)]
 pub enum StoreError {
@@ -72,6 +114,8 @@ pub enum StoreError {
     Engine(weft::Error),
     /// A metadata record is malformed (the key's bytes).
     BadMeta(Vec<u8>),
+    /// The directory holds data in a format this build does not read.
+    Unsupported(String),
 }
 
 impl From<weft::Error> for StoreError {
@@ -170,11 +214,11 @@ impl DerefMut for Batch {
 
 const MAX_CURSORS: usize = 16 * 1024;
 
-/// Fields from which deleting a hash writes one range delete over its
-/// fields instead of a delete per field: a range delete costs every read
-/// of its range a check until the merges of its partition drop it, so
-/// small hashes keep their per-field deletes.
-const RANGE_DELETE_FIELDS: u64 = 256;
+/// Elements from which dropping a collection writes one range delete over
+/// its elements instead of a delete per element: a range delete costs
+/// every read of its range a check until the merges of its partition drop
+/// it, so small collections keep their per-element deletes.
+pub const RANGE_DELETE_ELEMENTS: u64 = 256;
 
 /// Server-side `SCAN`/`HSCAN` cursors: numeric ids mapped to the engine key
 /// to resume from (the ordered engine resumes by key, Redis clients expect a
@@ -206,8 +250,10 @@ pub struct Keyspace {
 }
 
 impl Keyspace {
-    /// Wraps an open database, counting its keys (one scan).
+    /// Wraps an open database: checks (and, from format 0, upgrades) its
+    /// data format, then counts its keys (one scan).
     pub fn new(db: Db, sync: SyncMode) -> StoreResult<Self> {
+        upgrade::check_and_upgrade(&db)?;
         let (keys, expires) = count_records(&db)?;
         Ok(Keyspace {
             db,
@@ -338,26 +384,74 @@ impl Keyspace {
         Ok(Some(e))
     }
 
-    /// Adds the deletion of `key` (metadata, expiry-index record, hash
-    /// fields) to `batch`.
+    /// Adds the deletion of `key` (metadata, expiry-index record, a
+    /// collection's elements) to `batch`.
     pub fn delete_into(&self, batch: &mut Batch, key: &[u8], meta: &Meta) -> StoreResult<()> {
+        self.drop_meta_into(batch, key, meta);
+        self.delete_elements_into(batch, key, meta)
+    }
+
+    /// Adds the deletion of `key`'s metadata and expiry-index record to
+    /// `batch`, for a writer that deletes the elements itself (a pop that
+    /// empties a list).
+    pub fn drop_meta_into(&self, batch: &mut Batch, key: &[u8], meta: &Meta) {
         batch.delete(encoding::meta_key(key));
         batch.keys -= 1;
         if let Some(t) = meta.expire_at {
             batch.delete(encoding::expiry_key(t, key));
             batch.expires -= 1;
         }
-        if meta.kind == Kind::Hash {
-            let prefix = encoding::hash_prefix(key);
-            if meta.count >= RANGE_DELETE_FIELDS {
-                // One range delete, however many fields (the engine's
-                // merges drop them later).
-                let end = prefix_successor(&prefix).unwrap_or_else(|| vec![encoding::HASH + 1]);
+    }
+
+    /// Adds the deletion of every element of the collection `meta`
+    /// describes to `batch`: one range delete per namespace for a big one
+    /// (O(1); the engine's merges drop the records later), a delete per
+    /// element otherwise (a list's are at known indexes; the others are
+    /// read).
+    pub fn delete_elements_into(
+        &self,
+        batch: &mut Batch,
+        key: &[u8],
+        meta: &Meta,
+    ) -> StoreResult<()> {
+        if meta.kind == Kind::String {
+            return Ok(());
+        }
+        if meta.count >= RANGE_DELETE_ELEMENTS {
+            for &ns in meta.kind.namespaces() {
+                let prefix = encoding::element_prefix(ns, key, meta.version);
+                let end = prefix_successor(&prefix).unwrap_or_else(|| vec![ns + 1]);
                 batch.delete_range(prefix, end);
-            } else {
-                for kv in self.db.prefix(prefix)? {
-                    let (k, _) = kv?;
+            }
+            return Ok(());
+        }
+        match meta.kind {
+            Kind::List => {
+                for i in 0..meta.count {
+                    batch.delete(encoding::list_key(key, meta.version, meta.head + i));
+                }
+            }
+            Kind::ZSet => {
+                let prefix = encoding::element_prefix(encoding::ZSET, key, meta.version);
+                for kv in self.db.prefix(&prefix)? {
+                    let (k, v) = kv?;
+                    let member = &k[prefix.len()..];
+                    if let Some(score) = v.first_chunk::<8>() {
+                        let score = f64::from_bits(u64::from_be_bytes(*score));
+                        batch.delete(encoding::score_key(key, meta.version, score, member));
+                    }
                     batch.delete(k);
+                }
+            }
+            _ => {
+                for &ns in meta.kind.namespaces() {
+                    for kv in self
+                        .db
+                        .prefix(encoding::element_prefix(ns, key, meta.version))?
+                    {
+                        let (k, _) = kv?;
+                        batch.delete(k);
+                    }
                 }
             }
         }
@@ -391,9 +485,23 @@ impl Keyspace {
         }
     }
 
+    /// Writes a collection's metadata `new` into `batch`, replacing `old`
+    /// (none when the collection is new); an emptied collection (count 0)
+    /// is deleted instead, as Redis deletes empty collections (its
+    /// elements are the caller's to delete).
+    pub fn put_collection(&self, batch: &mut Batch, key: &[u8], old: Option<&Meta>, new: &Meta) {
+        if new.count == 0 {
+            if let Some(old) = old {
+                self.drop_meta_into(batch, key, old);
+            }
+            return;
+        }
+        self.put_meta(batch, key, old, &[&new.encode()], new.expire_at);
+    }
+
     /// Writes `key`'s string record `raw` with deadline `expire_at` into
-    /// `batch`, replacing `old` whatever its type: a hash is deleted with
-    /// its fields first (a string replaces it, as Redis's SET does).
+    /// `batch`, replacing `old` whatever its type: a collection is deleted
+    /// with its elements first (a string replaces it, as Redis's SET does).
     pub fn put_replacing(
         &self,
         batch: &mut Batch,
@@ -403,7 +511,7 @@ impl Keyspace {
         expire_at: Option<u64>,
     ) -> StoreResult<()> {
         let old = match old {
-            Some(o) if o.kind == Kind::Hash => {
+            Some(o) if o.kind != Kind::String => {
                 self.delete_into(batch, key, o)?;
                 None
             }
@@ -485,12 +593,12 @@ impl Keyspace {
         }
     }
 
-    /// One batch of three range deletes, one per namespace of user data:
-    /// O(1) however many keys there are (the engine's merges drop the
-    /// records later).
+    /// One batch of range deletes, one per namespace of user data: O(1)
+    /// however many keys there are (the engine's merges drop the records
+    /// later). The system namespace (the data format record) stays.
     fn delete_namespaces(&self) -> StoreResult<()> {
         let mut batch = Batch::new();
-        for ns in [encoding::META, encoding::HASH, encoding::EXPIRY] {
+        for ns in encoding::DATA_NAMESPACES {
             batch.delete_range([ns], [ns + 1]);
         }
         self.write(batch)

@@ -2,17 +2,34 @@
 //!
 //! # Commands
 //!
-//! Connection/server: `PING ECHO HELLO [2|3 [AUTH u p] [SETNAME n]] QUIT
-//! SELECT 0 COMMAND [COUNT|DOCS|INFO] INFO [section...] DBSIZE FLUSHDB
-//! FLUSHALL TYPE CONFIG GET CLIENT ID|SETNAME|GETNAME|SETINFO TIME SAVE
-//! BGSAVE [SCHEDULE] LASTSAVE` (a save is an engine checkpoint: the `save`
-//! module).
+//! Connection/server: `PING ECHO HELLO [2|3 [AUTH u p] [SETNAME n]] AUTH
+//! [user] pass QUIT SELECT 0 COMMAND [COUNT|DOCS|INFO|LIST|GETKEYS] INFO
+//! [section...|all|everything] DBSIZE FLUSHDB FLUSHALL TYPE CONFIG
+//! GET|SET|RESETSTAT CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|LIST|KILL TIME
+//! SAVE BGSAVE [SCHEDULE] LASTSAVE SLOWLOG GET|LEN|RESET LATENCY
+//! LATEST|HISTORY|RESET|DOCTOR MONITOR SHUTDOWN [NOSAVE|SAVE]` (a save is an
+//! engine checkpoint: the `save` module). Pub/sub: `SUBSCRIBE UNSUBSCRIBE
+//! PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB CHANNELS|NUMSUB|NUMPAT` ([`pubsub`];
+//! delivery between event loops: [`deliver`]). Passwords: [`auth`].
+//! Counters, slow log, latency: [`stats`]. `COMMAND` metadata:
+//! [`cmd::meta`].
 //! Strings: `GET SET [EX|PX|EXAT|PXAT|KEEPTTL] [NX|XX] [GET] SETNX GETSET
 //! MGET MSET DEL UNLINK EXISTS INCR INCRBY DECR DECRBY APPEND STRLEN
 //! GETRANGE`. Keys: `KEYS SCAN [MATCH] [COUNT] [TYPE] EXPIRE PEXPIRE
 //! [NX|XX|GT|LT] TTL PTTL PERSIST`. Hashes: `HSET HSETNX HGET HMGET HMSET
 //! HGETALL HDEL HEXISTS HLEN HKEYS HVALS HINCRBY HSCAN [MATCH] [COUNT]
-//! [NOVALUES]`. Weft: `WEFT.RANGE start end [LIMIT n] [REV]` returns the
+//! [NOVALUES]`. Lists: `LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP [count] LLEN
+//! LRANGE LINDEX LSET LINSERT LREM LTRIM LPOS [RANK] [COUNT] [MAXLEN] LMOVE
+//! RPOPLPUSH LMPOP` (the blocking pops are not built yet). Sets: `SADD SREM
+//! SMEMBERS SISMEMBER SMISMEMBER SCARD SPOP SRANDMEMBER SMOVE SINTER SUNION
+//! SDIFF SINTERSTORE SUNIONSTORE SDIFFSTORE SINTERCARD SSCAN`. Sorted sets:
+//! `ZADD [NX|XX] [GT|LT] [CH] [INCR] ZINCRBY ZREM ZSCORE ZMSCORE ZCARD ZCOUNT
+//! ZLEXCOUNT ZRANGE [BYSCORE|BYLEX] [REV] [LIMIT] [WITHSCORES] ZRANGESTORE
+//! ZRANGEBYSCORE ZREVRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX ZREVRANGE ZRANK
+//! ZREVRANK ZPOPMIN ZPOPMAX ZMPOP ZRANDMEMBER ZREMRANGEBYSCORE
+//! ZREMRANGEBYRANK ZREMRANGEBYLEX ZUNION ZINTER ZDIFF ZUNIONSTORE
+//! ZINTERSTORE ZDIFFSTORE ZINTERCARD ZSCAN` (Redis 7.0's replies in RESP2
+//! and RESP3). Weft: `WEFT.RANGE start end [LIMIT n] [REV]` returns the
 //! string keys in `[start, end)` (empty `end` = no upper bound) with their
 //! values, in key order or reversed, from one engine snapshot (a map under
 //! RESP3, a flat array under RESP2); hashes in the range are skipped.
@@ -22,7 +39,9 @@
 //! cursor`), so keys come back in key order, each live key exactly once.
 //! `DBSIZE` and `INFO keyspace` read counters kept by every write (O(1), as
 //! Redis; opening counts the keys once). User keys are limited to 64 KiB − 9
-//! bytes and a hash's key + field to 64 KiB − 5 (engine key limit).
+//! bytes and a collection's key + field or member to 64 KiB − 13 (a sorted
+//! set's to 64 KiB − 21: the score index adds the score), the engine's key
+//! limit.
 //!
 //! # Threading
 //!
@@ -46,8 +65,11 @@
 //! # Key encoding
 //!
 //! Types and expiry are encoded on the ordered engine as Kvrocks does: one
-//! metadata record per user key (strings inline), one record per hash field,
-//! and an expiry index ordered by deadline. See [`encoding`] for the layout;
+//! metadata record per user key (strings inline; a collection's version
+//! and size), one record per element under the collection's version (a
+//! sorted set also keeps a score index), and an expiry index ordered by
+//! deadline. See [`encoding`] for the layout and `docs/DESIGN.md` §1.9 for
+//! reclamation and the data format upgrade at open;
 //! `KEYS`/`SCAN`/`WEFT.RANGE` read only the metadata namespace, so they list
 //! user keys in bytewise order and never show internal records.
 //!
@@ -97,22 +119,28 @@
 //! reading until the client catches up, so a client that does not read holds
 //! up only itself, not the server's memory.
 
+pub mod auth;
+pub mod clients;
 pub mod cmd;
 mod conn;
+pub mod deliver;
 pub mod encoding;
 mod event_loop;
 pub mod glob;
 pub mod keyspace;
 pub mod locks;
 mod poll;
+pub mod pubsub;
 pub mod resp;
 mod save;
 mod server;
 #[cfg(unix)]
 pub mod signal;
+pub mod stats;
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use save::default_save_dir;
@@ -140,6 +168,10 @@ pub enum Error {
     /// A record the server wrote does not decode (the key, escaped).
     #[error("malformed metadata record of key '{0}'")]
     BadRecord(String),
+    /// The data directory holds server data in a format this build does
+    /// not read (`docs/DESIGN.md` §1.9, "Format versions").
+    #[error("unsupported data directory: {0}")]
+    DataFormat(String),
 }
 
 impl From<keyspace::StoreError> for Error {
@@ -147,6 +179,7 @@ impl From<keyspace::StoreError> for Error {
         match e {
             keyspace::StoreError::Engine(e) => Error::Db(e),
             keyspace::StoreError::BadMeta(k) => Error::BadRecord(k.escape_ascii().to_string()),
+            keyspace::StoreError::Unsupported(m) => Error::DataFormat(m),
         }
     }
 }
@@ -228,8 +261,38 @@ pub struct Config {
     /// docs). Default `None`: `<dir>-checkpoints` beside the data directory
     /// ([`default_save_dir`]).
     pub save_dir: Option<PathBuf>,
+    /// The password clients must give (`AUTH`, `HELLO ... AUTH`) before
+    /// anything else; `None` (default): no password, as Redis's
+    /// `requirepass ""`. `CONFIG SET requirepass` changes it at run time.
+    pub requirepass: Option<String>,
+    /// Redis's `client-output-buffer-limit pubsub`: a subscriber (or
+    /// `MONITOR` client) whose unsent output passes the hard limit, or
+    /// stays over the soft limit for the soft seconds, is disconnected.
+    /// Default 32 MiB, 8 MiB, 60 s (Redis's).
+    pub pubsub_output_limit: OutputLimit,
     /// Engine options.
     pub db_options: weft::Options,
+}
+
+/// One class of Redis's `client-output-buffer-limit`; zero turns a limit
+/// off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimit {
+    /// Bytes past which the client is disconnected at once.
+    pub hard: u64,
+    /// Bytes the client may stay above for `soft_seconds` only.
+    pub soft: u64,
+    /// Seconds over `soft` allowed.
+    pub soft_seconds: u64,
+}
+
+impl OutputLimit {
+    /// Redis's default for the pub/sub class.
+    pub const PUBSUB_DEFAULT: OutputLimit = OutputLimit {
+        hard: 32 << 20,
+        soft: 8 << 20,
+        soft_seconds: 60,
+    };
 }
 
 impl Default for Config {
@@ -246,6 +309,8 @@ impl Default for Config {
             threads: default_threads(),
             busy_poll: DEFAULT_BUSY_POLL,
             save_dir: None,
+            requirepass: None,
+            pubsub_output_limit: OutputLimit::PUBSUB_DEFAULT,
             db_options: weft::Options::default(),
         }
     }
@@ -278,15 +343,14 @@ fn threads_for(cores: usize) -> usize {
     (cores / 2).max(1)
 }
 
-/// Server-wide counters (INFO stats).
+/// Server-wide counters (INFO stats), written per connection, never per
+/// command (commands are counted per loop: [`stats`]).
 #[derive(Debug)]
 pub struct Counters {
     /// Connections accepted.
     pub connections: AtomicU64,
     /// Connections refused (maxclients).
     pub rejected: AtomicU64,
-    /// Commands run.
-    pub commands: AtomicU64,
     /// Open connections.
     pub connected: AtomicU64,
     /// The id of the next client (`CLIENT ID`); ids start at 1.
@@ -298,7 +362,6 @@ impl Default for Counters {
         Counters {
             connections: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
-            commands: AtomicU64::new(0),
             connected: AtomicU64::new(0),
             next_client_id: AtomicU64::new(1),
         }
@@ -318,7 +381,139 @@ pub struct Shared {
     /// Start time.
     pub started: Instant,
     /// `SAVE` / `BGSAVE` state.
-    pub(crate) saves: std::sync::Arc<save::Saves>,
+    pub(crate) saves: Arc<save::Saves>,
+    /// Every loop's mailbox: the delivery primitive ([`deliver`]).
+    pub postal: deliver::Postal,
+    /// Pub/sub subscriptions.
+    pub hub: pubsub::Hub,
+    /// Open connections (`CLIENT`), `MONITOR` clients.
+    pub clients: clients::Registry,
+    /// The password and the guessing gate.
+    pub auth: auth::Auth,
+    /// Per-loop command counters, slow log, latency monitor.
+    pub stats: stats::Stats,
+    /// Settings `CONFIG SET` may change.
+    pub runtime: Runtime,
+    /// Fired by `SHUTDOWN` (and [`ShutdownHandle`]).
+    pub(crate) stop: Arc<server::Stop>,
+    /// A random id of this run (`INFO server` `run_id`).
+    pub run_id: String,
+}
+
+/// Settings `CONFIG SET` changes while the server runs (read with relaxed
+/// loads where they are used).
+#[derive(Debug)]
+pub struct Runtime {
+    /// `maxclients`.
+    pub maxclients: AtomicUsize,
+    /// `timeout`, milliseconds; 0: never.
+    pub timeout_ms: AtomicU64,
+    /// `client-output-buffer-limit pubsub`: hard, soft, soft seconds.
+    pub pubsub_limit: [AtomicU64; 3],
+}
+
+impl Runtime {
+    fn new(c: &Config) -> Runtime {
+        let l = c.pubsub_output_limit;
+        Runtime {
+            maxclients: AtomicUsize::new(c.maxclients),
+            timeout_ms: AtomicU64::new(c.timeout.map_or(0, |d| (d.as_millis() as u64).max(1))),
+            pubsub_limit: [
+                AtomicU64::new(l.hard),
+                AtomicU64::new(l.soft),
+                AtomicU64::new(l.soft_seconds),
+            ],
+        }
+    }
+
+    /// The idle timeout.
+    pub fn timeout(&self) -> Option<Duration> {
+        match self.timeout_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    /// The pub/sub output limit.
+    pub fn pubsub_limit(&self) -> OutputLimit {
+        let [h, s, t] = &self.pubsub_limit;
+        OutputLimit {
+            hard: h.load(Ordering::Relaxed),
+            soft: s.load(Ordering::Relaxed),
+            soft_seconds: t.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Sets the pub/sub output limit.
+    pub fn set_pubsub_limit(&self, l: OutputLimit) {
+        let [h, s, t] = &self.pubsub_limit;
+        h.store(l.hard, Ordering::Relaxed);
+        s.store(l.soft, Ordering::Relaxed);
+        t.store(l.soft_seconds, Ordering::Relaxed);
+    }
+}
+
+impl Shared {
+    /// The state of a server over `ks` with `config`, bound to `port`.
+    pub(crate) fn new(
+        ks: keyspace::Keyspace,
+        config: Config,
+        port: u16,
+        stop: Arc<server::Stop>,
+    ) -> Result<Shared, Error> {
+        let save_dir =
+            (config.save_dir.clone()).unwrap_or_else(|| save::default_save_dir(&config.dir));
+        let loops = config.threads.max(1);
+        Ok(Shared {
+            ks,
+            port,
+            counters: Counters::default(),
+            started: Instant::now(),
+            saves: Arc::new(save::Saves::new(save_dir)),
+            postal: deliver::Postal::new(loops).map_err(|e| Error::io("creating an eventfd", e))?,
+            hub: pubsub::Hub::default(),
+            clients: clients::Registry::default(),
+            auth: auth::Auth::new(config.requirepass.as_deref().map(str::as_bytes)),
+            stats: stats::Stats::new(loops, cmd::COMMANDS.len()),
+            runtime: Runtime::new(&config),
+            stop,
+            run_id: random_run_id(),
+            config,
+        })
+    }
+
+    /// Commands processed (summed over the loops).
+    pub fn commands_processed(&self) -> u64 {
+        self.stats.commands().iter().map(|c| c.calls).sum()
+    }
+}
+
+/// 40 hex digits, different every run (Redis's `run_id`).
+fn random_run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut s = String::with_capacity(40);
+    let mut i = 0u64;
+    while s.len() < 40 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(i);
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        s.push_str(&format!("{:016x}", h.finish()));
+        i += 1;
+    }
+    s.truncate(40);
+    s
+}
+
+/// True when `bind` reaches beyond this machine (not a loopback address).
+pub fn exposed(bind: &str) -> bool {
+    match bind.parse::<std::net::IpAddr>() {
+        Ok(ip) => !ip.is_loopback(),
+        Err(_) => bind != "localhost",
+    }
 }
 
 #[cfg(test)]
@@ -333,5 +528,17 @@ mod tests {
         assert_eq!(threads_for(4), 2);
         assert_eq!(threads_for(8), 4);
         assert_eq!(threads_for(64), 32);
+    }
+
+    #[test]
+    fn loopback_binds_are_not_exposed() {
+        assert!(!exposed("127.0.0.1"));
+        assert!(!exposed("127.0.0.2"));
+        assert!(!exposed("::1"));
+        assert!(!exposed("localhost"));
+        assert!(exposed("0.0.0.0"));
+        assert!(exposed("::"));
+        assert!(exposed("192.168.1.5"));
+        assert!(exposed("example.org"));
     }
 }

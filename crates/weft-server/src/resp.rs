@@ -455,6 +455,30 @@ impl Out {
         self.line(b'*', n as i64);
     }
 
+    /// A push header of `n` elements (RESP3 `>`; RESP2: an array):
+    /// pub/sub messages and subscription replies.
+    pub fn push(&mut self, n: usize) {
+        self.line(if self.resp3 { b'>' } else { b'*' }, n as i64);
+    }
+
+    /// A set header of `n` elements (RESP3 `~`, RESP2 an array).
+    pub fn set(&mut self, n: usize) {
+        self.line(if self.resp3 { b'~' } else { b'*' }, n as i64);
+    }
+
+    /// A double as Redis 7.0 replies one (`addReplyDouble`): RESP3 `,`,
+    /// RESP2 a bulk string; `%.17g`, with `inf` and `-inf` spelled so.
+    pub fn double(&mut self, d: f64) {
+        let text = format_double(d);
+        if self.resp3 {
+            self.buf.push(b',');
+            self.buf.extend_from_slice(text.as_bytes());
+            self.buf.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(text.as_bytes());
+        }
+    }
+
     /// A map header of `n` pairs (RESP2: an array of `2n`).
     pub fn map(&mut self, n: usize) {
         if self.resp3 {
@@ -475,6 +499,67 @@ impl Out {
         self.buf.extend_from_slice(text.as_bytes());
         self.buf.extend_from_slice(b"\r\n");
     }
+}
+
+/// A double in C's `%.17g` (what Redis 7.0 replies and stores as text):
+/// 17 significant digits, scientific notation below 1e-4 and from 1e17,
+/// trailing zeros dropped; `inf`, `-inf`, `nan` spelled as Redis does.
+pub fn format_double(d: f64) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if d.is_nan() {
+        return "nan".into();
+    }
+    if d == 0.0 {
+        return if d.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    // `{:.16e}` is the 17 significant digits %.17g rounds to, with the
+    // decimal exponent %g uses to pick a style.
+    let sci = format!("{d:.16e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let negative = mantissa.starts_with('-');
+    let digits: String = mantissa.chars().filter(|c| c.is_ascii_digit()).collect();
+    let digits = digits.trim_end_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    let mut out = String::new();
+    if negative {
+        out.push('-');
+    }
+    if !(-4..17).contains(&exp) {
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        out.push(if exp < 0 { '-' } else { '+' });
+        let e = exp.unsigned_abs();
+        if e < 10 {
+            out.push('0');
+        }
+        out.push_str(&e.to_string());
+    } else if exp < 0 {
+        out.push_str("0.");
+        for _ in 0..(-exp - 1) {
+            out.push('0');
+        }
+        out.push_str(digits);
+    } else {
+        let int_len = exp as usize + 1;
+        if digits.len() <= int_len {
+            out.push_str(digits);
+            for _ in digits.len()..int_len {
+                out.push('0');
+            }
+        } else {
+            out.push_str(&digits[..int_len]);
+            out.push('.');
+            out.push_str(&digits[int_len..]);
+        }
+    }
+    out
 }
 
 fn itoa_buf(n: i64) -> Vec<u8> {
@@ -510,6 +595,61 @@ mod tests {
             out.push(a);
         }
         Ok(out)
+    }
+
+    /// `%.17g` from the C library, the reference.
+    fn c_format(d: f64) -> String {
+        let mut buf = [0u8; 64];
+        // SAFETY: `buf` is writable for its length, which is passed as the
+        // limit; the format is a NUL-terminated literal taking one double.
+        let n = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), d) };
+        String::from_utf8(buf[..n as usize].to_vec()).unwrap()
+    }
+
+    #[test]
+    fn doubles_format_as_c_does() {
+        let mut samples = vec![
+            0.0,
+            1.0,
+            -1.0,
+            1.1,
+            0.1,
+            1.5,
+            100.0,
+            1e16,
+            1e17,
+            1.5e17,
+            123456789012345678.0,
+            1e-4,
+            1.5e-4,
+            1e-5,
+            0.00012345,
+            -2.5e-7,
+            1e300,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+            3.0 / 7.0,
+            -123.456,
+            9007199254740993.0,
+            0.3,
+        ];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let d = f64::from_bits(x);
+            if d.is_finite() {
+                samples.push(d);
+            }
+            samples.push((x % 2_000_001) as f64 / 1000.0 - 1000.0);
+        }
+        for d in samples {
+            assert_eq!(format_double(d), c_format(d), "{d:e}");
+        }
+        assert_eq!(format_double(f64::INFINITY), "inf");
+        assert_eq!(format_double(f64::NEG_INFINITY), "-inf");
     }
 
     fn v(items: &[&str]) -> Args {

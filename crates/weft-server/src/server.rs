@@ -5,12 +5,12 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
 use crate::keyspace::Keyspace;
-use crate::{event_loop, Config, Counters, Error, Shared, SyncMode};
+use crate::{event_loop, Config, Error, Shared, SyncMode};
 
 const EXPIRE_EVERY: Duration = Duration::from_millis(100);
 const EXPIRE_BATCH: usize = 1000;
@@ -28,7 +28,7 @@ impl Stop {
         self.flag.load(Ordering::Acquire)
     }
 
-    fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.flag.store(true, Ordering::Release);
         let _g = self.lock.lock();
         self.cv.notify_all();
@@ -107,21 +107,17 @@ impl Server {
             .db_options
             .clone()
             .manual_wal_flush(config.sync != SyncMode::Always);
+        if crate::exposed(&config.bind) && config.requirepass.is_none() {
+            warn_exposed(addr);
+        }
         let db = weft::Db::open(&config.dir, db_options)?;
-        let save_dir =
-            (config.save_dir.clone()).unwrap_or_else(|| crate::save::default_save_dir(&config.dir));
-        let shared = Arc::new(Shared {
-            ks: Keyspace::new(db, config.sync)?,
-            config,
-            port: addr.port(),
-            counters: Counters::default(),
-            started: Instant::now(),
-            saves: Arc::new(crate::save::Saves::new(save_dir)),
-        });
+        let stop = Arc::new(Stop::default());
+        let ks = Keyspace::new(db, config.sync)?;
+        let shared = Arc::new(Shared::new(ks, config, addr.port(), Arc::clone(&stop))?);
         Ok(Server {
             listener,
             shared,
-            stop: Arc::new(Stop::default()),
+            stop,
             addr,
         })
     }
@@ -206,6 +202,18 @@ impl Server {
         closed?;
         failed.map_or(Ok(()), Err)
     }
+}
+
+/// The warning a server reachable from other machines without a password
+/// prints at start: anyone who can reach the port can read, change and
+/// delete every key, and `SHUTDOWN` the server.
+fn warn_exposed(addr: SocketAddr) {
+    eprintln!(
+        "weft serve: WARNING: listening on {addr}, beyond loopback, WITHOUT A PASSWORD.\n\
+         weft serve: WARNING: anyone who can reach this port can read, change and delete every \
+         key and shut the server down.\n\
+         weft serve: WARNING: set --requirepass (or CONFIG SET requirepass), or --bind 127.0.0.1."
+    );
 }
 
 fn spawn_bg(

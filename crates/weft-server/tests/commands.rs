@@ -43,7 +43,9 @@ fn connection_commands() {
         r.cmd(&["COMMAND", "COUNT"]),
         V::Int(weft_server::cmd::COMMANDS.len() as i64)
     );
-    assert_eq!(r.cmd(&["COMMAND", "DOCS"]), V::Array(vec![]));
+    assert!(
+        matches!(r.cmd(&["COMMAND", "DOCS"]), V::Array(d) if d.len() == 2 * weft_server::cmd::COMMANDS.len())
+    );
     match r.cmd(&["COMMAND"]) {
         V::Array(a) => assert_eq!(a.len(), weft_server::cmd::COMMANDS.len()),
         other => panic!("{other:?}"),

@@ -108,14 +108,19 @@ pub enum Error {
     /// transaction was written. Run the transaction again from the start
     /// (`Db::transact` does, up to a bound); see `docs/DESIGN.md` §4.12.
     #[error(
-        "transaction conflict: key \"{}\" was written after the transaction's snapshot; \
+        "transaction conflict: key \"{}\"{} was written after the transaction's snapshot; \
          nothing was committed, retry the transaction",
-        key.escape_ascii()
+        key.escape_ascii(),
+        keyspace_words(keyspace)
     )]
     Conflict {
-        /// The first tracked key found changed (bytes; the message escapes
-        /// it for printing).
+        /// The first tracked key found changed, as the transaction named
+        /// it: the key within its keyspace (bytes; the message escapes it
+        /// for printing).
         key: Vec<u8>,
+        /// The name of the key's keyspace (`"default"` for the plain
+        /// [`crate::Db`] keys; see `Transaction::put_in`).
+        keyspace: String,
     },
 }
 
@@ -165,6 +170,16 @@ impl Error {
     /// ```
     pub fn is_conflict(&self) -> bool {
         matches!(self, Error::Conflict { .. })
+    }
+}
+
+/// " of keyspace \"name\"" in a conflict's message, nothing for the
+/// default keyspace (whose messages stay as they were before keyspaces).
+fn keyspace_words(keyspace: &str) -> String {
+    if keyspace == crate::db::DEFAULT_KEYSPACE {
+        String::new()
+    } else {
+        format!(" of keyspace \"{}\"", keyspace.escape_default())
     }
 }
 

@@ -66,8 +66,8 @@ pub use compaction_filter::{CompactionFilter, FilterDecision, FilterEntry};
 pub use compression::Compression;
 pub use db::{
     ChangeFeed, ChangeGroup, ChangeOp, CheckReport, CheckpointInfo, Db, DbIterator, FeedLimit,
-    Keyspace, Range, Transaction, TransactionOptions, TransactionRange, DEFAULT_KEYSPACE,
-    DEFAULT_TRANSACTION_ATTEMPTS,
+    Keyspace, KeyspaceOp, Range, Transaction, TransactionOptions, TransactionRange,
+    DEFAULT_KEYSPACE, DEFAULT_TRANSACTION_ATTEMPTS,
 };
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_SIZE, MAX_VALUE_SIZE};

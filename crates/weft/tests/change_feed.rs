@@ -564,3 +564,128 @@ fn a_tailing_reader_sees_every_logged_batch_in_order() {
     assert_eq!(ops_seen + unlogged_ops.load(Ordering::Relaxed), last);
     assert!(next <= last + 1);
 }
+
+/// The feed read through `ChangeOp::keyspace_op` rebuilds every keyspace:
+/// replaying it by keyspace id, with keys as handles take them, gives each
+/// live keyspace's content, and a default range delete never reaches into
+/// another keyspace (it is cut around the reserved span before logging).
+#[test]
+fn keyspace_ops_replay_every_keyspace() {
+    use weft::KeyspaceOp;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let mut rng = rng(39);
+    let names = ["a", "b", "c"];
+    for step in 0..400 {
+        let name = names[rng.gen_range(0..names.len())];
+        match rng.gen_range(0..20) {
+            0 => {
+                if db.keyspaces().iter().any(|n| n == name) {
+                    db.drop_keyspace(name).unwrap();
+                }
+            }
+            1 => db.delete_range("k", "l").unwrap(),
+            2..=5 => {
+                let ks = db.keyspace(name).unwrap();
+                let mut txn = db.transaction();
+                txn.put_in(
+                    &ks,
+                    format!("k{:02}", rng.gen_range(0..20)),
+                    format!("{step}"),
+                )
+                .unwrap();
+                txn.delete(format!("k{:02}", rng.gen_range(0..20))).unwrap();
+                txn.commit().unwrap();
+            }
+            6..=8 => {
+                let ks = db.keyspace(name).unwrap();
+                let a = rng.gen_range(0..20);
+                ks.delete_range(format!("k{a:02}"), format!("k{:02}", a + 5))
+                    .unwrap();
+            }
+            _ => {
+                let ks = db.keyspace(name).unwrap();
+                let mut batch = WriteBatch::new();
+                batch
+                    .put_in(
+                        &ks,
+                        format!("k{:02}", rng.gen_range(0..20)),
+                        format!("{step}"),
+                    )
+                    .put(format!("k{:02}", rng.gen_range(0..20)), format!("{step}"));
+                db.write(batch, &WriteOptions::default()).unwrap();
+            }
+        }
+    }
+    // Replay by keyspace id.
+    let mut by_id: BTreeMap<u32, BTreeMap<Vec<u8>, Vec<u8>>> = BTreeMap::new();
+    let mut names_by_id: BTreeMap<u32, String> = BTreeMap::new();
+    let (mut created, mut dropped) = (0, 0);
+    for group in db.changes_from(1, FeedLimit::Visible).unwrap() {
+        for op in group.unwrap().ops() {
+            match op.keyspace_op() {
+                KeyspaceOp::Put {
+                    keyspace,
+                    key,
+                    value,
+                } => {
+                    by_id
+                        .entry(keyspace)
+                        .or_default()
+                        .insert(key.to_vec(), value.to_vec());
+                }
+                KeyspaceOp::Delete { keyspace, key } => {
+                    by_id.entry(keyspace).or_default().remove(key);
+                }
+                KeyspaceOp::DeleteRange {
+                    keyspace,
+                    start,
+                    end,
+                } => {
+                    by_id.entry(keyspace).or_default().retain(|k, _| {
+                        k.as_slice() < start || end.is_some_and(|e| k.as_slice() >= e)
+                    });
+                }
+                KeyspaceOp::Created { name, id } => {
+                    created += 1;
+                    names_by_id.insert(id, name.to_string());
+                }
+                KeyspaceOp::Dropped { name } => {
+                    dropped += 1;
+                    names_by_id.retain(|_, n| n != name);
+                }
+                KeyspaceOp::Registry => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+    assert!(
+        created > 3 && dropped > 0,
+        "created {created}, dropped {dropped}"
+    );
+    names_by_id.insert(0, "default".into());
+    let live: Vec<String> = names_by_id.values().cloned().collect();
+    let mut listed = db.keyspaces();
+    listed.sort();
+    let mut live_sorted = live.clone();
+    live_sorted.sort();
+    assert_eq!(live_sorted, listed);
+    for (id, name) in &names_by_id {
+        let ks = db.keyspace(name).unwrap();
+        assert_eq!(ks.id(), *id);
+        assert_eq!(db.keyspace_name(*id).as_deref(), Some(name.as_str()));
+        let got: Vec<(Vec<u8>, Vec<u8>)> = ks
+            .range::<&[u8], _>(..)
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        let want: Vec<(Vec<u8>, Vec<u8>)> = by_id
+            .get(id)
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            got, want,
+            "keyspace {name} (id {id}) replayed from the feed"
+        );
+    }
+}

@@ -114,7 +114,7 @@ fn a_plain_write_after_begin_conflicts_with_a_tracked_key() {
     txn.put("out", "x").unwrap();
     db.put("read", "2").unwrap();
     match txn.commit() {
-        Err(Error::Conflict { key }) => assert_eq!(key, b"read"),
+        Err(Error::Conflict { key, .. }) => assert_eq!(key, b"read"),
         other => panic!("expected a conflict on \"read\", got {other:?}"),
     }
     assert_eq!(db.get("out").unwrap(), None, "a failed commit wrote");
@@ -123,7 +123,7 @@ fn a_plain_write_after_begin_conflicts_with_a_tracked_key() {
     txn.put("written", "mine").unwrap();
     db.delete("written").unwrap();
     let err = txn.commit().unwrap_err();
-    assert!(matches!(&err, Error::Conflict { key } if key == b"written"));
+    assert!(matches!(&err, Error::Conflict { key, .. } if key == b"written"));
     assert!(err.to_string().contains("\"written\""), "{err}");
     assert_eq!(db.get("written").unwrap(), None);
     // A key absent at the snapshot, put and deleted since: still a
@@ -158,7 +158,7 @@ fn a_range_delete_over_a_tracked_key_conflicts() {
             _ => {}
         }
         match txn.commit() {
-            Err(Error::Conflict { key }) => assert_eq!(key, b"k5", "{stage}"),
+            Err(Error::Conflict { key, .. }) => assert_eq!(key, b"k5", "{stage}"),
             other => panic!("{stage}: expected a conflict on \"k5\", got {other:?}"),
         }
         assert_eq!(
@@ -319,6 +319,236 @@ fn transact_retries_conflicts_up_to_the_bound() {
         .unwrap();
     assert_eq!((runs, value), (2, 20));
     assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"mine"[..]));
+}
+
+// -------------------------------------------------------- keyspaces ----
+
+/// The same user key in the default keyspace and two others: each read
+/// sees its own keyspace's pending write and snapshot value, ranges merge
+/// only their keyspace's writes, and the default keyspace's reads never
+/// see the others' pending writes under the reserved prefix.
+#[test]
+fn keyspace_reads_see_their_own_keyspace_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (a, b) = (db.keyspace("a").unwrap(), db.keyspace("b").unwrap());
+    db.put("k", "default-old").unwrap();
+    a.put("k", "a-old").unwrap();
+    a.put("m", "a-old").unwrap();
+    b.put("z", "b-old").unwrap();
+    let mut txn = db.transaction();
+    // After the snapshot: unseen.
+    a.put("late", "x").unwrap();
+    txn.put_in(&a, "k", "a-new").unwrap();
+    txn.delete_in(&a, "m").unwrap();
+    txn.put_in(&b, "k", "b-new").unwrap();
+    txn.put("n", "default-new").unwrap();
+    assert_eq!(txn.get("k").unwrap().as_deref(), Some(&b"default-old"[..]));
+    assert_eq!(txn.get_in(&a, "k").unwrap().as_deref(), Some(&b"a-new"[..]));
+    assert_eq!(txn.get_in(&b, "k").unwrap().as_deref(), Some(&b"b-new"[..]));
+    assert_eq!(txn.get_in(&a, "m").unwrap(), None);
+    assert_eq!(txn.get_in(&b, "n").unwrap(), None);
+    // The default handle is the plain API.
+    let default = db.keyspace("default").unwrap();
+    assert_eq!(
+        txn.get_in(&default, "n").unwrap().as_deref(),
+        Some(&b"default-new"[..])
+    );
+    assert_eq!(
+        pairs(txn.range_in::<&str, _>(&a, ..).unwrap()),
+        s(&[("k", "a-new")])
+    );
+    assert_eq!(
+        pairs(txn.range_in(&b, "a".."zz").unwrap()),
+        s(&[("k", "b-new"), ("z", "b-old")])
+    );
+    assert_eq!(
+        pairs(txn.range_in(&b, "l"..).unwrap()),
+        s(&[("z", "b-old")])
+    );
+    assert_eq!(
+        pairs(txn.range::<&[u8], _>(..).unwrap()),
+        s(&[("k", "default-old"), ("n", "default-new")])
+    );
+    // The default keyspace's view of another keyspace's stored key: a
+    // miss, though the transaction holds a pending write there.
+    let mut stored = b"\xffWKS".to_vec();
+    stored.extend_from_slice(&1u32.to_be_bytes());
+    stored.extend_from_slice(b"k");
+    assert_eq!(txn.get(&stored).unwrap(), None);
+    assert_eq!(txn.get_for_update(&stored).unwrap(), None);
+    assert!(matches!(
+        txn.put(&stored, "x"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        txn.delete(&stored),
+        Err(Error::InvalidArgument(_))
+    ));
+    txn.commit().unwrap();
+    assert_eq!(a.get("k").unwrap().as_deref(), Some(&b"a-new"[..]));
+    assert_eq!(a.get("m").unwrap(), None);
+    assert_eq!(b.get("k").unwrap().as_deref(), Some(&b"b-new"[..]));
+    assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"default-old"[..]));
+    assert_eq!(db.get("n").unwrap().as_deref(), Some(&b"default-new"[..]));
+}
+
+/// A write in one keyspace never conflicts with the same user key tracked
+/// in another; one in the same keyspace does, and the conflict names the
+/// key within its keyspace and the keyspace.
+#[test]
+fn keyspace_conflicts_are_per_keyspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (a, b) = (db.keyspace("a").unwrap(), db.keyspace("b").unwrap());
+    let mut txn = db.transaction();
+    txn.get_for_update_in(&a, "read").unwrap();
+    txn.put_in(&a, "written", "mine").unwrap();
+    // The same user keys, elsewhere.
+    b.put("read", "x").unwrap();
+    b.put("written", "x").unwrap();
+    db.put("read", "x").unwrap();
+    db.put("written", "x").unwrap();
+    txn.commit().unwrap();
+    assert_eq!(a.get("written").unwrap().as_deref(), Some(&b"mine"[..]));
+
+    for (tracked, by) in [("read", "a put"), ("written", "a delete")] {
+        let mut txn = db.transaction();
+        txn.get_for_update_in(&a, "read").unwrap();
+        txn.put_in(&a, "written", "again").unwrap();
+        txn.put_in(&b, "other", "never").unwrap();
+        if by == "a put" {
+            a.put(tracked, "theirs").unwrap();
+        } else {
+            a.delete(tracked).unwrap();
+        }
+        let err = txn.commit().unwrap_err();
+        match &err {
+            Error::Conflict { key, keyspace } => {
+                assert_eq!(
+                    (key.as_slice(), keyspace.as_str()),
+                    (tracked.as_bytes(), "a")
+                )
+            }
+            other => panic!("expected a conflict on a/{tracked}, got {other:?}"),
+        }
+        assert!(err.to_string().contains("of keyspace \"a\""), "{err}");
+        assert_eq!(b.get("other").unwrap(), None, "a failed commit wrote");
+    }
+    // A range delete in the keyspace over a tracked key conflicts too.
+    let mut txn = db.transaction();
+    txn.put_in(&a, "written", "again").unwrap();
+    a.delete_range("w", "x").unwrap();
+    assert!(txn.commit().unwrap_err().is_conflict());
+    // A default-keyspace conflict still names "default".
+    let mut txn = db.transaction();
+    txn.put("written", "mine").unwrap();
+    db.put("written", "theirs").unwrap();
+    match txn.commit() {
+        Err(Error::Conflict { key, keyspace }) => {
+            assert_eq!(
+                (key.as_slice(), keyspace.as_str()),
+                (&b"written"[..], "default")
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A committed transaction is one batch across keyspaces (it survives a
+/// reopen whole); a rolled-back one leaves nothing anywhere.
+#[test]
+fn keyspace_commits_are_atomic_and_rollbacks_leave_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (a, b) = (db.keyspace("a").unwrap(), db.keyspace("b").unwrap());
+    let mut txn = db.transaction();
+    txn.put_in(&a, "x", "1").unwrap();
+    txn.put_in(&b, "y", "2").unwrap();
+    txn.put("z", "3").unwrap();
+    txn.rollback();
+    let mut txn = db.transaction();
+    txn.put_in(&a, "gone", "1").unwrap();
+    drop(txn);
+    assert!(a.range::<&str, _>(..).unwrap().next().is_none());
+    assert!(b.range::<&str, _>(..).unwrap().next().is_none());
+    assert!(db.range::<&str, _>(..).unwrap().next().is_none());
+
+    let feed_from = db.snapshot().sequence() + 1;
+    db.transact(|txn| {
+        txn.put_in(&a, "x", "1")?;
+        txn.put_in(&b, "y", "2")?;
+        txn.put("z", "3")
+    })
+    .unwrap();
+    // One group in the change feed: one batch.
+    let feed = db.changes_from(feed_from, FeedLimit::Visible).unwrap();
+    let groups: Vec<_> = feed.map(|g| g.unwrap()).collect();
+    assert_eq!(groups.len(), 1, "the commit was not one batch");
+    assert_eq!(groups[0].ops().len(), 3);
+    // Handles keep the database open, as clones of it do.
+    drop((a, b, db));
+    let db = open(dir.path());
+    let (a, b) = (db.keyspace("a").unwrap(), db.keyspace("b").unwrap());
+    assert_eq!(a.get("x").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(b.get("y").unwrap().as_deref(), Some(&b"2"[..]));
+    assert_eq!(db.get("z").unwrap().as_deref(), Some(&b"3"[..]));
+}
+
+/// A dropped keyspace's handle fails every transaction call, and a
+/// transaction that wrote to a keyspace dropped before its commit writes
+/// nothing anywhere, even under the name created again.
+#[test]
+fn a_dropped_keyspace_fails_transactions_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (tmp, keep) = (db.keyspace("tmp").unwrap(), db.keyspace("keep").unwrap());
+    tmp.put("k", "v").unwrap();
+    let mut txn = db.transaction();
+    txn.put_in(&tmp, "k", "mine").unwrap();
+    txn.put_in(&keep, "k", "mine").unwrap();
+    txn.put("k", "mine").unwrap();
+    db.drop_keyspace("tmp").unwrap();
+    assert!(matches!(
+        txn.get_in(&tmp, "k"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        txn.get_for_update_in(&tmp, "k"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        txn.put_in(&tmp, "k", "v"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        txn.delete_in(&tmp, "k"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        txn.range_in::<&str, _>(&tmp, ..),
+        Err(Error::InvalidArgument(_))
+    ));
+    let err = txn.commit().unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("tmp")),
+        "{err:?}"
+    );
+    assert_eq!(keep.get("k").unwrap(), None);
+    assert_eq!(db.get("k").unwrap(), None);
+    let again = db.keyspace("tmp").unwrap();
+    assert_eq!(again.get("k").unwrap(), None);
+    // The retry helper returns the error at once: it is no conflict.
+    let mut runs = 0;
+    let r = db.transact(|txn| {
+        runs += 1;
+        txn.put_in(&tmp, "k", "v")
+    });
+    assert!(matches!(r, Err(Error::InvalidArgument(_))));
+    assert_eq!(runs, 1);
+    // The new keyspace works in transactions.
+    db.transact(|txn| txn.put_in(&again, "k", "new")).unwrap();
+    assert_eq!(again.get("k").unwrap().as_deref(), Some(&b"new"[..]));
 }
 
 // --------------------------------------------------------------- model ----

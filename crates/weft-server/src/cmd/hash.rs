@@ -1,22 +1,25 @@
-//! Hash commands: a metadata record (type, deadline, field count) plus one
-//! engine record per field. Every write is one atomic batch under the key's
+//! Hash commands: a metadata record (type, deadline, version, field count)
+//! plus one engine record per field under the version. Every write is one atomic batch under the key's
 //! stripe lock; multi-field reads use one snapshot.
 
 use std::collections::HashSet;
 
 use weft::ReadOptions;
 
-use super::{cursor_arg, err, int_arg, scan_opts, CmdError, CmdResult, Ctx, OVERFLOW, WRONGTYPE};
-use crate::encoding::{self, Kind};
-use crate::glob;
-use crate::keyspace::{Batch, Entry, Keyspace};
+use super::coll::{load_meta, or_new, read_meta};
+use super::{cursor_arg, int_arg, scan_opts, CmdError, CmdResult, Ctx, OVERFLOW};
+use crate::encoding::{self, Kind, Meta};
+use crate::keyspace::{Batch, Keyspace};
 
-/// Reads a hash's entry at `opts`; `Ok(None)` when absent, WRONGTYPE for a string.
-fn hash_entry(ks: &Keyspace, key: &[u8], opts: &ReadOptions) -> Result<Option<Entry>, CmdError> {
-    match ks.get(key, opts)? {
-        Some(e) if e.meta.kind != Kind::Hash => err(WRONGTYPE),
-        e => Ok(e),
-    }
+/// Reads a hash's metadata at `opts`; `Ok(None)` when absent, WRONGTYPE
+/// for another type.
+fn hash_entry(ks: &Keyspace, key: &[u8], opts: &ReadOptions) -> Result<Option<Meta>, CmdError> {
+    read_meta(ks, key, Kind::Hash, opts)
+}
+
+/// The engine key of `field` of the hash `meta` describes.
+fn field_key(key: &[u8], meta: &Meta, field: &[u8]) -> Vec<u8> {
+    encoding::element_key(encoding::HASH, key, meta.version, field)
 }
 
 /// Sets field/value pairs; returns how many fields were new.
@@ -29,37 +32,26 @@ fn set_fields(
     let ks = &ctx.shared.ks;
     let _g = ks.locks.lock(key);
     let mut batch = Batch::new();
-    let old = ks.load_for_write(key, &mut batch)?;
-    if old.as_ref().is_some_and(|e| e.meta.kind != Kind::Hash) {
-        return err(WRONGTYPE);
-    }
-    let mut count = old.as_ref().map_or(0, |e| e.meta.count);
+    let old = load_meta(ks, key, Kind::Hash, &mut batch)?;
+    let mut meta = or_new(old, Kind::Hash);
     let mut seen: HashSet<&[u8]> = HashSet::new();
     let mut added = 0;
     for p in pairs.chunks(2) {
         let (f, v) = (&p[0], &p[1]);
-        let fk = encoding::field_key(key, f);
+        let fk = field_key(key, &meta, f);
         let exists = seen.contains(f.as_slice()) || (old.is_some() && ks.db.get(&fk)?.is_some());
         if exists && only_new {
             continue;
         }
         if !exists {
-            count += 1;
+            meta.count += 1;
             added += 1;
         }
         seen.insert(f);
         batch.put(fk, v);
     }
     if added > 0 {
-        let expire_at = old.as_ref().and_then(|e| e.meta.expire_at);
-        let raw = encoding::encode_hash(count, expire_at);
-        ks.put_meta(
-            &mut batch,
-            key,
-            old.as_ref().map(|e| &e.meta),
-            &[&raw],
-            expire_at,
-        );
+        ks.put_collection(&mut batch, key, old.as_ref(), &meta);
     }
     ks.write(batch)?;
     Ok(added)
@@ -99,7 +91,7 @@ pub fn hget(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let snap = ks.db.snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
     let v = match hash_entry(ks, &a[1], &opts)? {
-        Some(_) => ks.db.get_opt(encoding::field_key(&a[1], &a[2]), &opts)?,
+        Some(m) => ks.db.get_opt(field_key(&a[1], &m, &a[2]), &opts)?,
         None => None,
     };
     ctx.out.opt_bulk(v.as_deref());
@@ -110,13 +102,12 @@ pub fn hmget(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let ks = &ctx.shared.ks;
     let snap = ks.db.snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
-    let live = hash_entry(ks, &a[1], &opts)?.is_some();
+    let live = hash_entry(ks, &a[1], &opts)?;
     let mut vals = Vec::with_capacity(a.len() - 2);
     for f in &a[2..] {
-        vals.push(if live {
-            ks.db.get_opt(encoding::field_key(&a[1], f), &opts)?
-        } else {
-            None
+        vals.push(match &live {
+            Some(m) => ks.db.get_opt(field_key(&a[1], m, f), &opts)?,
+            None => None,
         });
     }
     ctx.out.array(vals.len());
@@ -133,19 +124,10 @@ type Pair = (Vec<u8>, Vec<u8>);
 fn all_fields(ks: &Keyspace, key: &[u8]) -> Result<Vec<Pair>, CmdError> {
     let snap = ks.db.snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
-    if hash_entry(ks, key, &opts)?.is_none() {
-        return Ok(Vec::new());
+    match hash_entry(ks, key, &opts)? {
+        None => Ok(Vec::new()),
+        Some(m) => super::coll::elements(ks, encoding::HASH, key, &m, Some(&snap)),
     }
-    let prefix = encoding::hash_prefix(key);
-    let mut out = Vec::new();
-    let ropts = ReadOptions::new().snapshot(&snap).prefix(&prefix);
-    let mut it = ks.db.iter(&ropts)?;
-    it.seek_to_first()?;
-    while it.valid() {
-        out.push((it.key()[prefix.len()..].to_vec(), it.value().to_vec()));
-        it.next()?;
-    }
-    Ok(out)
 }
 
 pub fn hgetall(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
@@ -181,33 +163,28 @@ pub fn hdel(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let ks = &ctx.shared.ks;
     let _g = ks.locks.lock(key);
     let mut batch = Batch::new();
-    let Some(e) = ks.load_for_write(key, &mut batch)? else {
+    let Some(old) = load_meta(ks, key, Kind::Hash, &mut batch)? else {
         ks.write(batch)?;
         ctx.out.int(0);
         return Ok(());
     };
-    if e.meta.kind != Kind::Hash {
-        return err(WRONGTYPE);
-    }
     let mut fields: Vec<&[u8]> = a[2..].iter().map(|f| f.as_slice()).collect();
     fields.sort_unstable();
     fields.dedup();
     let mut removed = 0u64;
     for f in fields {
-        let fk = encoding::field_key(key, f);
+        let fk = field_key(key, &old, f);
         if ks.db.get(&fk)?.is_some() {
             batch.delete(fk);
             removed += 1;
         }
     }
     if removed > 0 {
-        let count = e.meta.count.saturating_sub(removed);
-        if count == 0 {
-            ks.delete_into(&mut batch, key, &e.meta)?;
-        } else {
-            let raw = encoding::encode_hash(count, e.meta.expire_at);
-            ks.put_meta(&mut batch, key, Some(&e.meta), &[&raw], e.meta.expire_at);
-        }
+        let new = Meta {
+            count: old.count.saturating_sub(removed),
+            ..old
+        };
+        ks.put_collection(&mut batch, key, Some(&old), &new);
     }
     ks.write(batch)?;
     ctx.out.int(removed as i64);
@@ -219,10 +196,7 @@ pub fn hexists(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let snap = ks.db.snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
     let found = match hash_entry(ks, &a[1], &opts)? {
-        Some(_) => ks
-            .db
-            .get_opt(encoding::field_key(&a[1], &a[2]), &opts)?
-            .is_some(),
+        Some(m) => ks.db.get_opt(field_key(&a[1], &m, &a[2]), &opts)?.is_some(),
         None => false,
     };
     ctx.out.int(i64::from(found));
@@ -231,7 +205,7 @@ pub fn hexists(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 pub fn hlen(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let e = hash_entry(&ctx.shared.ks, &a[1], &ReadOptions::new())?;
-    ctx.out.int(e.map_or(0, |e| e.meta.count as i64));
+    ctx.out.int(e.map_or(0, |m| m.count as i64));
     Ok(())
 }
 
@@ -241,11 +215,9 @@ pub fn hincrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let ks = &ctx.shared.ks;
     let _g = ks.locks.lock(key);
     let mut batch = Batch::new();
-    let old = ks.load_for_write(key, &mut batch)?;
-    if old.as_ref().is_some_and(|e| e.meta.kind != Kind::Hash) {
-        return err(WRONGTYPE);
-    }
-    let fk = encoding::field_key(key, field);
+    let old = load_meta(ks, key, Kind::Hash, &mut batch)?;
+    let mut meta = or_new(old, Kind::Hash);
+    let fk = field_key(key, &meta, field);
     let cur = match &old {
         Some(_) => ks.db.get(&fk)?,
         None => None,
@@ -259,16 +231,8 @@ pub fn hincrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let n = base.checked_add(by).ok_or(CmdError(OVERFLOW.into()))?;
     batch.put(fk, n.to_string());
     if cur.is_none() {
-        let expire_at = old.as_ref().and_then(|e| e.meta.expire_at);
-        let count = old.as_ref().map_or(0, |e| e.meta.count) + 1;
-        let raw = encoding::encode_hash(count, expire_at);
-        ks.put_meta(
-            &mut batch,
-            key,
-            old.as_ref().map(|e| &e.meta),
-            &[&raw],
-            expire_at,
-        );
+        meta.count += 1;
+        ks.put_collection(&mut batch, key, old.as_ref(), &meta);
     }
     ks.write(batch)?;
     ctx.out.int(n);
@@ -276,55 +240,16 @@ pub fn hincrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hscan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let key = &a[1];
     let cursor = cursor_arg(&a[2])?;
     let o = scan_opts(&a[3..], false)?;
-    let ks = &ctx.shared.ks;
-    let snap = ks.db.snapshot();
-    let opts = ReadOptions::new().snapshot(&snap);
-    let mut found: Vec<Pair> = Vec::new();
-    let mut next = None;
-    if hash_entry(ks, key, &opts)?.is_some() {
-        let prefix = encoding::hash_prefix(key);
-        let mut lower = prefix.clone();
-        lower.extend_from_slice(
-            &o.pattern
-                .as_deref()
-                .map(glob::literal_prefix)
-                .unwrap_or_default(),
-        );
-        let upper = weft::prefix_successor(&lower);
-        if cursor != 0 {
-            let at = ks
-                .cursor(cursor)
-                .ok_or(CmdError("ERR invalid cursor".into()))?;
-            if at > lower {
-                lower = at;
-            }
-        }
-        let mut ropts = ReadOptions::new().snapshot(&snap).lower_bound(lower);
-        if let Some(u) = upper {
-            ropts = ropts.upper_bound(u);
-        }
-        let mut it = ks.db.iter(&ropts)?;
-        it.seek_to_first()?;
-        let mut visited = 0;
-        while it.valid() {
-            if visited == o.count {
-                next = Some(it.key().to_vec());
-                break;
-            }
-            visited += 1;
-            let f = &it.key()[prefix.len()..];
-            if o.pattern.as_ref().is_none_or(|p| glob::matches(p, f)) {
-                found.push((f.to_vec(), it.value().to_vec()));
-            }
-            it.next()?;
-        }
-    } else if cursor != 0 && ks.cursor(cursor).is_none() {
-        return err("ERR invalid cursor");
-    }
-    let next_id = next.map_or(0, |k| ks.new_cursor(k));
+    let (next_id, found) = super::coll::scan(
+        &ctx.shared.ks,
+        &a[1],
+        Kind::Hash,
+        encoding::HASH,
+        cursor,
+        &o,
+    )?;
     ctx.out.array(2);
     ctx.out.bulk(next_id.to_string().as_bytes());
     ctx.out.array(if o.novalues {

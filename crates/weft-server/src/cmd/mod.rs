@@ -1,14 +1,22 @@
 //! Command dispatch: the command table (name, arity, handler), argument
 //! helpers and the error replies in Redis's words.
 
+mod coll;
 mod hash;
 mod keys;
+mod list;
+pub mod meta;
+mod meta_table;
+mod pubsub;
 mod server;
+mod set;
 mod string;
+mod zset;
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use crate::keyspace::StoreError;
 use crate::resp::Out;
@@ -28,6 +36,7 @@ impl From<StoreError> for CmdError {
             StoreError::BadMeta(k) => CmdError(
                 format!("ERR weft: malformed metadata of key '{}'", k.escape_ascii()).into(),
             ),
+            StoreError::Unsupported(m) => CmdError(format!("ERR weft: {m}").into()),
         }
     }
 }
@@ -60,6 +69,32 @@ pub struct Session {
     pub name: Vec<u8>,
     /// Close after replying (`QUIT`).
     pub quit: bool,
+    /// Where this connection lives: the address deliveries to it use.
+    pub me: crate::deliver::ClientRef,
+    /// What other connections see of this one (`CLIENT LIST`).
+    pub info: Option<Arc<crate::clients::ClientInfo>>,
+    /// Passed `AUTH` (or no password was required at connect).
+    pub authenticated: bool,
+    /// Failed `AUTH`s on this connection.
+    pub auth_failures: u32,
+    /// Run and send nothing before this time (a slowed `AUTH`).
+    pub hold_until: Option<Instant>,
+    /// Subscribed channels.
+    pub channels: HashSet<Vec<u8>>,
+    /// Subscribed patterns.
+    pub patterns: HashSet<Vec<u8>>,
+    /// In `MONITOR` mode.
+    pub monitor: bool,
+    /// Deliveries the commands run so far made to other connections; the
+    /// connection sends them before their replies ([`crate::deliver`]).
+    pub posts: Vec<(crate::deliver::ClientRef, crate::deliver::Delivery)>,
+}
+
+impl Session {
+    /// True while subscribed to any channel or pattern.
+    pub fn in_pubsub(&self) -> bool {
+        !self.channels.is_empty() || !self.patterns.is_empty()
+    }
 }
 
 /// What a handler gets.
@@ -109,6 +144,17 @@ pub static COMMANDS: &[Command] = commands![
     "save" 1 server::save,
     "bgsave" -1 server::bgsave,
     "lastsave" 1 server::lastsave,
+    "auth" -2 server::auth,
+    "slowlog" -2 server::slowlog,
+    "latency" -2 server::latency,
+    "monitor" 1 server::monitor,
+    "shutdown" -1 server::shutdown,
+    "subscribe" -2 pubsub::subscribe,
+    "unsubscribe" -1 pubsub::unsubscribe,
+    "psubscribe" -2 pubsub::psubscribe,
+    "punsubscribe" -1 pubsub::punsubscribe,
+    "publish" 3 pubsub::publish,
+    "pubsub" -2 pubsub::pubsub,
     "get" 2 string::get,
     "set" -3 string::set,
     "setnx" 3 string::setnx,
@@ -146,15 +192,92 @@ pub static COMMANDS: &[Command] = commands![
     "hincrby" 4 hash::hincrby,
     "hscan" -3 hash::hscan,
     "weft.range" -3 keys::weft_range,
+    "lpush" -3 list::lpush,
+    "rpush" -3 list::rpush,
+    "lpushx" -3 list::lpushx,
+    "rpushx" -3 list::rpushx,
+    "lpop" -2 list::lpop,
+    "rpop" -2 list::rpop,
+    "llen" 2 list::llen,
+    "lrange" 4 list::lrange,
+    "lindex" 3 list::lindex,
+    "lset" 4 list::lset,
+    "linsert" 5 list::linsert,
+    "lrem" 4 list::lrem,
+    "ltrim" 4 list::ltrim,
+    "lpos" -3 list::lpos,
+    "lmove" 5 list::lmove,
+    "rpoplpush" 3 list::rpoplpush,
+    "lmpop" -4 list::lmpop,
+    "sadd" -3 set::sadd,
+    "srem" -3 set::srem,
+    "smembers" 2 set::smembers,
+    "sismember" 3 set::sismember,
+    "smismember" -3 set::smismember,
+    "scard" 2 set::scard,
+    "spop" -2 set::spop,
+    "srandmember" -2 set::srandmember,
+    "smove" 4 set::smove,
+    "sinter" -2 set::sinter,
+    "sunion" -2 set::sunion,
+    "sdiff" -2 set::sdiff,
+    "sinterstore" -3 set::sinterstore,
+    "sunionstore" -3 set::sunionstore,
+    "sdiffstore" -3 set::sdiffstore,
+    "sintercard" -3 set::sintercard,
+    "sscan" -3 set::sscan,
+    "zadd" -4 zset::zadd,
+    "zincrby" 4 zset::zincrby,
+    "zrem" -3 zset::zrem,
+    "zscore" 3 zset::zscore,
+    "zmscore" -3 zset::zmscore,
+    "zcard" 2 zset::zcard,
+    "zcount" 4 zset::zcount,
+    "zlexcount" 4 zset::zlexcount,
+    "zrange" -4 zset::zrange,
+    "zrangestore" -5 zset::zrangestore,
+    "zrangebyscore" -4 zset::zrangebyscore,
+    "zrevrangebyscore" -4 zset::zrevrangebyscore,
+    "zrangebylex" -4 zset::zrangebylex,
+    "zrevrangebylex" -4 zset::zrevrangebylex,
+    "zrevrange" -4 zset::zrevrange,
+    "zrank" 3 zset::zrank,
+    "zrevrank" 3 zset::zrevrank,
+    "zpopmin" -2 zset::zpopmin,
+    "zpopmax" -2 zset::zpopmax,
+    "zmpop" -4 zset::zmpop,
+    "zrandmember" -2 zset::zrandmember,
+    "zremrangebyscore" 4 zset::zremrangebyscore,
+    "zremrangebyrank" 4 zset::zremrangebyrank,
+    "zremrangebylex" 4 zset::zremrangebylex,
+    "zunion" -3 zset::zunion,
+    "zinter" -3 zset::zinter,
+    "zdiff" -3 zset::zdiff,
+    "zunionstore" -4 zset::zunionstore,
+    "zinterstore" -4 zset::zinterstore,
+    "zdiffstore" -4 zset::zdiffstore,
+    "zintercard" -3 zset::zintercard,
+    "zscan" -3 zset::zscan,
 ];
 
-fn table() -> &'static HashMap<&'static str, &'static Command> {
-    static T: OnceLock<HashMap<&'static str, &'static Command>> = OnceLock::new();
-    T.get_or_init(|| COMMANDS.iter().map(|c| (c.name, c)).collect())
+fn table() -> &'static HashMap<&'static str, usize> {
+    static T: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
+    T.get_or_init(|| {
+        COMMANDS
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name, i))
+            .collect()
+    })
 }
 
 /// Looks a command up by name, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {
+    lookup_index(name).map(|i| &COMMANDS[i])
+}
+
+/// A command's index in [`COMMANDS`], by name, case-insensitively.
+pub fn lookup_index(name: &[u8]) -> Option<usize> {
     if name.len() > 32 {
         return None;
     }
@@ -182,30 +305,39 @@ fn unknown_command(args: &[Vec<u8>]) -> String {
     format!("ERR unknown command '{name}', with args beginning with: {rest}")
 }
 
+pub use server::count_plain;
 pub use string::{answer_gets, commit_sets, is_plain_get, is_plain_set, reply_sets};
 
-/// Runs one request, appending exactly one reply to `ctx.out`.
+/// Runs one request, appending exactly one reply to `ctx.out` (pub/sub
+/// commands append one per channel; `SHUTDOWN` none).
 pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) {
     let Some(name) = args.first() else {
         return;
     };
-    let Some(cmd) = lookup(name) else {
-        ctx.out.error(&unknown_command(args));
+    let Some(ix) = lookup_index(name) else {
+        server::refuse(ctx, None, &unknown_command(args));
         return;
     };
+    let cmd = &COMMANDS[ix];
     let n = args.len() as i32;
     if (cmd.arity > 0 && n != cmd.arity) || (cmd.arity < 0 && n < -cmd.arity) {
-        ctx.out.error(&format!(
-            "ERR wrong number of arguments for '{}' command",
-            cmd.name
-        ));
+        let msg = format!("ERR wrong number of arguments for '{}' command", cmd.name);
+        server::refuse(ctx, Some(ix), &msg);
         return;
     }
-    let mark = ctx.out.buf.len();
-    if let Err(CmdError(msg)) = (cmd.handler)(ctx, args) {
-        ctx.out.buf.truncate(mark);
-        ctx.out.error(&msg);
+    // NOAUTH, RESP2 subscribe mode.
+    if let Err(msg) = server::admit(ctx, cmd) {
+        server::refuse(ctx, Some(ix), &msg);
+        return;
     }
+    let started = Instant::now();
+    let mark = ctx.out.buf.len();
+    let result = (cmd.handler)(ctx, args);
+    if let Err(CmdError(msg)) = &result {
+        ctx.out.buf.truncate(mark);
+        ctx.out.error(msg);
+    }
+    server::account(ctx, ix, args, started, result.err());
 }
 
 /// Parses an integer as Redis's `string2ll` does: optional `-`, digits, no
@@ -243,6 +375,31 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
 /// [`parse_i64`] with Redis's error.
 pub fn int_arg(s: &[u8]) -> Result<i64, CmdError> {
     parse_i64(s).ok_or(CmdError(Cow::Borrowed(NOT_INT)))
+}
+
+/// An integer in `[min, max]`, as Redis's `getRangeLongFromObjectOrReply`:
+/// `msg` (when given) is the error both for a non-integer and for one out
+/// of range.
+pub fn range_arg(s: &[u8], min: i64, max: i64, msg: Option<&'static str>) -> Result<i64, CmdError> {
+    match (parse_i64(s), msg) {
+        (Some(v), _) if (min..=max).contains(&v) => Ok(v),
+        (_, Some(m)) => err(m),
+        (None, None) => err(NOT_INT),
+        (Some(_), None) => Err(CmdError(
+            format!("ERR value is out of range, value must between {min} and {max}").into(),
+        )),
+    }
+}
+
+/// A count that must be zero or more, as Redis's
+/// `getPositiveLongFromObjectOrReply` without a message.
+pub fn positive_arg(s: &[u8]) -> Result<i64, CmdError> {
+    range_arg(
+        s,
+        0,
+        i64::MAX,
+        Some("ERR value is out of range, must be positive"),
+    )
 }
 
 /// Case-insensitive comparison of an argument with an option name.

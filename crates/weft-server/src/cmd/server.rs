@@ -1,19 +1,33 @@
-//! Connection and server commands: PING, ECHO, HELLO, QUIT, SELECT,
-//! COMMAND, INFO, DBSIZE, FLUSHDB, TYPE, CONFIG GET, CLIENT, TIME, SAVE,
-//! BGSAVE, LASTSAVE.
+//! Connection and server commands: PING, ECHO, HELLO, AUTH, QUIT, SELECT,
+//! COMMAND, INFO, DBSIZE, FLUSHDB, TYPE, CONFIG, CLIENT, TIME, SAVE,
+//! BGSAVE, LASTSAVE, SLOWLOG, LATENCY, MONITOR, SHUTDOWN; and what
+//! dispatch asks of every command: admission (`NOAUTH`, RESP2 subscribe
+//! mode) and accounting (`INFO commandstats`, slow log, `MONITOR`).
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use weft::ReadOptions;
 
-use super::{err, is, CmdError, CmdResult, Ctx, COMMANDS, SYNTAX};
+use super::{err, is, CmdError, CmdResult, Command, Ctx, COMMANDS, SYNTAX};
+use crate::clients::ClientInfo;
+use crate::deliver::Delivery;
 use crate::keyspace::now_ms;
+use crate::{auth, OutputLimit, Shared};
 
 /// The Redis version Weft reports (the command set it follows).
 pub const REDIS_VERSION: &str = "7.0.0";
 
 pub fn ping(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    if !ctx.out.resp3 && ctx.session.in_pubsub() && a.len() <= 2 {
+        // Subscribe mode under RESP2: a pong message.
+        ctx.out.array(2);
+        ctx.out.bulk(b"pong");
+        ctx.out.bulk(a.get(1).map_or(&b""[..], |m| &m[..]));
+        return Ok(());
+    }
     match a.len() {
         1 => ctx.out.simple("PONG"),
         2 => ctx.out.bulk(&a[1]),
@@ -44,6 +58,184 @@ pub fn select(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     Ok(())
 }
 
+/// Admits command `cmd` for this connection or says why not: `NOAUTH`
+/// before authentication (but `AUTH`, `HELLO`, `QUIT`), and, under RESP2
+/// while subscribed, anything but the pub/sub commands, `PING` and
+/// `QUIT`. Two field reads per command.
+pub(crate) fn admit(ctx: &Ctx<'_>, cmd: &Command) -> Result<(), String> {
+    if !ctx.session.authenticated && !matches!(cmd.name, "auth" | "hello" | "quit") {
+        return Err(auth::NOAUTH.into());
+    }
+    if !ctx.out.resp3
+        && ctx.session.in_pubsub()
+        && !matches!(
+            cmd.name,
+            "subscribe" | "unsubscribe" | "psubscribe" | "punsubscribe" | "ping" | "quit"
+        )
+    {
+        return Err(format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET \
+             are allowed in this context",
+            cmd.name
+        ));
+    }
+    Ok(())
+}
+
+/// Replies `msg` to a command refused before it ran, and counts it
+/// (`rejected_calls` of command `ix`, `errorstats`).
+pub(crate) fn refuse(ctx: &mut Ctx<'_>, ix: Option<usize>, msg: &str) {
+    ctx.out.error(msg);
+    let st = ctx.shared.stats.for_loop(ctx.session.me.loop_ix as usize);
+    if let Some(ix) = ix {
+        st.rejected(ix);
+    }
+    st.error(msg);
+}
+
+/// Accounts one command that ran: per-loop counters, the error it replied,
+/// the client's last command, the slow log, the latency monitor and the
+/// `MONITOR` feed. Without monitors and slow commands this is a clock
+/// read, three stores to this loop's own counters and two relaxed loads.
+pub(crate) fn account(
+    ctx: &mut Ctx<'_>,
+    ix: usize,
+    args: &[Vec<u8>],
+    started: Instant,
+    error: Option<CmdError>,
+) {
+    let took = started.elapsed();
+    let usec = took.as_micros() as u64;
+    let sh = ctx.shared;
+    let st = sh.stats.for_loop(ctx.session.me.loop_ix as usize);
+    st.ran(ix, 1, usec, error.is_some());
+    if let Some(CmdError(msg)) = &error {
+        st.error(msg);
+    }
+    let addr = match &ctx.session.info {
+        Some(info) => {
+            info.last_cmd.store(ix + 1, Ordering::Relaxed);
+            info.addr.as_str()
+        }
+        None => "",
+    };
+    sh.stats.maybe_slow(usec, args, addr, &ctx.session.name);
+    sh.stats.maybe_latency("command", took);
+    if sh.clients.monitoring() && !matches!(COMMANDS[ix].name, "auth" | "hello" | "monitor") {
+        let line: std::sync::Arc<[u8]> = monitor_line(addr, args).into();
+        for m in sh.clients.monitors().iter() {
+            ctx.session
+                .posts
+                .push((*m, Delivery::Monitor(std::sync::Arc::clone(&line))));
+        }
+    }
+}
+
+/// A `MONITOR` line: `+<unix s>.<µs> [0 <addr>] "arg" ...`, arguments
+/// quoted as Redis's `sdscatrepr` does.
+fn monitor_line(addr: &str, args: &[Vec<u8>]) -> Vec<u8> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let mut s = format!("+{}.{:06} [0 {addr}]", now.as_secs(), now.subsec_micros());
+    for a in args {
+        s.push_str(" \"");
+        for &b in a {
+            match b {
+                b'\\' => s.push_str("\\\\"),
+                b'"' => s.push_str("\\\""),
+                b'\n' => s.push_str("\\n"),
+                b'\r' => s.push_str("\\r"),
+                b'\t' => s.push_str("\\t"),
+                0x07 => s.push_str("\\a"),
+                0x08 => s.push_str("\\b"),
+                b' '..=b'~' => s.push(b as char),
+                _ => {
+                    let _ = write!(s, "\\x{b:02x}");
+                }
+            }
+        }
+        s.push('"');
+    }
+    s.push_str("\r\n");
+    s.into_bytes()
+}
+
+/// Counts the plain `GET`/`SET`/`MSET` requests the connections answer
+/// outside [`super::dispatch`] (batched engine reads and writes), each
+/// taking `each` (its share of the batch), for the client at `addr` named
+/// `name`; logs them if the slow log wants them.
+pub fn count_plain(
+    shared: &Shared,
+    loop_ix: usize,
+    reqs: &[Vec<Vec<u8>>],
+    each: Duration,
+    failed: bool,
+    (addr, name): (&str, &[u8]),
+) {
+    static IX: OnceLock<[usize; 3]> = OnceLock::new();
+    let ix = IX.get_or_init(|| {
+        let i = |n: &[u8]| super::lookup_index(n).unwrap_or(usize::MAX);
+        [i(b"get"), i(b"set"), i(b"mset")]
+    });
+    let st = shared.stats.for_loop(loop_ix);
+    let usec = each.as_micros() as u64;
+    for r in reqs {
+        let cmd = r.first().map_or(&[][..], |n| &n[..]);
+        let i = if is(cmd, "get") {
+            ix[0]
+        } else if is(cmd, "set") {
+            ix[1]
+        } else {
+            ix[2]
+        };
+        st.ran(i, 1, usec, failed);
+        shared.stats.maybe_slow(usec, r, addr, name);
+    }
+}
+
+/// Whether an authentication attempt passes, slowing failures
+/// ([`crate::auth`]): a delayed reply holds the connection.
+fn auth_attempt(ctx: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> bool {
+    let auth = &ctx.shared.auth;
+    let ok = auth.check(user, pass);
+    if !ok {
+        ctx.session.auth_failures = ctx.session.auth_failures.saturating_add(1);
+    }
+    if auth.required() {
+        let d = auth.delay(!ok, ctx.session.auth_failures);
+        if !d.is_zero() {
+            ctx.session.hold_until = Some(Instant::now() + d);
+        }
+    } else if !ok {
+        auth.failures.fetch_add(1, Ordering::Relaxed);
+    }
+    if ok {
+        ctx.session.authenticated = true;
+    }
+    ok
+}
+
+/// `AUTH [username] password`.
+pub fn auth(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let (user, pass) = match a.len() {
+        2 => (None, &a[1]),
+        3 => (Some(&a[1][..]), &a[2]),
+        _ => return err(SYNTAX),
+    };
+    if user.is_none() && !ctx.shared.auth.required() {
+        return err(
+            "ERR AUTH <password> called without any password configured for the default user. \
+             Are you sure your configuration is correct?",
+        );
+    }
+    if !auth_attempt(ctx, user, pass) {
+        return err(auth::WRONGPASS);
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
 pub fn hello(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let mut proto = None;
     let mut i = 1;
@@ -58,10 +250,10 @@ pub fn hello(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         i = 2;
     }
     let mut name = None;
+    let mut creds = None;
     while i < a.len() {
         if is(&a[i], "auth") && i + 2 < a.len() {
-            // No users or passwords are configured: like Redis's default
-            // user with `nopass`, any credentials are accepted.
+            creds = Some((a[i + 1].clone(), a[i + 2].clone()));
             i += 3;
         } else if is(&a[i], "setname") && i + 1 < a.len() {
             name = Some(a[i + 1].clone());
@@ -76,11 +268,25 @@ pub fn hello(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             ));
         }
     }
+    if let Some((user, pass)) = creds {
+        if !auth_attempt(ctx, Some(&user), &pass) {
+            return err(auth::WRONGPASS);
+        }
+    } else if !ctx.session.authenticated {
+        return err(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+             HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \
+             select the RESP protocol version at the same time",
+        );
+    }
     if let Some(p) = proto {
         ctx.out.resp3 = p == 3;
+        if let Some(info) = &ctx.session.info {
+            info.resp.store(p as u8, Ordering::Relaxed);
+        }
     }
     if let Some(n) = name {
-        ctx.session.name = n;
+        set_name(ctx, n);
     }
     let out = &mut *ctx.out;
     out.map(7);
@@ -101,55 +307,15 @@ pub fn hello(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     Ok(())
 }
 
-fn command_entry(ctx: &mut Ctx<'_>, c: &super::Command) {
-    let (first, last, step) = match c.name {
-        "ping" | "echo" | "hello" | "quit" | "select" | "command" | "info" | "dbsize"
-        | "flushdb" | "flushall" | "config" | "client" | "time" | "scan" | "keys" | "save"
-        | "bgsave" | "lastsave" => (0, 0, 0),
-        "mset" => (1, -1, 2),
-        "mget" | "del" | "unlink" | "exists" => (1, -1, 1),
-        "weft.range" => (0, 0, 0),
-        _ => (1, 1, 1),
-    };
-    let out = &mut *ctx.out;
-    out.array(6);
-    out.bulk(c.name.as_bytes());
-    out.int(i64::from(c.arity));
-    out.array(0);
-    out.int(first);
-    out.int(last);
-    out.int(step);
+fn set_name(ctx: &mut Ctx<'_>, n: Vec<u8>) {
+    if let Some(info) = &ctx.session.info {
+        info.name.lock().clone_from(&n);
+    }
+    ctx.session.name = n;
 }
 
 pub fn command(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    if a.len() == 1 {
-        ctx.out.array(COMMANDS.len());
-        for c in COMMANDS {
-            command_entry(ctx, c);
-        }
-    } else if is(&a[1], "count") {
-        ctx.out.int(COMMANDS.len() as i64);
-    } else if is(&a[1], "docs") {
-        // Minimal: no documentation (clients fall back to no hints).
-        ctx.out.map(0);
-    } else if is(&a[1], "info") {
-        ctx.out.array(a.len() - 2);
-        for name in &a[2..] {
-            match super::lookup(name) {
-                Some(c) => command_entry(ctx, c),
-                None => ctx.out.null_array(),
-            }
-        }
-    } else {
-        return Err(CmdError(
-            format!(
-                "ERR unknown subcommand '{}'. Try COMMAND HELP.",
-                String::from_utf8_lossy(&a[1])
-            )
-            .into(),
-        ));
-    }
-    Ok(())
+    super::meta::command(ctx, a)
 }
 
 /// Resident set size of this process, in bytes (0 if unknown).
@@ -167,131 +333,264 @@ pub fn rss_bytes() -> u64 {
     pages * u64::try_from(page).unwrap_or(4096)
 }
 
+/// The sections `INFO` (no argument, `default`) returns, in Redis's order;
+/// `all` adds `commandstats`; `everything` is `all` (Weft has no modules).
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
+    "keyspace",
+    "weft",
+];
+
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= (1u64 << 30) as f64 {
+        format!("{:.2}G", b / (1u64 << 30) as f64)
+    } else if b >= (1u64 << 20) as f64 {
+        format!("{:.2}M", b / (1u64 << 20) as f64)
+    } else if b >= 1024.0 {
+        format!("{:.2}K", b / 1024.0)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
+/// User and system CPU seconds of `who` (`RUSAGE_SELF`, `_CHILDREN`).
+fn cpu_seconds(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a live rusage the call fills; `who` is a valid
+    // RUSAGE_* constant.
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime), secs(ru.ru_stime))
+}
+
+/// Peak resident set size of this process, bytes.
+fn peak_rss_bytes() -> u64 {
+    // SAFETY: as in `cpu_seconds`.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as in `cpu_seconds`.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    (ru.ru_maxrss as u64) * 1024
+}
+
+fn section(t: &mut String, sh: &Shared, name: &str) {
+    match name {
+        "server" => {
+            let up = sh.started.elapsed().as_secs();
+            let now_us = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros());
+            let exe = std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let _ = write!(
+                t,
+                "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\n\
+                 redis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\n\
+                 weft_version:{}\r\nos:{} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\n\
+                 multiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\n\
+                 process_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\n\
+                 server_time_usec:{now_us}\r\nuptime_in_seconds:{up}\r\nuptime_in_days:{}\r\n\
+                 hz:10\r\nconfigured_hz:10\r\nlru_clock:{}\r\nexecutable:{exe}\r\nconfig_file:\r\n\
+                 io_threads_active:0\r\nevent_loops:{}\r\nsync:{}\r\ndir:{}\r\n\r\n",
+                env!("CARGO_PKG_VERSION"),
+                std::env::consts::OS,
+                std::env::consts::ARCH,
+                std::process::id(),
+                sh.run_id,
+                sh.port,
+                up / 86400,
+                (now_us / 1_000_000) as u64 & ((1 << 24) - 1),
+                sh.postal.loops(),
+                sh.config.sync.name(),
+                sh.config.dir.display(),
+            );
+        }
+        "clients" => {
+            let clients = sh.clients.all();
+            let pubsub = clients.iter().filter(|c| c.is_pubsub()).count();
+            let _ = write!(
+                t,
+                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\n\
+                 client_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:{}\r\n\
+                 blocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n\
+                 pubsub_clients:{pubsub}\r\n\r\n",
+                sh.counters.connected.load(Ordering::Relaxed),
+                sh.runtime.maxclients.load(Ordering::Relaxed),
+                clients
+                    .iter()
+                    .map(|c| c.omem.load(Ordering::Relaxed))
+                    .max()
+                    .unwrap_or(0),
+            );
+        }
+        "memory" => {
+            let rss = rss_bytes();
+            let peak = peak_rss_bytes().max(rss);
+            let _ = write!(
+                t,
+                "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
+                 used_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\n\
+                 maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\n\
+                 mem_fragmentation_ratio:1.00\r\nmem_allocator:libc\r\n\r\n",
+                human(rss),
+                human(rss),
+                human(peak),
+            );
+        }
+        "persistence" => {
+            let saves = &sh.saves;
+            // A snapshot's sequence is the visible one, without the
+            // directory listing `stats` makes.
+            let sequence = sh.ks.db.snapshot().sequence();
+            let changes = sequence.saturating_sub(saves.last_sequence());
+            let _ = write!(
+                t,
+                "# Persistence\r\nloading:0\r\nasync_loading:0\r\naof_enabled:{}\r\n\
+                 aof_rewrite_in_progress:0\r\nrdb_changes_since_last_save:{changes}\r\n\
+                 rdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\n\
+                 weft_save_dir:{}\r\n\r\n",
+                u8::from(sh.config.sync != crate::SyncMode::No),
+                u8::from(saves.in_progress()),
+                saves.last_save(),
+                if saves.last_ok() { "ok" } else { "err" },
+                saves.dir().display(),
+            );
+        }
+        "stats" => {
+            let c = &sh.counters;
+            let errors: u64 = sh.stats.errors().iter().map(|(_, n)| n).sum();
+            let _ = write!(
+                t,
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
+                 instantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\n\
+                 rejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\n\
+                 pubsub_channels:{}\r\npubsub_patterns:{}\r\ntotal_error_replies:{errors}\r\n\
+                 acl_access_denied_auth:{}\r\n\r\n",
+                c.connections.load(Ordering::Relaxed),
+                sh.commands_processed(),
+                sh.stats.net_input(),
+                c.rejected.load(Ordering::Relaxed),
+                sh.ks.expired_keys.load(Ordering::Relaxed),
+                sh.hub.numchannels(),
+                sh.hub.numpat(),
+                sh.auth.failures.load(Ordering::Relaxed),
+            );
+        }
+        "replication" => {
+            let _ = write!(
+                t,
+                "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\
+                 master_failover_state:no-failover\r\nmaster_replid:{}\r\n\
+                 master_replid2:0000000000000000000000000000000000000000\r\n\
+                 master_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n\
+                 repl_backlog_size:0\r\nrepl_backlog_first_byte_offset:0\r\n\
+                 repl_backlog_histlen:0\r\n\r\n",
+                sh.run_id,
+            );
+        }
+        "cpu" => {
+            let (user, sys) = cpu_seconds(libc::RUSAGE_SELF);
+            let (cuser, csys) = cpu_seconds(libc::RUSAGE_CHILDREN);
+            let _ = write!(
+                t,
+                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\n\
+                 used_cpu_sys_children:{csys:.6}\r\nused_cpu_user_children:{cuser:.6}\r\n\r\n"
+            );
+        }
+        "modules" => t.push_str("# Modules\r\n\r\n"),
+        "errorstats" => {
+            t.push_str("# Errorstats\r\n");
+            for (code, n) in sh.stats.errors() {
+                let _ = write!(t, "errorstat_{code}:count={n}\r\n");
+            }
+            t.push_str("\r\n");
+        }
+        "commandstats" => {
+            t.push_str("# Commandstats\r\n");
+            for (c, s) in COMMANDS.iter().zip(sh.stats.commands()) {
+                if s.calls == 0 && s.rejected == 0 {
+                    continue;
+                }
+                let per = if s.calls == 0 {
+                    0.0
+                } else {
+                    s.usec as f64 / s.calls as f64
+                };
+                let _ = write!(
+                    t,
+                    "cmdstat_{}:calls={},usec={},usec_per_call={per:.2},rejected_calls={},\
+                     failed_calls={}\r\n",
+                    c.name, s.calls, s.usec, s.rejected, s.failed
+                );
+            }
+            t.push_str("\r\n");
+        }
+        "cluster" => t.push_str("# Cluster\r\ncluster_enabled:0\r\n\r\n"),
+        "keyspace" => {
+            let (keys, expires) = sh.ks.key_counts();
+            t.push_str("# Keyspace\r\n");
+            if keys > 0 {
+                let _ = write!(t, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
+            }
+            t.push_str("\r\n");
+        }
+        "weft" => weft_section(t, sh),
+        _ => {}
+    }
+}
+
+/// `INFO [section ...]`: Redis's sections (`default`, `all`,
+/// `everything` as Redis groups them) and Weft's engine section `weft`.
 pub fn info(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let sh = ctx.shared;
-    let wanted: Vec<String> = a[1..]
-        .iter()
-        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
-        .collect();
-    let all = wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| w == "all" || w == "default" || w == "everything");
-    let want = |s: &str| all || wanted.iter().any(|w| w == s);
-    let mut t = String::new();
-    if want("server") {
-        let _ = write!(
-            t,
-            "# Server\r\nredis_version:{REDIS_VERSION}\r\nweft_version:{}\r\nredis_mode:standalone\r\n\
-             os:{}\r\narch_bits:64\r\nmultiplexing_api:threads\r\nprocess_id:{}\r\ntcp_port:{}\r\n\
-             uptime_in_seconds:{}\r\nexecutable:weft\r\nsync:{}\r\ndir:{}\r\n\r\n",
-            env!("CARGO_PKG_VERSION"),
-            std::env::consts::OS,
-            std::process::id(),
-            sh.port,
-            sh.started.elapsed().as_secs(),
-            sh.config.sync.name(),
-            sh.config.dir.display(),
-        );
-    }
-    if want("clients") {
-        let _ = write!(
-            t,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
-            sh.counters.connected.load(Ordering::Relaxed),
-            sh.config.maxclients
-        );
-    }
-    if want("memory") {
-        let rss = rss_bytes();
-        let _ = write!(
-            t,
-            "# Memory\r\nused_memory:{rss}\r\nused_memory_rss:{rss}\r\n\r\n"
-        );
-    }
-    if want("persistence") {
-        let saves = &sh.saves;
-        // A snapshot's sequence is the visible one, without the directory
-        // listing `stats` makes.
-        let sequence = sh.ks.db.snapshot().sequence();
-        let changes = sequence.saturating_sub(saves.last_sequence());
-        let _ = write!(
-            t,
-            "# Persistence\r\nloading:0\r\naof_enabled:{}\r\nrdb_changes_since_last_save:{changes}\r\n\
-             rdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\n\
-             weft_save_dir:{}\r\n\r\n",
-            u8::from(sh.config.sync != crate::SyncMode::No),
-            u8::from(saves.in_progress()),
-            saves.last_save(),
-            if saves.last_ok() { "ok" } else { "err" },
-            saves.dir().display(),
-        );
-    }
-    if want("stats") {
-        let c = &sh.counters;
-        let _ = write!(
-            t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
-             rejected_connections:{}\r\nexpired_keys:{}\r\n\r\n",
-            c.connections.load(Ordering::Relaxed),
-            c.commands.load(Ordering::Relaxed),
-            c.rejected.load(Ordering::Relaxed),
-            sh.ks.expired_keys.load(Ordering::Relaxed),
-        );
-    }
-    if want("keyspace") {
-        let (keys, expires) = sh.ks.key_counts();
-        t.push_str("# Keyspace\r\n");
-        if keys > 0 {
-            let _ = write!(t, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
+    let mut names: Vec<&'static str> = Vec::new();
+    let mut add = |n: &'static str| {
+        if !names.contains(&n) {
+            names.push(n);
         }
-        t.push_str("\r\n");
+    };
+    let all_sections = || {
+        DEFAULT_SECTIONS
+            .iter()
+            .copied()
+            .chain(std::iter::once("commandstats"))
+    };
+    if a.len() == 1 {
+        DEFAULT_SECTIONS.iter().for_each(|s| add(s));
     }
-    if want("weft") {
-        let s = sh.ks.db.stats();
-        let _ = write!(
-            t,
-            "# Weft\r\nsequence:{}\r\nmemtable_kind:{}\r\nactive_memtable_bytes:{}\r\n\
-             immutable_memtables:{}\r\nimmutable_memtable_bytes:{}\r\nlive_snapshots:{}\r\n\
-             partitions:{}\r\nunsorted_tables:{}\r\nsorted_tables:{}\r\nuser_bytes_written:{}\r\n\
-             wal_bytes_written:{}\r\nflush_bytes_written:{}\r\nmerge_bytes_written:{}\r\n\
-             value_log_bytes_written:{}\r\ngc_bytes_written:{}\r\nsplit_bytes_written:{}\r\n\
-             get_bytes_read:{}\r\nscan_bytes_read:{}\r\n\
-             write_amplification:{:.3}\r\nblock_cache_capacity:{}\r\nblock_cache_usage:{}\r\n\
-             block_cache_hits:{}\r\nblock_cache_misses:{}\r\nflushes:{}\r\nmerges:{}\r\n\
-             write_slowdowns:{}\r\nwrite_stalls:{}\r\nwrite_stall_micros:{}\r\n\r\n",
-            s.sequence,
-            s.memtable_kind,
-            s.active_memtable_bytes,
-            s.immutable_memtables,
-            s.immutable_memtable_bytes,
-            s.live_snapshots,
-            s.partitions.len(),
-            s.partitions
-                .iter()
-                .map(|p| p.unsorted_tables)
-                .sum::<usize>(),
-            s.partitions.iter().map(|p| p.sorted_tables).sum::<usize>(),
-            s.user_bytes_written,
-            s.wal_bytes_written,
-            s.flush_bytes_written,
-            s.merge_bytes_written,
-            s.value_log_bytes_written,
-            s.gc_bytes_written,
-            s.split_bytes_written,
-            s.get_bytes_read,
-            s.scan_bytes_read,
-            s.write_amplification,
-            s.block_cache.capacity,
-            s.block_cache.usage,
-            s.block_cache.hits,
-            s.block_cache.misses,
-            s.flushes,
-            s.merges,
-            s.write_slowdowns,
-            s.write_stalls,
-            s.write_stall_micros,
-        );
+    for w in &a[1..] {
+        let w = String::from_utf8_lossy(w).to_ascii_lowercase();
+        match w.as_str() {
+            "default" => DEFAULT_SECTIONS.iter().for_each(|s| add(s)),
+            "all" | "everything" => all_sections().for_each(&mut add),
+            other => {
+                if let Some(s) = all_sections().find(|s| *s == other) {
+                    add(s);
+                }
+            }
+        }
+    }
+    // Redis's order whatever the order asked.
+    let mut t = String::new();
+    for s in all_sections() {
+        if names.contains(&s) {
+            section(&mut t, sh, s);
+        }
     }
     // Drop the blank line after the last section, as Redis does.
     if t.ends_with("\r\n\r\n") {
@@ -299,6 +598,53 @@ pub fn info(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     }
     ctx.out.verbatim(&t);
     Ok(())
+}
+
+fn weft_section(t: &mut String, sh: &Shared) {
+    let s = sh.ks.db.stats();
+    let _ = write!(
+        t,
+        "# Weft\r\nsequence:{}\r\nmemtable_kind:{}\r\nactive_memtable_bytes:{}\r\n\
+         immutable_memtables:{}\r\nimmutable_memtable_bytes:{}\r\nlive_snapshots:{}\r\n\
+         partitions:{}\r\nunsorted_tables:{}\r\nsorted_tables:{}\r\nuser_bytes_written:{}\r\n\
+         wal_bytes_written:{}\r\nflush_bytes_written:{}\r\nmerge_bytes_written:{}\r\n\
+         value_log_bytes_written:{}\r\ngc_bytes_written:{}\r\nsplit_bytes_written:{}\r\n\
+         get_bytes_read:{}\r\nscan_bytes_read:{}\r\n\
+         write_amplification:{:.3}\r\nblock_cache_capacity:{}\r\nblock_cache_usage:{}\r\n\
+         block_cache_hits:{}\r\nblock_cache_misses:{}\r\nflushes:{}\r\nmerges:{}\r\n\
+         write_slowdowns:{}\r\nwrite_stalls:{}\r\nwrite_stall_micros:{}\r\n\r\n",
+        s.sequence,
+        s.memtable_kind,
+        s.active_memtable_bytes,
+        s.immutable_memtables,
+        s.immutable_memtable_bytes,
+        s.live_snapshots,
+        s.partitions.len(),
+        s.partitions
+            .iter()
+            .map(|p| p.unsorted_tables)
+            .sum::<usize>(),
+        s.partitions.iter().map(|p| p.sorted_tables).sum::<usize>(),
+        s.user_bytes_written,
+        s.wal_bytes_written,
+        s.flush_bytes_written,
+        s.merge_bytes_written,
+        s.value_log_bytes_written,
+        s.gc_bytes_written,
+        s.split_bytes_written,
+        s.get_bytes_read,
+        s.scan_bytes_read,
+        s.write_amplification,
+        s.block_cache.capacity,
+        s.block_cache.usage,
+        s.block_cache.hits,
+        s.block_cache.misses,
+        s.flushes,
+        s.merges,
+        s.write_slowdowns,
+        s.write_stalls,
+        s.write_stall_micros,
+    );
 }
 
 pub fn dbsize(ctx: &mut Ctx<'_>, _a: &[Vec<u8>]) -> CmdResult {
@@ -327,31 +673,28 @@ pub fn type_(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     Ok(())
 }
 
-pub fn config(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    if !is(&a[1], "get") {
-        if is(&a[1], "set") || is(&a[1], "resetstat") || is(&a[1], "rewrite") {
-            return Err(CmdError(
-                format!(
-                    "ERR CONFIG {} is not supported by weft",
-                    String::from_utf8_lossy(&a[1]).to_ascii_uppercase()
-                )
-                .into(),
-            ));
-        }
-        return Err(CmdError(
-            format!(
-                "ERR unknown subcommand '{}'. Try CONFIG HELP.",
-                String::from_utf8_lossy(&a[1])
-            )
-            .into(),
-        ));
-    }
-    if a.len() < 3 {
-        return err("ERR wrong number of arguments for 'config|get' command");
-    }
-    let c = &ctx.shared.config;
-    let params: Vec<(&str, String)> = vec![
-        ("save", String::new()),
+/// A setting `CONFIG SET` can change, parsed.
+enum NewValue {
+    Password(Vec<u8>),
+    MaxClients(usize),
+    TimeoutSecs(u64),
+    SlowerThan(i64),
+    SlowMaxLen(usize),
+    LatencyMs(u64),
+    PubsubLimit(OutputLimit),
+}
+
+/// The parameters `CONFIG GET` knows, with their values now.
+fn config_params(sh: &Shared) -> Vec<(&'static str, String)> {
+    let c = &sh.config;
+    let pw = sh
+        .auth
+        .password()
+        .map(|p| String::from_utf8_lossy(&p).into_owned())
+        .unwrap_or_default();
+    let l = sh.runtime.pubsub_limit();
+    vec![
+        ("appendfsync", c.sync.name().into()),
         (
             "appendonly",
             if c.sync == crate::SyncMode::No {
@@ -361,32 +704,378 @@ pub fn config(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             }
             .into(),
         ),
-        ("appendfsync", c.sync.name().into()),
-        ("maxclients", c.maxclients.to_string()),
-        ("databases", "1".into()),
-        ("timeout", c.timeout.map_or(0, |d| d.as_secs()).to_string()),
-        ("proto-max-bulk-len", c.max_bulk.to_string()),
-        ("port", ctx.shared.port.to_string()),
         ("bind", c.bind.clone()),
+        (
+            "client-output-buffer-limit",
+            format!(
+                "normal 0 0 0 slave 268435456 67108864 60 pubsub {} {} {}",
+                l.hard, l.soft, l.soft_seconds
+            ),
+        ),
+        ("client-query-buffer-limit", c.max_query_buffer.to_string()),
+        ("cluster-enabled", "no".into()),
+        ("databases", "1".into()),
         ("dir", c.dir.display().to_string()),
-    ];
-    let mut hits = Vec::new();
-    for (name, value) in &params {
-        if a[2..]
-            .iter()
-            .any(|p| crate::glob::matches(&p.to_ascii_lowercase(), name.as_bytes()))
-        {
-            hits.push((*name, value.clone()));
+        ("io-threads", sh.postal.loops().to_string()),
+        (
+            "latency-monitor-threshold",
+            sh.stats
+                .latency_threshold_ms
+                .load(Ordering::Relaxed)
+                .to_string(),
+        ),
+        (
+            "maxclients",
+            sh.runtime.maxclients.load(Ordering::Relaxed).to_string(),
+        ),
+        ("maxmemory", "0".into()),
+        ("maxmemory-policy", "noeviction".into()),
+        ("notify-keyspace-events", String::new()),
+        ("port", sh.port.to_string()),
+        ("protected-mode", "no".into()),
+        ("proto-max-bulk-len", c.max_bulk.to_string()),
+        ("requirepass", pw),
+        ("save", String::new()),
+        (
+            "slowlog-log-slower-than",
+            sh.stats
+                .slowlog_slower_than
+                .load(Ordering::Relaxed)
+                .to_string(),
+        ),
+        (
+            "slowlog-max-len",
+            sh.stats.slowlog_max_len.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "timeout",
+            sh.runtime.timeout().map_or(0, |d| d.as_secs()).to_string(),
+        ),
+    ]
+}
+
+/// A memory size as Redis's config reads it: `123`, `1k` (1000), `1kb`
+/// (1024), `m`/`mb`, `g`/`gb`.
+fn parse_memory(s: &[u8]) -> Option<u64> {
+    let s = std::str::from_utf8(s).ok()?.to_ascii_lowercase();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    n.checked_mul(mul)
+}
+
+fn config_value(sh: &Shared, name: &str, v: &[u8]) -> Result<NewValue, CmdError> {
+    let bad = |why: &str| {
+        CmdError(
+            format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}").into(),
+        )
+    };
+    let int = || {
+        std::str::from_utf8(v)
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+            .ok_or_else(|| bad("argument couldn't be parsed into an integer"))
+    };
+    let non_neg = || {
+        let n = int()?;
+        u64::try_from(n)
+            .map_err(|_| bad("argument must be between 0 and 9223372036854775807 inclusive"))
+    };
+    Ok(match name {
+        "requirepass" => NewValue::Password(v.to_vec()),
+        "maxclients" => {
+            let n = non_neg()?;
+            if n == 0 {
+                return Err(bad("argument must be between 1 and 4294967295 inclusive"));
+            }
+            NewValue::MaxClients(n as usize)
         }
+        "timeout" => NewValue::TimeoutSecs(non_neg()?),
+        "slowlog-log-slower-than" => NewValue::SlowerThan(int()?),
+        "slowlog-max-len" => NewValue::SlowMaxLen(non_neg()? as usize),
+        "latency-monitor-threshold" => NewValue::LatencyMs(non_neg()?),
+        "client-output-buffer-limit" => {
+            let words: Vec<&[u8]> = v.split(|&b| b == b' ').filter(|w| !w.is_empty()).collect();
+            if words.is_empty() || !words.len().is_multiple_of(4) {
+                return Err(bad(
+                    "Wrong number of arguments in buffer limit configuration.",
+                ));
+            }
+            let mut limit = sh.runtime.pubsub_limit();
+            for w in words.chunks(4) {
+                let class = String::from_utf8_lossy(w[0]).to_ascii_lowercase();
+                if !matches!(class.as_str(), "normal" | "slave" | "replica" | "pubsub") {
+                    return Err(bad(
+                        "Invalid client class specified in buffer limit configuration.",
+                    ));
+                }
+                let hard = parse_memory(w[1]);
+                let soft = parse_memory(w[2]);
+                let secs = std::str::from_utf8(w[3])
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok());
+                let (Some(hard), Some(soft), Some(secs)) = (hard, soft, secs) else {
+                    return Err(bad("Error in hard, soft or soft_seconds setting in buffer limit configuration."));
+                };
+                // Only the pub/sub class is enforced; the others have no
+                // limits here (departure: DESIGN).
+                if class == "pubsub" {
+                    limit = OutputLimit {
+                        hard,
+                        soft,
+                        soft_seconds: secs,
+                    };
+                }
+            }
+            NewValue::PubsubLimit(limit)
+        }
+        _ => return Err(bad("can't set immutable config")),
+    })
+}
+
+fn apply(sh: &Shared, v: NewValue) {
+    match v {
+        NewValue::Password(p) => sh.auth.set_password(Some(&p)),
+        NewValue::MaxClients(n) => sh.runtime.maxclients.store(n, Ordering::Relaxed),
+        NewValue::TimeoutSecs(s) => sh
+            .runtime
+            .timeout_ms
+            .store(s.saturating_mul(1000), Ordering::Relaxed),
+        NewValue::SlowerThan(n) => sh.stats.slowlog_slower_than.store(n, Ordering::Relaxed),
+        NewValue::SlowMaxLen(n) => sh.stats.slowlog_max_len.store(n, Ordering::Relaxed),
+        NewValue::LatencyMs(n) => sh.stats.latency_threshold_ms.store(n, Ordering::Relaxed),
+        NewValue::PubsubLimit(l) => sh.runtime.set_pubsub_limit(l),
     }
-    ctx.out.map(hits.len());
-    for (n, v) in hits {
-        ctx.out.bulk(n.as_bytes());
-        ctx.out.bulk(v.as_bytes());
+}
+
+/// `CONFIG GET pattern...`, `CONFIG SET name value [name value ...]`
+/// (all or nothing), `CONFIG RESETSTAT`, `CONFIG HELP`.
+pub fn config(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let sh = ctx.shared;
+    let sub = &a[1];
+    if is(sub, "get") {
+        if a.len() < 3 {
+            return err("ERR wrong number of arguments for 'config|get' command");
+        }
+        let params = config_params(sh);
+        let hits: Vec<&(&str, String)> = params
+            .iter()
+            .filter(|(name, _)| {
+                a[2..]
+                    .iter()
+                    .any(|p| crate::glob::matches(&p.to_ascii_lowercase(), name.as_bytes()))
+            })
+            .collect();
+        ctx.out.map(hits.len());
+        for (n, v) in hits {
+            ctx.out.bulk(n.as_bytes());
+            ctx.out.bulk(v.as_bytes());
+        }
+    } else if is(sub, "set") {
+        if a.len() < 4 || !a.len().is_multiple_of(2) {
+            return err("ERR wrong number of arguments for 'config|set' command");
+        }
+        let known = config_params(sh);
+        let mut values = Vec::new();
+        for pair in a[2..].chunks(2) {
+            let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+            let Some((name, _)) = known.iter().find(|(n, _)| *n == name) else {
+                return Err(CmdError(
+                    format!(
+                        "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
+                        String::from_utf8_lossy(&pair[0])
+                    )
+                    .into(),
+                ));
+            };
+            values.push(config_value(sh, name, &pair[1])?);
+        }
+        for v in values {
+            apply(sh, v);
+        }
+        ctx.out.ok();
+    } else if is(sub, "resetstat") && a.len() == 2 {
+        sh.stats.reset();
+        ctx.out.ok();
+    } else if is(sub, "rewrite") && a.len() == 2 {
+        return err("ERR The server is running without a config file");
+    } else if is(sub, "help") && a.len() == 2 {
+        help(
+            ctx.out,
+            &[
+                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET <pattern>",
+                "    Return parameters matching the glob-like <pattern> and their values.",
+                "SET <directive> <value>",
+                "    Set the configuration <directive> to <value>.",
+                "RESETSTAT",
+                "    Reset statistics reported by the INFO command.",
+                "HELP",
+                "    Print this help.",
+            ],
+        );
+    } else {
+        return Err(unknown_sub(sub, "CONFIG"));
     }
     Ok(())
 }
 
+fn help(out: &mut crate::resp::Out, lines: &[&str]) {
+    out.array(lines.len());
+    for l in lines {
+        out.simple(l);
+    }
+}
+
+fn unknown_sub(sub: &[u8], cmd: &str) -> CmdError {
+    CmdError(
+        format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try {cmd} HELP.",
+            String::from_utf8_lossy(sub)
+        )
+        .into(),
+    )
+}
+
+/// Which clients a `CLIENT KILL` (new form) or `CLIENT LIST` filter keeps.
+#[derive(Default)]
+struct ClientFilter {
+    ids: Vec<u64>,
+    addr: Option<String>,
+    laddr: Option<String>,
+    kind: Option<String>,
+    max_age: Option<u64>,
+    skip_me: bool,
+}
+
+impl ClientFilter {
+    fn keeps(&self, c: &ClientInfo, me: u64) -> bool {
+        if self.skip_me && c.at.id == me {
+            return false;
+        }
+        if !self.ids.is_empty() && !self.ids.contains(&c.at.id) {
+            return false;
+        }
+        if self.addr.as_ref().is_some_and(|a| *a != c.addr) {
+            return false;
+        }
+        if self.laddr.as_ref().is_some_and(|a| *a != c.laddr) {
+            return false;
+        }
+        if let Some(k) = &self.kind {
+            let pubsub = c.is_pubsub();
+            let ok = match k.as_str() {
+                "pubsub" => pubsub,
+                "normal" => !pubsub,
+                _ => false, // master, replica, slave: none here
+            };
+            if !ok {
+                return false;
+            }
+        }
+        if self
+            .max_age
+            .is_some_and(|m| c.created.elapsed().as_secs() < m)
+        {
+            return false;
+        }
+        true
+    }
+}
+
+fn parse_filter(args: &[Vec<u8>], for_kill: bool) -> Result<ClientFilter, CmdError> {
+    let mut f = ClientFilter {
+        skip_me: for_kill,
+        ..ClientFilter::default()
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let opt = &args[i];
+        let Some(v) = args.get(i + 1) else {
+            return err(SYNTAX);
+        };
+        let text = String::from_utf8_lossy(v).into_owned();
+        if is(opt, "id") {
+            // LIST takes several ids; KILL one per ID.
+            let mut j = i + 1;
+            while let Some(id) = args.get(j).and_then(|a| super::parse_i64(a)) {
+                if id <= 0 {
+                    return err("ERR client-id should be greater than 0");
+                }
+                f.ids.push(id as u64);
+                j += 1;
+                if for_kill {
+                    break;
+                }
+            }
+            if j == i + 1 {
+                return err("ERR client-id should be greater than 0");
+            }
+            i = j;
+            continue;
+        } else if is(opt, "addr") && for_kill {
+            f.addr = Some(text);
+        } else if is(opt, "laddr") && for_kill {
+            f.laddr = Some(text);
+        } else if is(opt, "type") {
+            let t = text.to_ascii_lowercase();
+            if !matches!(
+                t.as_str(),
+                "normal" | "pubsub" | "master" | "replica" | "slave"
+            ) {
+                return Err(CmdError(format!("ERR Unknown client type '{text}'").into()));
+            }
+            f.kind = Some(t);
+        } else if is(opt, "user") && for_kill {
+            if text != "default" {
+                return Err(CmdError(format!("ERR No such user '{text}'").into()));
+            }
+        } else if is(opt, "skipme") && for_kill {
+            f.skip_me = match text.to_ascii_lowercase().as_str() {
+                "yes" => true,
+                "no" => false,
+                _ => return err(SYNTAX),
+            };
+        } else if is(opt, "maxage") && for_kill {
+            f.max_age = Some(
+                super::parse_i64(v)
+                    .and_then(|n| u64::try_from(n).ok())
+                    .ok_or(CmdError(super::NOT_INT.into()))?,
+            );
+        } else {
+            return err(SYNTAX);
+        }
+        i += 2;
+    }
+    Ok(f)
+}
+
+/// Kills the clients `targets`: marks them (no longer listed) and posts
+/// each a [`Delivery::Kill`]; this connection, if among them, closes
+/// after its reply.
+fn kill(ctx: &mut Ctx<'_>, targets: &[std::sync::Arc<ClientInfo>]) {
+    for c in targets {
+        if c.at.id == ctx.session.id {
+            ctx.session.quit = true;
+            continue;
+        }
+        c.killed.store(true, Ordering::Relaxed);
+        ctx.session.posts.push((c.at, Delivery::Kill));
+    }
+}
+
+/// `CLIENT ID | SETNAME | GETNAME | SETINFO | INFO | LIST [TYPE t] [ID
+/// id...] | KILL addr | KILL <filter> ... | NO-EVICT | HELP`.
 pub fn client(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let sub = &a[1];
     if is(sub, "id") && a.len() == 2 {
@@ -395,7 +1084,7 @@ pub fn client(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         if a[2].iter().any(|&b| b <= b' ' || b > b'~') {
             return err("ERR Client names cannot contain spaces, newlines or special characters.");
         }
-        ctx.session.name = a[2].clone();
+        set_name(ctx, a[2].clone());
         ctx.out.ok();
     } else if is(sub, "getname") && a.len() == 2 {
         if ctx.session.name.is_empty() {
@@ -404,8 +1093,75 @@ pub fn client(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             let n = ctx.session.name.clone();
             ctx.out.bulk(&n);
         }
-    } else if is(sub, "setinfo") && a.len() == 4 {
+    } else if (is(sub, "setinfo") && a.len() == 4) || (is(sub, "no-evict") && a.len() == 3) {
         ctx.out.ok();
+    } else if is(sub, "info") && a.len() == 2 {
+        let line = ctx
+            .session
+            .info
+            .as_ref()
+            .map(|i| i.line())
+            .unwrap_or_default();
+        ctx.out.verbatim(&format!("{line}\n"));
+    } else if is(sub, "list") {
+        let f = parse_filter(&a[2..], false)?;
+        let mut text = String::new();
+        for c in ctx.shared.clients.all() {
+            if f.keeps(&c, ctx.session.id) {
+                text.push_str(&c.line());
+                text.push('\n');
+            }
+        }
+        ctx.out.verbatim(&text);
+    } else if is(sub, "kill") && a.len() == 3 {
+        // The old form: CLIENT KILL addr:port.
+        let addr = String::from_utf8_lossy(&a[2]).into_owned();
+        let hit: Vec<_> = ctx
+            .shared
+            .clients
+            .all()
+            .into_iter()
+            .filter(|c| c.addr == addr)
+            .collect();
+        if hit.is_empty() {
+            return err("ERR No such client");
+        }
+        kill(ctx, &hit);
+        ctx.out.ok();
+    } else if is(sub, "kill") && a.len() >= 4 {
+        let f = parse_filter(&a[2..], true)?;
+        let hit: Vec<_> = ctx
+            .shared
+            .clients
+            .all()
+            .into_iter()
+            .filter(|c| f.keeps(c, ctx.session.id))
+            .collect();
+        kill(ctx, &hit);
+        ctx.out.int(hit.len() as i64);
+    } else if is(sub, "help") && a.len() == 2 {
+        help(
+            ctx.out,
+            &[
+                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GETNAME",
+                "    Return the name of the current connection.",
+                "ID",
+                "    Return the ID of the current connection.",
+                "INFO",
+                "    Return information about the current client connection.",
+                "KILL <ip:port>",
+                "    Kill connection made from <ip:port>.",
+                "KILL <option> <value> [<option> <value> [...]]",
+                "    Kill connections. Options are: ID, ADDR, LADDR, TYPE, USER, SKIPME, MAXAGE.",
+                "LIST [options ...]",
+                "    Return information about client connections. Options: TYPE, ID.",
+                "SETNAME <name>",
+                "    Assign the name <name> to the current connection.",
+                "HELP",
+                "    Print this help.",
+            ],
+        );
     } else {
         return Err(CmdError(
             format!(
@@ -415,6 +1171,201 @@ pub fn client(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             .into(),
         ));
     }
+    Ok(())
+}
+
+/// `SLOWLOG GET [n] | LEN | RESET | HELP`.
+pub fn slowlog(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let sub = &a[1];
+    let stats = &ctx.shared.stats;
+    if is(sub, "get") && a.len() <= 3 {
+        let n = match a.get(2) {
+            None => Some(10),
+            Some(v) => match super::parse_i64(v) {
+                Some(-1) => None,
+                Some(n) if n >= 0 => Some(n as usize),
+                _ => return err("ERR count should be greater than or equal to -1"),
+            },
+        };
+        let entries = stats.slowlog(n);
+        let out = &mut *ctx.out;
+        out.array(entries.len());
+        for e in entries {
+            out.array(6);
+            out.int(e.id as i64);
+            out.int(e.time as i64);
+            out.int(e.usec as i64);
+            out.array(e.args.len());
+            for arg in &e.args {
+                out.bulk(arg);
+            }
+            out.bulk(e.addr.as_bytes());
+            out.bulk(&e.name);
+        }
+    } else if is(sub, "len") && a.len() == 2 {
+        ctx.out.int(stats.slowlog_len() as i64);
+    } else if is(sub, "reset") && a.len() == 2 {
+        stats.slowlog_reset();
+        ctx.out.ok();
+    } else if is(sub, "help") && a.len() == 2 {
+        help(
+            ctx.out,
+            &[
+                "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET [<count>]",
+                "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+                "LEN",
+                "    Return the length of the slowlog.",
+                "RESET",
+                "    Reset the slowlog.",
+                "HELP",
+                "    Print this help.",
+            ],
+        );
+    } else {
+        return Err(unknown_sub(sub, "SLOWLOG"));
+    }
+    Ok(())
+}
+
+/// `LATENCY LATEST | HISTORY event | RESET [event...] | DOCTOR | HELP`.
+/// The one event recorded is `command` (a command at least
+/// `latency-monitor-threshold` ms long; 0, the default, records nothing).
+pub fn latency(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let sub = &a[1];
+    let stats = &ctx.shared.stats;
+    if is(sub, "latest") && a.len() == 2 {
+        let ev = stats.latency();
+        let out = &mut *ctx.out;
+        out.array(ev.len());
+        for (name, e) in ev {
+            let (time, latest) = e.samples.back().copied().unwrap_or((0, 0));
+            out.array(4);
+            out.bulk(name.as_bytes());
+            out.int(time as i64);
+            out.int(latest as i64);
+            out.int(e.max as i64);
+        }
+    } else if is(sub, "history") && a.len() == 3 {
+        let want = String::from_utf8_lossy(&a[2]).to_ascii_lowercase();
+        let ev = stats.latency();
+        let samples = ev
+            .iter()
+            .find(|(n, _)| *n == want)
+            .map(|(_, e)| e.samples.iter().copied().collect::<Vec<_>>())
+            .unwrap_or_default();
+        let out = &mut *ctx.out;
+        out.array(samples.len());
+        for (t, ms) in samples {
+            out.array(2);
+            out.int(t as i64);
+            out.int(ms as i64);
+        }
+    } else if is(sub, "reset") {
+        let n = stats.latency_reset(&a[2..]);
+        ctx.out.int(n as i64);
+    } else if is(sub, "doctor") && a.len() == 2 {
+        let t = stats.latency_threshold_ms.load(Ordering::Relaxed);
+        let text = if t == 0 {
+            "I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Weft \
+             instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in \
+             order to enable it.\n"
+                .to_string()
+        } else {
+            let ev = stats.latency();
+            let mut s = String::new();
+            for (name, e) in &ev {
+                let _ = writeln!(
+                    s,
+                    "{name}: {} latency spikes (max {} ms) at or above {t} ms.",
+                    e.samples.len(),
+                    e.max
+                );
+            }
+            if ev.is_empty() {
+                s.push_str("No latency spikes were observed.\n");
+            }
+            s
+        };
+        ctx.out.verbatim(&text);
+    } else if is(sub, "help") && a.len() == 2 {
+        help(
+            ctx.out,
+            &[
+                "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DOCTOR",
+                "    Return a human readable latency analysis report.",
+                "HISTORY <event>",
+                "    Return time-latency samples for the <event> class.",
+                "LATEST",
+                "    Return the latest latency samples for all events.",
+                "RESET [<event> ...]",
+                "    Reset latency data of one or more <event> classes.",
+                "    (default: reset all data for all event classes)",
+                "HELP",
+                "    Print this help.",
+            ],
+        );
+    } else {
+        return Err(unknown_sub(sub, "LATENCY"));
+    }
+    Ok(())
+}
+
+/// `MONITOR`: from now on this connection receives every command the
+/// server runs (but `AUTH` and `HELLO`, whose arguments hold passwords).
+pub fn monitor(ctx: &mut Ctx<'_>, _a: &[Vec<u8>]) -> CmdResult {
+    if !ctx.session.monitor {
+        ctx.session.monitor = true;
+        if let Some(info) = &ctx.session.info {
+            info.monitor.store(true, Ordering::Relaxed);
+        }
+        ctx.shared.clients.monitor(ctx.session.me);
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// `SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE]`: with `SAVE`, a save first (a
+/// failed one cancels the shutdown, as in Redis); then the server stops
+/// as on SIGTERM ([`crate::ShutdownHandle`]): every connection's read
+/// requests are answered, the database is flushed and closed, and
+/// [`crate::Server::run`] returns. The client gets no reply: its
+/// connection closes.
+pub fn shutdown(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let mut save = false;
+    for opt in &a[1..] {
+        if is(opt, "save") {
+            save = true;
+        } else if is(opt, "nosave") {
+            save = false;
+        } else if is(opt, "now") || is(opt, "force") {
+        } else if is(opt, "abort") {
+            return err("ERR No shutdown in progress.");
+        } else {
+            return err(SYNTAX);
+        }
+    }
+    if save {
+        let failed = match ctx.shared.saves.save(&ctx.shared.ks.db) {
+            None => true,
+            Some(r) => r.is_err(),
+        };
+        if failed && !a[1..].iter().any(|o| is(o, "force")) {
+            return err("ERR Errors trying to SHUTDOWN. Check logs.");
+        }
+    }
+    eprintln!(
+        "weft serve: SHUTDOWN by client {}, shutting down",
+        ctx.session.id
+    );
+    ctx.shared.stop.stop();
+    // Wake every loop now rather than at its next tick.
+    let postal = &ctx.shared.postal;
+    for i in 0..postal.loops() {
+        postal.mailbox(i).waker.wake();
+    }
+    ctx.session.quit = true;
     Ok(())
 }
 

@@ -72,6 +72,19 @@ impl TestServer {
         Raw::connect(self.addr)
     }
 
+    /// Waits up to `within` for the server to stop by itself (`SHUTDOWN`);
+    /// returns what `run` returned, or `None` if it is still running.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<Result<(), weft_server::Error>> {
+        let deadline = std::time::Instant::now() + within;
+        while !self.thread.as_ref()?.is_finished() {
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Some(self.thread.take()?.join().unwrap())
+    }
+
     /// Graceful shutdown; returns what `run` returned.
     pub fn stop(mut self) -> Result<(), weft_server::Error> {
         self.handle.shutdown();
@@ -100,6 +113,12 @@ pub enum V {
     Array(Vec<V>),
     Map(Vec<(V, V)>),
     Verbatim(String),
+    /// A RESP3 push (`>`).
+    Push(Vec<V>),
+    /// RESP3 `,` (the text as sent).
+    Double(String),
+    /// RESP3 `~`.
+    Set(Vec<V>),
 }
 
 impl V {
@@ -194,6 +213,15 @@ impl Raw {
             "%" => {
                 let n: i64 = rest.parse().unwrap();
                 V::Map((0..n).map(|_| (self.read(), self.read())).collect())
+            }
+            ">" => {
+                let n: i64 = rest.parse().unwrap();
+                V::Push((0..n).map(|_| self.read()).collect())
+            }
+            "," => V::Double(rest.into()),
+            "~" => {
+                let n: i64 = rest.parse().unwrap();
+                V::Set((0..n).map(|_| self.read()).collect())
             }
             _ => panic!("unknown reply type {l:?}"),
         }

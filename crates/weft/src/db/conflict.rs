@@ -25,6 +25,7 @@
 use std::sync::Arc;
 
 use super::core::{Core, SuperVersion};
+use super::Keyspace;
 use crate::error::{Error, Result};
 use crate::key::{SequenceNumber, MAX_SEQUENCE};
 use crate::store::Version;
@@ -41,6 +42,12 @@ pub(crate) struct CommitCheck {
     /// any key in `keys`: while the pinned super version has this one, the
     /// locked check reads the memtables only.
     pub clean_store: Arc<Version>,
+    /// The keyspaces (other than the default one) whose keys are among
+    /// `keys`: the locked check fails if one was dropped. A drop marks its
+    /// handles before it takes the WAL lock for its write, so a commit
+    /// either sees the mark or takes its sequences before the drop's range
+    /// delete, which then covers them: never a write into a dropped span.
+    pub keyspaces: Vec<Keyspace>,
 }
 
 /// The locked check's outcome, when not a conflict.
@@ -110,7 +117,12 @@ impl Core {
                 .newest_sequence(sv, key, in_store)?
                 .is_some_and(|seq| seq > snapshot)
             {
-                return Err(Error::Conflict { key: key.clone() });
+                // A stored key: the transaction names its keyspace
+                // (`Transaction::commit`).
+                return Err(Error::Conflict {
+                    key: key.clone(),
+                    keyspace: super::DEFAULT_KEYSPACE.to_string(),
+                });
             }
         }
         Ok(())
@@ -143,6 +155,9 @@ impl Core {
         // Pinned under the WAL lock: its active memtable is the WAL's, and
         // it holds every write up to `handed_out` (a rotation installs the
         // new super version before it releases the lock).
+        for ks in &check.keyspaces {
+            ks.check_live()?;
+        }
         let sv = self.pin_super_version();
         self.first_conflict(&sv, &check.keys, check.snapshot, &check.clean_store)?;
         Ok(CommitChecked::Clear)
@@ -181,7 +196,7 @@ mod tests {
             committer.join().unwrap()
         });
         assert!(
-            matches!(&commit, Err(Error::Conflict { key }) if key == b"k"),
+            matches!(&commit, Err(Error::Conflict { key, .. }) if key == b"k"),
             "{commit:?}"
         );
         assert_eq!(db.get("out").unwrap(), None);
@@ -211,5 +226,36 @@ mod tests {
         });
         assert!(commit.unwrap_err().is_conflict());
         assert_eq!(db.get("out").unwrap(), None);
+    }
+
+    /// A keyspace dropped while a commit that wrote to it waits between
+    /// its two checks: the check under the WAL lock sees the drop's mark
+    /// and fails the commit as a dropped keyspace's, writing nothing
+    /// (without it the drop's range delete would still make it a conflict,
+    /// but a retry would then meet the dropped handle).
+    #[test]
+    fn a_keyspace_dropped_between_the_two_checks_fails_the_commit() {
+        const POINT: &str = "commit.checked_unlocked";
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let (tmp, keep) = (db.keyspace("tmp").unwrap(), db.keyspace("keep").unwrap());
+        let gate = gates::close(POINT, dir.path());
+        let commit = std::thread::scope(|s| {
+            let committer = s.spawn(|| {
+                let mut txn = db.transaction();
+                txn.put_in(&tmp, "k", "mine").unwrap();
+                txn.put_in(&keep, "k", "mine").unwrap();
+                txn.commit()
+            });
+            assert!(gates::wait_reached(POINT, dir.path(), LIMIT));
+            db.drop_keyspace("tmp").unwrap();
+            drop(gate);
+            committer.join().unwrap()
+        });
+        assert!(
+            matches!(&commit, Err(Error::InvalidArgument(m)) if m.contains("tmp")),
+            "{commit:?}"
+        );
+        assert_eq!(keep.get("k").unwrap(), None);
     }
 }

@@ -96,6 +96,145 @@ impl ChangeOp {
     }
 }
 
+/// A [`ChangeOp`] as the keyspaces see it ([`ChangeOp::keyspace_op`]):
+/// the keyspace it writes, by id ([`crate::Keyspace::id`]; 0 is the
+/// default keyspace, [`crate::Db::keyspace_name`] names the others), with
+/// keys as that keyspace's handles take them, the reserved prefix
+/// (DESIGN §4.14) removed; and the keyspace registry's own rows as the
+/// creates and drops they record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyspaceOp<'a> {
+    /// `key` of keyspace `keyspace` was set to `value`.
+    Put {
+        /// The keyspace's id.
+        keyspace: u32,
+        /// The key within the keyspace.
+        key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+    },
+    /// `key` of keyspace `keyspace` was deleted.
+    Delete {
+        /// The keyspace's id.
+        keyspace: u32,
+        /// The key within the keyspace.
+        key: &'a [u8],
+    },
+    /// Every key of keyspace `keyspace` in `[start, end)` was deleted;
+    /// `end: None` is the keyspace's end (a drop's range delete covers
+    /// its whole keyspace: `start` empty, `end` `None`).
+    DeleteRange {
+        /// The keyspace's id.
+        keyspace: u32,
+        /// The first key deleted.
+        start: &'a [u8],
+        /// The first key past the range, `None` for none.
+        end: Option<&'a [u8]>,
+    },
+    /// Keyspace `name` was created with id `id` ([`crate::Db::keyspace`]).
+    Created {
+        /// Its name.
+        name: &'a str,
+        /// Its id.
+        id: u32,
+    },
+    /// Keyspace `name` was dropped ([`crate::Db::drop_keyspace`]); the
+    /// same batch's range delete of its keyspace follows.
+    Dropped {
+        /// Its name.
+        name: &'a str,
+    },
+    /// The registry's own bookkeeping (the next id to give out): nothing
+    /// a consumer applying changes by keyspace needs.
+    Registry,
+}
+
+impl ChangeOp {
+    /// The operation as the keyspaces see it: the keyspace it writes and
+    /// its keys within that keyspace, or the keyspace create or drop it
+    /// records, so a consumer (a replica, an index) never parses the
+    /// reserved prefix that stored keys of keyspaces other than the
+    /// default one carry ([`ChangeOp::key`] and the variants' fields are
+    /// the stored keys, which a byte-exact copy of the database applies).
+    ///
+    /// ```
+    /// use weft::{Db, FeedLimit, KeyspaceOp, Options, WriteBatch, WriteOptions};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::default()).unwrap();
+    /// let users = db.keyspace("users").unwrap();
+    /// let from = db.snapshot().sequence() + 1;
+    /// let mut batch = WriteBatch::new();
+    /// batch.put_in(&users, "42", "alice").put("plain", "x");
+    /// db.write(batch, &WriteOptions::default()).unwrap();
+    /// db.drop_keyspace("users").unwrap();
+    ///
+    /// let mut seen = Vec::new();
+    /// for group in db.changes_from(from, FeedLimit::Visible).unwrap() {
+    ///     for op in group.unwrap().ops() {
+    ///         seen.push(format!("{:?}", op.keyspace_op()));
+    ///     }
+    /// }
+    /// let id = users.id();
+    /// assert_eq!(seen, vec![
+    ///     format!("{:?}", KeyspaceOp::Put { keyspace: id, key: b"42", value: b"alice" }),
+    ///     format!("{:?}", KeyspaceOp::Put { keyspace: 0, key: b"plain", value: b"x" }),
+    ///     format!("{:?}", KeyspaceOp::Dropped { name: "users" }),
+    ///     format!("{:?}", KeyspaceOp::DeleteRange { keyspace: id, start: b"", end: None }),
+    /// ]);
+    /// ```
+    pub fn keyspace_op(&self) -> KeyspaceOp<'_> {
+        use super::keyspace::{split_stored, REGISTRY_ID};
+        match self {
+            ChangeOp::Put { key, value } => match split_stored(key) {
+                None => KeyspaceOp::Put {
+                    keyspace: 0,
+                    key,
+                    value,
+                },
+                Some((REGISTRY_ID, name)) => {
+                    let id = <[u8; 4]>::try_from(value.as_slice()).map(u32::from_be_bytes);
+                    match (std::str::from_utf8(name), id) {
+                        (Ok(name), Ok(id)) if !name.is_empty() => KeyspaceOp::Created { name, id },
+                        _ => KeyspaceOp::Registry,
+                    }
+                }
+                Some((keyspace, key)) => KeyspaceOp::Put {
+                    keyspace,
+                    key,
+                    value,
+                },
+            },
+            ChangeOp::Delete { key } => match split_stored(key) {
+                None => KeyspaceOp::Delete { keyspace: 0, key },
+                Some((REGISTRY_ID, name)) => match std::str::from_utf8(name) {
+                    Ok(name) if !name.is_empty() => KeyspaceOp::Dropped { name },
+                    _ => KeyspaceOp::Registry,
+                },
+                Some((keyspace, key)) => KeyspaceOp::Delete { keyspace, key },
+            },
+            ChangeOp::DeleteRange { start, end } => match split_stored(start) {
+                // A default range delete is cut around the reserved span
+                // before it is logged (`WriteBatch::with_reserved_cut`).
+                None => KeyspaceOp::DeleteRange {
+                    keyspace: 0,
+                    start,
+                    end: Some(end),
+                },
+                Some((REGISTRY_ID, _)) => KeyspaceOp::Registry,
+                Some((keyspace, start)) => KeyspaceOp::DeleteRange {
+                    keyspace,
+                    start,
+                    end: match split_stored(end) {
+                        Some((id, end)) if id == keyspace => Some(end),
+                        _ => None,
+                    },
+                },
+            },
+        }
+    }
+}
+
 /// One committed write batch, as the WAL logged it: operation `i` has
 /// sequence `first_seq() + i`. Apply it whole to keep the batch atomic.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -34,7 +34,7 @@ use crate::options::{ReadOptions, WriteOptions};
 /// The name of keyspace 0, the plain [`Db`] API's keys.
 pub const DEFAULT_KEYSPACE: &str = "default";
 /// The registry's id: its rows live in this id's span.
-const REGISTRY_ID: u32 = 0;
+pub(crate) const REGISTRY_ID: u32 = 0;
 
 /// `RESERVED | id`: the first key of keyspace `id`'s span.
 pub(crate) fn span_start(id: u32) -> Vec<u8> {
@@ -49,6 +49,15 @@ pub(crate) fn span_end(id: u32) -> Vec<u8> {
         Some(next) => span_start(next),
         None => RESERVED_END.to_vec(),
     }
+}
+
+/// A stored key of the reserved span as `(id, key within keyspace id)`;
+/// `None` for a key of the default keyspace, or one too short to hold an
+/// id (no write makes such a key).
+pub(crate) fn split_stored(stored: &[u8]) -> Option<(u32, &[u8])> {
+    let rest = stored.strip_prefix(RESERVED)?;
+    let id = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?);
+    Some((id, &rest[4..]))
 }
 
 /// The registry row of `name`.
@@ -123,6 +132,17 @@ impl Registry {
         names
     }
 
+    /// The name of the live keyspace `id` (`"default"` for 0).
+    pub(crate) fn name_of(&self, id: u32) -> Option<String> {
+        if id == 0 {
+            return Some(DEFAULT_KEYSPACE.to_string());
+        }
+        self.by_name
+            .iter()
+            .find(|(_, e)| e.id == id)
+            .map(|(name, _)| name.clone())
+    }
+
     /// The handle of `name`, creating the keyspace (one write) if needed.
     pub(crate) fn open(&mut self, db: &Db, name: &str) -> Result<Keyspace> {
         if name == DEFAULT_KEYSPACE {
@@ -173,8 +193,15 @@ impl Registry {
         let mut batch = WriteBatch::new();
         batch.delete_unchecked(&registry_key(name));
         batch.push_range_delete(&span_start(entry.id), &span_end(entry.id));
-        db.write(batch, &WriteOptions::default())?;
+        // Marked before the write takes the WAL lock: a transaction's
+        // commit checks the mark under that lock (`db::conflict`), so it
+        // either fails or commits before the range delete, which then
+        // covers its writes.
         entry.dropped.store(true, Ordering::Release);
+        if let Err(e) = db.write(batch, &WriteOptions::default()) {
+            entry.dropped.store(false, Ordering::Release);
+            return Err(e);
+        }
         self.by_name.remove(name);
         Ok(())
     }
@@ -235,6 +262,23 @@ impl Keyspace {
         &self.name
     }
 
+    /// Its id: 0 for the default keyspace, then 1, 2, ... in order of
+    /// creation, never reused (a keyspace dropped and created again gets a
+    /// new one). The change feed names keyspaces by id
+    /// ([`crate::ChangeOp::keyspace_op`]).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// assert_eq!(db.keyspace("default").unwrap().id(), 0);
+    /// let a = db.keyspace("a").unwrap();
+    /// db.drop_keyspace("a").unwrap();
+    /// assert_ne!(db.keyspace("a").unwrap().id(), a.id());
+    /// ```
+    pub fn id(&self) -> u32 {
+        split_stored(&self.prefix).map_or(0, |(id, _)| id)
+    }
+
     /// True for the default keyspace (the plain [`Db`] API's keys).
     pub(crate) fn is_default(&self) -> bool {
         self.prefix.is_empty()
@@ -247,7 +291,7 @@ impl Keyspace {
 
     /// Fails once the keyspace is dropped, so a stale handle cannot write
     /// into a span nothing reads or reclaims any more.
-    fn check_live(&self) -> Result<()> {
+    pub(crate) fn check_live(&self) -> Result<()> {
         if self.dropped.load(Ordering::Acquire) {
             return Err(Error::InvalidArgument(format!(
                 "keyspace \"{}\" was dropped",
@@ -257,7 +301,9 @@ impl Keyspace {
         Ok(())
     }
 
-    fn stored_key(&self, key: &[u8]) -> Result<Vec<u8>> {
+    /// `key` as stored: its keyspace's prefix and then `key`, or
+    /// `InvalidArgument` when that is longer than a key may be.
+    pub(crate) fn stored_key(&self, key: &[u8]) -> Result<Vec<u8>> {
         if key.len() + self.prefix.len() > MAX_KEY_SIZE {
             return Err(Error::InvalidArgument(format!(
                 "key of {} bytes exceeds the limit of {} bytes in a keyspace",
@@ -281,13 +327,30 @@ impl Keyspace {
     /// assert_eq!(ks.get("k").unwrap().as_deref(), Some(&b"v"[..]));
     /// ```
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_opt(key, value, &WriteOptions::default())
+    }
+
+    /// [`Keyspace::put`] with write options (e.g. `sync`), as
+    /// [`Db::put_opt`].
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let ks = db.keyspace("a").unwrap();
+    /// ks.put_opt("k", "v", &weft::WriteOptions::new().sync(true)).unwrap();
+    /// ```
+    pub fn put_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        opts: &WriteOptions,
+    ) -> Result<()> {
         self.check_live()?;
         if self.is_default() {
-            return self.db.put(key, value);
+            return self.db.put_opt(key, value, opts);
         }
         let k = self.stored_key(key.as_ref())?;
-        self.db
-            .put_any(&k, value.as_ref(), &WriteOptions::default())
+        self.db.put_any(&k, value.as_ref(), opts)
     }
 
     /// The latest value of `key` in this keyspace.
@@ -335,10 +398,22 @@ impl Keyspace {
     /// assert_eq!(ks.get("k").unwrap(), None);
     /// ```
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_opt(key, &WriteOptions::default())
+    }
+
+    /// [`Keyspace::delete`] with write options.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let ks = db.keyspace("a").unwrap();
+    /// ks.delete_opt("k", &weft::WriteOptions::new().sync(true)).unwrap();
+    /// ```
+    pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
         self.check_live()?;
         let mut batch = WriteBatch::new();
         batch.delete_in(self, key.as_ref());
-        self.write_checked(batch, key.as_ref())
+        self.write_checked(batch, key.as_ref(), opts)
     }
 
     /// Deletes every key of this keyspace in `[start, end)` with one write
@@ -353,16 +428,33 @@ impl Keyspace {
     /// assert_eq!(ks.range::<&str, _>(..).unwrap().count(), 1);
     /// ```
     pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_range_opt(start, end, &WriteOptions::default())
+    }
+
+    /// [`Keyspace::delete_range`] with write options.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let ks = db.keyspace("a").unwrap();
+    /// ks.delete_range_opt("a", "z", &weft::WriteOptions::new().sync(true)).unwrap();
+    /// ```
+    pub fn delete_range_opt(
+        &self,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+        opts: &WriteOptions,
+    ) -> Result<()> {
         self.check_live()?;
         let mut batch = WriteBatch::new();
         batch.delete_range_in(self, start.as_ref(), end.as_ref());
-        self.write_checked(batch, start.as_ref())
+        self.write_checked(batch, start.as_ref(), opts)
     }
 
     /// Writes a one-op batch after checking its key's length.
-    fn write_checked(&self, batch: WriteBatch, key: &[u8]) -> Result<()> {
+    fn write_checked(&self, batch: WriteBatch, key: &[u8], opts: &WriteOptions) -> Result<()> {
         self.stored_key(key)?;
-        self.db.write(batch, &WriteOptions::default())
+        self.db.write(batch, opts)
     }
 
     /// A cursor over this keyspace at one snapshot, bounded by

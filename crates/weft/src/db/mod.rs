@@ -40,7 +40,7 @@ pub use checkpoint::CheckpointInfo;
 pub(crate) use checkpoint::{
     check_destination, publish_dir, remove_dir_and_files, staging_dir, CheckpointSource,
 };
-pub use feed::{ChangeFeed, ChangeGroup, ChangeOp, FeedLimit};
+pub use feed::{ChangeFeed, ChangeGroup, ChangeOp, FeedLimit, KeyspaceOp};
 pub use iter::{DbIterator, Range};
 pub use keyspace::{Keyspace, DEFAULT_KEYSPACE};
 pub(crate) use open::DirLock;
@@ -413,6 +413,24 @@ impl Db {
     /// ```
     pub fn keyspaces(&self) -> Vec<String> {
         self.inner.keyspaces.lock().names()
+    }
+
+    /// The name of the live keyspace with id `id` ([`Keyspace::id`]):
+    /// `"default"` for 0, `None` for an id never given out or dropped.
+    /// With [`crate::ChangeOp::keyspace_op`], names the keyspace of a
+    /// change feed's operation.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let logs = db.keyspace("logs").unwrap();
+    /// assert_eq!(db.keyspace_name(logs.id()).as_deref(), Some("logs"));
+    /// assert_eq!(db.keyspace_name(0).as_deref(), Some("default"));
+    /// db.drop_keyspace("logs").unwrap();
+    /// assert_eq!(db.keyspace_name(logs.id()), None);
+    /// ```
+    pub fn keyspace_name(&self, id: u32) -> Option<String> {
+        self.inner.keyspaces.lock().name_of(id)
     }
 
     /// Drops keyspace `name` with one write whatever it holds: its name

@@ -10,18 +10,27 @@
 //! `docs/DESIGN.md` §4.12). No lock is held while the transaction runs:
 //! conflicting transactions are found at commit, and the loser retries
 //! ([`Db::transact`]).
+//!
+//! Keyspaces: the `_in` methods ([`Transaction::put_in`],
+//! [`Transaction::get_in`], ...) take a [`Keyspace`] handle. The pending
+//! writes and the tracked keys are held as stored keys (a keyspace's
+//! prefix, then the key; `db::keyspace`), so the same user key in two
+//! keyspaces is two keys, for reads of the transaction's own writes and for
+//! conflicts alike, and one commit is one batch whatever keyspaces it
+//! spans.
 
-use std::collections::btree_map;
 use std::collections::BTreeMap;
 use std::iter::Peekable;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use super::conflict::CommitCheck;
-use super::{bound_to_vec, check_key, check_write, Db, Range};
+use super::{bound_to_vec, check_default_key, check_key, check_write, Db, Keyspace, Range};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::MAX_VALUE_SIZE;
+use crate::keyspace_prefix::is_reserved;
+use crate::options::prefix_successor;
 use crate::options::{ReadOptions, WriteOptions};
 use crate::snapshot::Snapshot;
 use crate::store::Version;
@@ -124,7 +133,7 @@ impl TransactionOptions {
 ///
 /// db.put("balance", "11").unwrap(); // another writer gets there first
 /// let err = txn.commit().unwrap_err();
-/// assert!(matches!(err, Error::Conflict { ref key } if key == b"balance"));
+/// assert!(matches!(err, Error::Conflict { ref key, .. } if key == b"balance"));
 /// assert_eq!(db.get("balance").unwrap().as_deref(), Some(&b"11"[..])); // nothing written
 /// ```
 pub struct Transaction<'db> {
@@ -138,11 +147,17 @@ pub struct Transaction<'db> {
     /// (`db::conflict`). Holding it keeps its files until the transaction
     /// ends, as an iterator does.
     begin_store: Arc<Version>,
-    /// The pending writes: key → `Some(value)` for a put, `None` for a
-    /// delete. A later write of a key replaces an earlier one.
+    /// The pending writes: stored key (a keyspace's prefix, then the
+    /// key) → `Some(value)` for a put, `None` for a delete. A later write
+    /// of a key replaces an earlier one.
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    /// Keys read with `get_for_update`, in reading order, maybe repeated.
+    /// Stored keys read with `get_for_update`, in reading order, maybe
+    /// repeated.
     read_for_update: Vec<Vec<u8>>,
+    /// The keyspaces other than the default one that a tracked key lies
+    /// in, once each: the commit fails if one was dropped, and names a
+    /// conflicting key's keyspace from them.
+    keyspaces: Vec<Keyspace>,
     write_options: WriteOptions,
 }
 
@@ -197,6 +212,7 @@ impl Db {
             begin_store,
             writes: BTreeMap::new(),
             read_for_update: Vec::new(),
+            keyspaces: Vec::new(),
             write_options: opts.write_options,
         }
     }
@@ -286,6 +302,8 @@ impl<'db> Transaction<'db> {
     /// `key` if any, else the value at its snapshot. Not tracked for
     /// conflicts (see [`Transaction`]): use
     /// [`Transaction::get_for_update`] for a read that a write depends on.
+    /// The default keyspace's key, as [`Db::get`]: a key of the span
+    /// reserved for keyspaces misses.
     ///
     /// ```
     /// let dir = tempfile::tempdir().unwrap();
@@ -299,10 +317,45 @@ impl<'db> Transaction<'db> {
     /// ```
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
-        if let Some(pending) = self.writes.get(key) {
+        check_key(key)?;
+        if is_reserved(key) {
+            // Other keyspaces' keys are not the default keyspace's: a miss,
+            // whatever this transaction wrote under that prefix.
+            return Ok(None);
+        }
+        self.get_stored(key)
+    }
+
+    /// [`Transaction::get`] of `key` in keyspace `ks`: its own pending
+    /// write there, else the snapshot's value. Fails with
+    /// [`Error::InvalidArgument`] once `ks` is dropped.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let users = db.keyspace("users").unwrap();
+    /// users.put("42", "alice").unwrap();
+    /// let mut txn = db.transaction();
+    /// assert_eq!(txn.get_in(&users, "42").unwrap().as_deref(), Some(&b"alice"[..]));
+    /// txn.put_in(&users, "42", "bob").unwrap();
+    /// assert_eq!(txn.get_in(&users, "42").unwrap().as_deref(), Some(&b"bob"[..]));
+    /// assert_eq!(txn.get("42").unwrap(), None); // the default keyspace's "42"
+    /// ```
+    pub fn get_in(&self, ks: &Keyspace, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        ks.check_live()?;
+        if ks.is_default() {
+            return self.get(key);
+        }
+        self.get_stored(&ks.stored_key(key.as_ref())?)
+    }
+
+    /// The value of stored key `stored` (a keyspace's prefix, then the
+    /// key) as this transaction sees it.
+    fn get_stored(&self, stored: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(pending) = self.writes.get(stored) {
             return Ok(pending.clone());
         }
-        self.db.get_opt(key, &self.read)
+        self.db.get_any(stored, &self.read)
     }
 
     /// As [`Transaction::get`], and tracks `key`: the commit fails with
@@ -322,14 +375,69 @@ impl<'db> Transaction<'db> {
     pub fn get_for_update(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
         check_key(key)?;
-        let value = self.get(key)?;
+        if is_reserved(key) {
+            // Never a key of the default keyspace: nothing can write it
+            // there, so there is nothing to track.
+            return Ok(None);
+        }
+        let value = self.get_stored(key)?;
         self.read_for_update.push(key.to_vec());
         Ok(value)
     }
 
+    /// [`Transaction::get_for_update`] of `key` in keyspace `ks`: tracked
+    /// there only, so a write of the same key in another keyspace is no
+    /// conflict.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let (a, b) = (db.keyspace("a").unwrap(), db.keyspace("b").unwrap());
+    /// let mut txn = db.transaction();
+    /// txn.get_for_update_in(&a, "k").unwrap();
+    /// txn.put_in(&a, "out", "x").unwrap();
+    /// b.put("k", "another keyspace's k").unwrap(); // no conflict
+    /// txn.commit().unwrap();
+    ///
+    /// let mut txn = db.transaction();
+    /// txn.get_for_update_in(&a, "k").unwrap();
+    /// txn.put_in(&a, "out", "y").unwrap();
+    /// a.put("k", "changed").unwrap();
+    /// let err = txn.commit().unwrap_err();
+    /// assert!(matches!(err, weft::Error::Conflict { ref key, ref keyspace }
+    ///     if key == b"k" && keyspace == "a"));
+    /// ```
+    pub fn get_for_update_in(
+        &mut self,
+        ks: &Keyspace,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<Vec<u8>>> {
+        ks.check_live()?;
+        if ks.is_default() {
+            return self.get_for_update(key);
+        }
+        let stored = ks.stored_key(key.as_ref())?;
+        let value = self.get_stored(&stored)?;
+        self.read_for_update.push(stored);
+        self.note_keyspace(ks);
+        Ok(value)
+    }
+
+    /// Remembers `ks` (not the default keyspace) as holding a tracked key.
+    fn note_keyspace(&mut self, ks: &Keyspace) {
+        if !self
+            .keyspaces
+            .iter()
+            .any(|k| k.key_prefix() == ks.key_prefix())
+        {
+            self.keyspaces.push(ks.clone());
+        }
+    }
+
     /// Sets `key` to `value` when the transaction commits; its own reads
     /// see it at once. Tracked for conflicts. Fails with
-    /// [`Error::InvalidArgument`] for a key or value over the limits.
+    /// [`Error::InvalidArgument`] for a key or value over the limits, or a
+    /// key in the span reserved for keyspaces (as [`Db::put`]).
     ///
     /// ```
     /// let dir = tempfile::tempdir().unwrap();
@@ -344,13 +452,48 @@ impl<'db> Transaction<'db> {
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
         check_key(key)?;
-        if value.len() > MAX_VALUE_SIZE {
-            return Err(Error::InvalidArgument(format!(
-                "value of {} bytes exceeds the limit of {MAX_VALUE_SIZE} bytes",
-                value.len()
-            )));
-        }
+        check_default_key(key)?;
+        check_value(value)?;
         self.writes.insert(key.to_vec(), Some(value.to_vec()));
+        Ok(())
+    }
+
+    /// Sets `key` to `value` in keyspace `ks` when the transaction commits:
+    /// one commit is atomic across every keyspace it writes, as one
+    /// [`crate::WriteBatch`] is. Fails with [`Error::InvalidArgument`] once
+    /// `ks` is dropped (and the commit fails so if it is dropped before
+    /// the commit).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let users = db.keyspace("users").unwrap();
+    /// let by_name = db.keyspace("by_name").unwrap();
+    /// db.transact(|txn| {
+    ///     if txn.get_for_update_in(&by_name, "alice")?.is_none() {
+    ///         txn.put_in(&users, "42", "alice")?;
+    ///         txn.put_in(&by_name, "alice", "42")?;
+    ///     }
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// assert_eq!(users.get("42").unwrap().as_deref(), Some(&b"alice"[..]));
+    /// assert_eq!(by_name.get("alice").unwrap().as_deref(), Some(&b"42"[..]));
+    /// ```
+    pub fn put_in(
+        &mut self,
+        ks: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        ks.check_live()?;
+        if ks.is_default() {
+            return self.put(key, value);
+        }
+        let stored = ks.stored_key(key.as_ref())?;
+        check_value(value.as_ref())?;
+        self.writes.insert(stored, Some(value.as_ref().to_vec()));
+        self.note_keyspace(ks);
         Ok(())
     }
 
@@ -370,7 +513,34 @@ impl<'db> Transaction<'db> {
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
         let key = key.as_ref();
         check_key(key)?;
+        check_default_key(key)?;
         self.writes.insert(key.to_vec(), None);
+        Ok(())
+    }
+
+    /// Deletes `key` from keyspace `ks` when the transaction commits (see
+    /// [`Transaction::put_in`]).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let sessions = db.keyspace("sessions").unwrap();
+    /// sessions.put("s1", "open").unwrap();
+    /// let mut txn = db.transaction();
+    /// txn.delete_in(&sessions, "s1").unwrap();
+    /// txn.put("log", "s1 closed").unwrap();
+    /// assert_eq!(txn.get_in(&sessions, "s1").unwrap(), None);
+    /// txn.commit().unwrap();
+    /// assert_eq!(sessions.get("s1").unwrap(), None);
+    /// ```
+    pub fn delete_in(&mut self, ks: &Keyspace, key: impl AsRef<[u8]>) -> Result<()> {
+        ks.check_live()?;
+        if ks.is_default() {
+            return self.delete(key);
+        }
+        let stored = ks.stored_key(key.as_ref())?;
+        self.writes.insert(stored, None);
+        self.note_keyspace(ks);
         Ok(())
     }
 
@@ -406,6 +576,53 @@ impl<'db> Transaction<'db> {
         let stored = self
             .db
             .range_opt((start.clone(), end.clone()), &self.read)?;
+        Ok(self.merged(stored, &[], start, end))
+    }
+
+    /// [`Transaction::range`] over keyspace `ks`: its pairs at the
+    /// snapshot with this transaction's pending writes in `ks` merged over
+    /// them, keys without any prefix.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = weft::Db::open(dir.path(), weft::Options::default()).unwrap();
+    /// let ks = db.keyspace("ks").unwrap();
+    /// ks.put("a", "old").unwrap();
+    /// db.put("b", "the default keyspace's").unwrap();
+    /// let mut txn = db.transaction();
+    /// txn.put_in(&ks, "c", "new").unwrap();
+    /// txn.put("d", "default").unwrap();
+    /// let keys: Vec<Vec<u8>> =
+    ///     txn.range_in::<&str, _>(&ks, ..).unwrap().map(|r| r.unwrap().0).collect();
+    /// assert_eq!(keys, vec![b"a".to_vec(), b"c".to_vec()]);
+    /// ```
+    pub fn range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        ks: &Keyspace,
+        range: R,
+    ) -> Result<TransactionRange<'_>> {
+        ks.check_live()?;
+        if ks.is_default() {
+            return self.range(range);
+        }
+        let start = bound_to_vec(range.start_bound());
+        let end = bound_to_vec(range.end_bound());
+        let stored = self
+            .db
+            .range_in(ks.key_prefix(), (start.clone(), end.clone()), &self.read)?;
+        Ok(self.merged(stored, ks.key_prefix(), start, end))
+    }
+
+    /// The snapshot's pairs `stored` (keys without `prefix`) with the
+    /// pending writes of the keyspace of `prefix` (empty: the default
+    /// one) within `(start, end)` merged over them.
+    fn merged(
+        &self,
+        stored: Range,
+        prefix: &[u8],
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+    ) -> TransactionRange<'_> {
         let empty = match (&start, &end) {
             (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) => {
                 s > e
@@ -417,21 +634,44 @@ impl<'db> Transaction<'db> {
         // `BTreeMap::range` panics on an inverted range; such a range is
         // empty, and the stored side finds it empty too.
         let pending = (!empty).then(|| {
-            self.writes
-                .range::<[u8], _>((as_slice(&start), as_slice(&end)))
-                .peekable()
+            let with_prefix = |b: Bound<Vec<u8>>, unbounded: Bound<Vec<u8>>| match b {
+                Bound::Included(k) => Bound::Included([prefix, &k].concat()),
+                Bound::Excluded(k) => Bound::Excluded([prefix, &k].concat()),
+                Bound::Unbounded => unbounded,
+            };
+            let (lo, hi) = if prefix.is_empty() {
+                (start, end)
+            } else {
+                let span_end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
+                (
+                    with_prefix(start, Bound::Included(prefix.to_vec())),
+                    with_prefix(end, span_end),
+                )
+            };
+            let strip = prefix.len();
+            let default = prefix.is_empty();
+            let writes = self
+                .writes
+                .range::<[u8], _>((as_slice(&lo), as_slice(&hi)))
+                // The default keyspace's range skips the other keyspaces'
+                // pending writes, as its stored side skips their span.
+                .filter(move |(k, _)| !(default && is_reserved(k)))
+                .map(move |(k, v)| (&k[strip..], v));
+            (Box::new(writes) as PendingRange<'_>).peekable()
         });
-        Ok(TransactionRange {
+        TransactionRange {
             stored: stored.peekable(),
             pending,
-        })
+        }
     }
 
     /// Applies the pending writes atomically, unless a tracked key (one
     /// written, or read with [`Transaction::get_for_update`]) has a version
     /// newer than the snapshot: then fails with [`Error::Conflict`] naming
-    /// it, and writes nothing. A transaction with no writes commits at
-    /// once, checking nothing (it is serializable at its snapshot).
+    /// it and its keyspace, and writes nothing. A transaction with no
+    /// writes commits at once, checking nothing (it is serializable at its
+    /// snapshot). Fails with [`Error::InvalidArgument`], writing nothing,
+    /// when a keyspace holding one of its tracked keys was dropped.
     ///
     /// The check and the append happen under the WAL lock, after every
     /// write that took a sequence before is visible, so no write can come
@@ -448,19 +688,31 @@ impl<'db> Transaction<'db> {
     /// first.commit().unwrap();
     /// assert!(second.commit().unwrap_err().is_conflict()); // written after its snapshot
     /// assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"first"[..]));
+    ///
+    /// let tmp = db.keyspace("tmp").unwrap();
+    /// let mut txn = db.transaction();
+    /// txn.put_in(&tmp, "k", "v").unwrap();
+    /// db.drop_keyspace("tmp").unwrap();
+    /// assert!(matches!(txn.commit(), Err(weft::Error::InvalidArgument(_))));
     /// ```
     pub fn commit(self) -> Result<()> {
         let core = self.db.core();
         if self.writes.is_empty() {
             return core.check_open();
         }
+        let keyspaces = self.keyspaces;
+        for ks in &keyspaces {
+            ks.check_live()?;
+        }
         let mut keys = self.read_for_update;
         keys.reserve(self.writes.len());
         let mut batch = WriteBatch::new();
         for (key, value) in self.writes {
+            // Stored keys, checked as they were added: a default key never
+            // lies in the reserved span.
             match &value {
-                Some(v) => batch.put(&key, v),
-                None => batch.delete(&key),
+                Some(v) => batch.put_unchecked(&key, v),
+                None => batch.delete_unchecked(&key),
             };
             keys.push(key);
         }
@@ -468,16 +720,20 @@ impl<'db> Transaction<'db> {
         keys.dedup();
         check_write(&batch, &self.write_options)?;
         let snapshot = self.snapshot.sequence();
-        let clean_store = core.check_commit_unlocked(&keys, snapshot, &self.begin_store)?;
+        let clean_store = core
+            .check_commit_unlocked(&keys, snapshot, &self.begin_store)
+            .map_err(|e| named_conflict(e, &keyspaces))?;
         // The unit tests' window between the two checks (`db::conflict`).
         crate::fault::pause_point("commit.checked_unlocked", &core.dir);
         let check = CommitCheck {
             keys,
             snapshot,
             clean_store,
+            keyspaces,
         };
         let opts = &self.write_options;
         core.write_checked(batch, opts.sync, !opts.disable_wal, false, Some(&check))
+            .map_err(|e| named_conflict(e, &check.keyspaces))
     }
 
     /// Discards the pending writes (as dropping the transaction does).
@@ -503,10 +759,39 @@ fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
-/// A range of a transaction's pending writes (`None` values are deletes).
-type PendingRange<'txn> = btree_map::Range<'txn, Vec<u8>, Option<Vec<u8>>>;
+/// A range of a transaction's pending writes, keys without their
+/// keyspace's prefix (`None` values are deletes).
+type PendingRange<'txn> = Box<dyn Iterator<Item = (&'txn [u8], &'txn Option<Vec<u8>>)> + 'txn>;
 
-/// The cursor of [`Transaction::range`]: the snapshot's pairs with the
+/// `e`, a conflict on a stored key, as the key within its keyspace and
+/// that keyspace's name (`keyspaces` holds those of the tracked keys).
+fn named_conflict(e: Error, keyspaces: &[Keyspace]) -> Error {
+    match e {
+        Error::Conflict { key, keyspace } => {
+            match keyspaces.iter().find(|ks| key.starts_with(ks.key_prefix())) {
+                Some(ks) => Error::Conflict {
+                    key: key[ks.key_prefix().len()..].to_vec(),
+                    keyspace: ks.name().to_string(),
+                },
+                None => Error::Conflict { key, keyspace },
+            }
+        }
+        other => other,
+    }
+}
+
+/// Fails for a value over [`MAX_VALUE_SIZE`].
+fn check_value(value: &[u8]) -> Result<()> {
+    if value.len() > MAX_VALUE_SIZE {
+        return Err(Error::InvalidArgument(format!(
+            "value of {} bytes exceeds the limit of {MAX_VALUE_SIZE} bytes",
+            value.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The cursor of [`Transaction::range`] and [`Transaction::range_in`]: the snapshot's pairs with the
 /// transaction's pending writes merged over them, in key order.
 ///
 /// ```
@@ -536,7 +821,7 @@ impl Iterator for TransactionRange<'_> {
                 .pending
                 .as_mut()
                 .and_then(|p| p.peek())
-                .map(|(k, _)| k.as_slice());
+                .map(|(k, _)| *k);
             let order = match (self.stored.peek(), pending_key) {
                 (None, None) => return None,
                 // An error, or no pending write left: the stored side as is.
@@ -553,7 +838,7 @@ impl Iterator for TransactionRange<'_> {
             }
             let (key, value) = self.pending.as_mut()?.next()?;
             if let Some(value) = value {
-                return Some(Ok((key.clone(), value.clone())));
+                return Some(Ok((key.to_vec(), value.clone())));
             }
         }
     }

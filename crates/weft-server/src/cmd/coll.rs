@@ -1,0 +1,145 @@
+//! What the collection commands (hashes, lists, sets, sorted sets) share:
+//! typed metadata reads, the scan of a collection's elements, and the hook
+//! blocking commands will hang on.
+
+use weft::{ReadOptions, Snapshot};
+
+use super::{err, CmdError, ScanOpts, WRONGTYPE};
+use crate::encoding::{self, Kind, Meta};
+use crate::glob;
+use crate::keyspace::{new_version, Batch, Keyspace};
+use crate::Shared;
+
+/// The live metadata of `key` read at `opts`, if it is a `kind`;
+/// WRONGTYPE for another type.
+pub fn read_meta(
+    ks: &Keyspace,
+    key: &[u8],
+    kind: Kind,
+    opts: &ReadOptions,
+) -> Result<Option<Meta>, CmdError> {
+    match ks.get(key, opts)? {
+        Some(e) if e.meta.kind != kind => err(WRONGTYPE),
+        e => Ok(e.map(|e| e.meta)),
+    }
+}
+
+/// For writers holding `key`'s lock: the live metadata of `key` if it is
+/// a `kind` (an expired key is deleted into `batch` and absent);
+/// WRONGTYPE for another type.
+pub fn load_meta(
+    ks: &Keyspace,
+    key: &[u8],
+    kind: Kind,
+    batch: &mut Batch,
+) -> Result<Option<Meta>, CmdError> {
+    match ks.load_for_write(key, batch)? {
+        Some(e) if e.meta.kind != kind => err(WRONGTYPE),
+        e => Ok(e.map(|e| e.meta)),
+    }
+}
+
+/// `old`, or the metadata of a new, empty `kind` under a fresh version.
+pub fn or_new(old: Option<Meta>, kind: Kind) -> Meta {
+    old.unwrap_or_else(|| Meta::new_collection(kind, new_version()))
+}
+
+/// A snapshot and read options at it, for commands reading several
+/// records.
+pub fn snapshot(ks: &Keyspace) -> (Snapshot, ReadOptions) {
+    let snap = ks.db.snapshot();
+    let opts = ReadOptions::new().snapshot(&snap);
+    (snap, opts)
+}
+
+/// Every `(sub key, value)` of `meta`'s elements in namespace `ns`, in
+/// order, read at `snap` (one ordered scan).
+pub fn elements(
+    ks: &Keyspace,
+    ns: u8,
+    key: &[u8],
+    meta: &Meta,
+    snap: Option<&Snapshot>,
+) -> Result<Vec<Pair>, CmdError> {
+    let prefix = encoding::element_prefix(ns, key, meta.version);
+    let mut opts = ReadOptions::new().prefix(&prefix);
+    if let Some(s) = snap {
+        opts = opts.snapshot(s);
+    }
+    let mut it = ks.db.iter(&opts)?;
+    it.seek_to_first()?;
+    let mut out = Vec::with_capacity(meta.count.min(1 << 16) as usize);
+    while it.valid() {
+        out.push((it.key()[prefix.len()..].to_vec(), it.value().to_vec()));
+        it.next()?;
+    }
+    Ok(out)
+}
+
+/// Called after a write added elements to the list or sorted set `key`
+/// (pushes, LINSERT, LMOVE's destination, ZADD, ...), once the batch is
+/// in the engine and the key's lock released. The place for the blocking
+/// pops (BLPOP, BZPOPMIN, ...) to wake a client waiting on `key`; nothing
+/// waits yet, so it does nothing.
+pub fn key_ready(_shared: &Shared, _key: &[u8]) {}
+
+/// A field or member and its record's value.
+pub type Pair = (Vec<u8>, Vec<u8>);
+
+/// One step of `HSCAN`/`SSCAN`/`ZSCAN` over namespace `ns` of the `kind`
+/// at `key`, at one snapshot: the next cursor (0 at the end) and the
+/// `(sub key, value)` pairs matching the pattern among the `count`
+/// visited. Cursors name the engine key to resume at (as `SCAN`'s do).
+pub fn scan(
+    ks: &Keyspace,
+    key: &[u8],
+    kind: Kind,
+    ns: u8,
+    cursor: u64,
+    o: &ScanOpts,
+) -> Result<(u64, Vec<Pair>), CmdError> {
+    let (snap, opts) = snapshot(ks);
+    let mut found: Vec<Pair> = Vec::new();
+    let mut next = None;
+    if let Some(m) = read_meta(ks, key, kind, &opts)? {
+        let prefix = encoding::element_prefix(ns, key, m.version);
+        let mut lower = prefix.clone();
+        lower.extend_from_slice(
+            &o.pattern
+                .as_deref()
+                .map(glob::literal_prefix)
+                .unwrap_or_default(),
+        );
+        let upper = weft::prefix_successor(&lower);
+        if cursor != 0 {
+            let at = ks
+                .cursor(cursor)
+                .ok_or(CmdError("ERR invalid cursor".into()))?;
+            if at > lower {
+                lower = at;
+            }
+        }
+        let mut ropts = ReadOptions::new().snapshot(&snap).lower_bound(lower);
+        if let Some(u) = upper {
+            ropts = ropts.upper_bound(u);
+        }
+        let mut it = ks.db.iter(&ropts)?;
+        it.seek_to_first()?;
+        let mut visited = 0;
+        while it.valid() {
+            if visited == o.count {
+                next = Some(it.key().to_vec());
+                break;
+            }
+            visited += 1;
+            let f = &it.key()[prefix.len()..];
+            if o.pattern.as_ref().is_none_or(|p| glob::matches(p, f)) {
+                found.push((f.to_vec(), it.value().to_vec()));
+            }
+            it.next()?;
+        }
+    } else if cursor != 0 && ks.cursor(cursor).is_none() {
+        return err("ERR invalid cursor");
+    }
+    Ok((next.map_or(0, |k| ks.new_cursor(k)), found))
+}
