@@ -110,9 +110,9 @@ fn build(py: Python<'_>) -> PyResult<ErrorTypes> {
         )?,
         conflict: sub(
             "ConflictError",
-            "A transaction's commit found that `key` (bytes, as stored) was written \
-             after the transaction's snapshot: nothing was committed; run the \
-             transaction again (Db.transact does).",
+            "A transaction's commit found that `key` (bytes, within its keyspace) of \
+             keyspace `keyspace` (str) was written after the transaction's snapshot: \
+             nothing was committed; run the transaction again (Db.transact does).",
         )?,
         error,
     })
@@ -206,9 +206,10 @@ fn build_exception<'py>(py: Python<'py>, e: &weft::Error) -> PyResult<Bound<'py,
             exception.setattr("operation", operation)?;
             exception
         }
-        weft::Error::Conflict { key } => {
+        weft::Error::Conflict { key, keyspace } => {
             let exception = plain(&t.conflict)?;
             exception.setattr("key", pyo3::types::PyBytes::new(py, key))?;
+            exception.setattr("keyspace", keyspace)?;
             exception
         }
         // `weft::Error` is non-exhaustive: a variant added later is still

@@ -16,6 +16,7 @@ use weft::{TransactionOptions, WriteOptions};
 
 use crate::codec::Codecs;
 use crate::errors::{busy, invalid_argument, IntoPyResult};
+use crate::keyspace::Keyspace;
 use crate::store::{Store, GET_RELEASES_GIL};
 
 type Slot<'db> = Option<weft::Transaction<'db>>;
@@ -34,15 +35,18 @@ self_cell::self_cell!(
 /// `weft.ConflictError` (and writes nothing) when a key it wrote, or read
 /// with `get_for_update`, was written by someone else after its snapshot.
 /// `with db.transaction() as txn:` commits when the block ends without an
-/// exception and rolls back otherwise. Default keyspace only. One thread
-/// at a time: a call while another thread is inside one raises
-/// RuntimeError.
+/// exception and rolls back otherwise. Every call takes `keyspace=` (a
+/// handle from `db.keyspace(name)`; the default keyspace without one): one
+/// commit spans keyspaces atomically. One thread at a time: a call while
+/// another thread is inside one raises RuntimeError.
 #[pyclass(frozen, module = "weft")]
 pub struct Transaction {
     /// Locked with `try_lock` only: a thread that blocked here holding the
     /// GIL while the holder waits for the GIL to return would deadlock.
     cell: Mutex<TxnCell>,
-    codecs: Codecs,
+    /// The default keyspace and its codecs: what a call without
+    /// `keyspace=` reads and writes.
+    default: (weft::Keyspace, Codecs),
 }
 
 const FINISHED: &str = "the transaction was already committed or rolled back";
@@ -54,7 +58,19 @@ impl Transaction {
             cell: Mutex::new(TxnCell::new(store.db.clone(), |db| {
                 Some(db.transaction_opt(&topts))
             })),
-            codecs: store.codecs,
+            default: (store.ks.clone(), store.codecs),
+        }
+    }
+
+    /// The keyspace a call names (the default one without `keyspace=`)
+    /// and its codecs.
+    fn target(&self, keyspace: Option<&Bound<'_, Keyspace>>) -> (weft::Keyspace, Codecs) {
+        match keyspace {
+            Some(ks) => {
+                let store = &ks.get().store;
+                (store.ks.clone(), store.codecs)
+            }
+            None => self.default.clone(),
         }
     }
 
@@ -107,89 +123,121 @@ impl Transaction {
         &self,
         key: &Bound<'py, PyAny>,
         for_update: bool,
+        keyspace: Option<&Bound<'_, Keyspace>>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let found = self.read_raw(key, for_update)?;
+        let (ks, codecs) = self.target(keyspace);
+        let found = self.read_raw(key, for_update, ks, codecs)?;
         found
-            .map(|v| self.codecs.values.decode(key.py(), &v))
+            .map(|v| codecs.values.decode(key.py(), &v))
             .transpose()
     }
 
-    fn read_raw(&self, key: &Bound<'_, PyAny>, for_update: bool) -> PyResult<Option<Vec<u8>>> {
-        let k = self.codecs.keys.encode(key, "key")?.into_owned();
+    fn read_raw(
+        &self,
+        key: &Bound<'_, PyAny>,
+        for_update: bool,
+        ks: weft::Keyspace,
+        codecs: Codecs,
+    ) -> PyResult<Option<Vec<u8>>> {
+        let k = codecs.keys.encode(key, "key")?.into_owned();
         self.run(key.py(), GET_RELEASES_GIL, move |t| match for_update {
-            true => t.get_for_update(&k),
-            false => t.get(&k),
+            true => t.get_for_update_in(&ks, &k),
+            false => t.get_in(&ks, &k),
         })
     }
 }
 
 #[pymethods]
 impl Transaction {
-    /// The value of `key` at the transaction's snapshot with its own writes
-    /// merged in, or `default`. Not tracked: the commit does not check it
-    /// (use `get_for_update` for keys the writes depend on).
-    #[pyo3(signature = (key, default = None))]
+    /// The value of `key` (in `keyspace` when given) at the transaction's
+    /// snapshot with its own writes merged in, or `default`. Not tracked:
+    /// the commit does not check it (use `get_for_update` for keys the
+    /// writes depend on).
+    #[pyo3(signature = (key, default = None, *, keyspace = None))]
     fn get<'py>(
         &self,
         key: &Bound<'py, PyAny>,
         default: Option<Bound<'py, PyAny>>,
+        keyspace: Option<&Bound<'_, Keyspace>>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        Ok(self.read(key, false)?.or(default))
+        Ok(self.read(key, false, keyspace)?.or(default))
     }
 
     /// As `get`, and the commit fails with ConflictError if `key` was
     /// written after the snapshot (the transaction is then serializable
     /// with respect to it).
-    fn get_for_update<'py>(&self, key: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.read(key, true)
+    #[pyo3(signature = (key, *, keyspace = None))]
+    fn get_for_update<'py>(
+        &self,
+        key: &Bound<'py, PyAny>,
+        keyspace: Option<&Bound<'_, Keyspace>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.read(key, true, keyspace)
     }
 
     fn __getitem__<'py>(&self, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        match self.read(key, false)? {
+        match self.read(key, false, None)? {
             Some(v) => Ok(v),
             None => Err(PyKeyError::new_err(key.clone().unbind())),
         }
     }
 
     fn __contains__(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        Ok(self.read_raw(key, false)?.is_some())
+        let (ks, codecs) = self.target(None);
+        Ok(self.read_raw(key, false, ks, codecs)?.is_some())
     }
 
     /// Buffers a put (seen by this transaction's reads at once).
-    fn put(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let k = self.codecs.keys.encode(key, "key")?.into_owned();
-        let v = self.codecs.values.encode(value, "value")?.into_owned();
-        self.run(key.py(), false, move |t| t.put(&k, &v))
+    #[pyo3(signature = (key, value, *, keyspace = None))]
+    fn put(
+        &self,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        keyspace: Option<&Bound<'_, Keyspace>>,
+    ) -> PyResult<()> {
+        let (ks, codecs) = self.target(keyspace);
+        let k = codecs.keys.encode(key, "key")?.into_owned();
+        let v = codecs.values.encode(value, "value")?.into_owned();
+        self.run(key.py(), false, move |t| t.put_in(&ks, &k, &v))
     }
 
     fn __setitem__(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.put(key, value)
+        self.put(key, value, None)
     }
 
     /// Buffers a delete.
-    fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        let k = self.codecs.keys.encode(key, "key")?.into_owned();
-        self.run(key.py(), false, move |t| t.delete(&k))
+    #[pyo3(signature = (key, *, keyspace = None))]
+    fn delete(
+        &self,
+        key: &Bound<'_, PyAny>,
+        keyspace: Option<&Bound<'_, Keyspace>>,
+    ) -> PyResult<()> {
+        let (ks, codecs) = self.target(keyspace);
+        let k = codecs.keys.encode(key, "key")?.into_owned();
+        self.run(key.py(), false, move |t| t.delete_in(&ks, &k))
     }
 
     fn __delitem__(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.delete(key)
+        self.delete(key, None)
     }
 
-    /// The `(key, value)` pairs in `[start, stop)` at the snapshot with the
-    /// transaction's writes merged in, as a list (materialized: the pairs
-    /// borrow the transaction). Not tracked, as `get`.
-    #[pyo3(signature = (*, start = None, stop = None, reverse = false))]
+    /// The `(key, value)` pairs in `[start, stop)` (of `keyspace` when
+    /// given) at the snapshot with the transaction's writes merged in, as
+    /// a list (materialized: the pairs borrow the transaction). Not
+    /// tracked, as `get`.
+    #[pyo3(signature = (*, start = None, stop = None, reverse = false, keyspace = None))]
     fn items<'py>(
         &self,
         py: Python<'py>,
         start: Option<&Bound<'py, PyAny>>,
         stop: Option<&Bound<'py, PyAny>>,
         reverse: bool,
+        keyspace: Option<&Bound<'_, Keyspace>>,
     ) -> PyResult<Bound<'py, PyList>> {
+        let (ks, codecs) = self.target(keyspace);
         let bound = |b: Option<&Bound<'py, PyAny>>, what| -> PyResult<RangeBound<Vec<u8>>> {
             Ok(match b {
-                Some(k) => RangeBound::Included(self.codecs.keys.encode(k, what)?.into_owned()),
+                Some(k) => RangeBound::Included(codecs.keys.encode(k, what)?.into_owned()),
                 None => RangeBound::Unbounded,
             })
         };
@@ -199,7 +247,8 @@ impl Transaction {
             other => other,
         };
         let mut pairs = self.run(py, true, move |t| {
-            t.range((lower, upper))?.collect::<weft::Result<Vec<_>>>()
+            t.range_in(&ks, (lower, upper))?
+                .collect::<weft::Result<Vec<_>>>()
         })?;
         if reverse {
             pairs.reverse();
@@ -208,10 +257,7 @@ impl Transaction {
         for (k, v) in pairs {
             out.append(PyTuple::new(
                 py,
-                [
-                    self.codecs.keys.decode(py, &k)?,
-                    self.codecs.values.decode(py, &v)?,
-                ],
+                [codecs.keys.decode(py, &k)?, codecs.values.decode(py, &v)?],
             )?)?;
         }
         Ok(out)

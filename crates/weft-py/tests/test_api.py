@@ -554,7 +554,7 @@ def test_transaction_conflict(db):
     db[b"k"] = b"theirs"
     with pytest.raises(weft.ConflictError) as info:
         txn.commit()
-    assert info.value.key == b"k"
+    assert info.value.key == b"k" and info.value.keyspace == "default"
     assert db[b"k"] == b"theirs"
 
 
@@ -593,6 +593,35 @@ def test_transact_retries_conflicts(db):
 
     assert db.transact(increment) == 101
     assert len(runs) == 2 and db[b"n"] == b"101"
+
+
+def test_transaction_across_keyspaces(db):
+    users = db.keyspace("users")
+    by_name = db.keyspace("by_name", codec="str")
+    with db.transaction() as txn:
+        txn.put(b"42", b"alice", keyspace=users)
+        txn.put("alice", "42", keyspace=by_name)
+        txn[b"42"] = b"default keyspace"
+        assert txn.get(b"42", keyspace=users) == b"alice"
+        assert txn.items(keyspace=by_name) == [("alice", "42")]
+        assert users.get(b"42") is None  # not before the commit
+    assert users[b"42"] == b"alice" and by_name["alice"] == "42"
+    assert db[b"42"] == b"default keyspace"
+
+    txn = db.transaction()
+    assert txn.get_for_update(b"42", keyspace=users) == b"alice"
+    txn.delete(b"42", keyspace=users)
+    users[b"42"] = b"bob"  # another writer, same key, same keyspace
+    with pytest.raises(weft.ConflictError) as info:
+        txn.commit()
+    assert (info.value.key, info.value.keyspace) == (b"42", "users")
+    assert users[b"42"] == b"bob"
+
+    txn = db.transaction()
+    txn.put(b"42", b"x", keyspace=users)
+    db[b"42"] = b"same key, other keyspace: no conflict"
+    txn.commit()
+    assert users[b"42"] == b"x"
 
 
 def test_transact_gives_up_and_propagates(db):
