@@ -176,7 +176,7 @@ impl Error {
 /// " of keyspace \"name\"" in a conflict's message, nothing for the
 /// default keyspace (whose messages stay as they were before keyspaces).
 fn keyspace_words(keyspace: &str) -> String {
-    if keyspace == crate::db::DEFAULT_KEYSPACE {
+    if keyspace == crate::keyspace_prefix::DEFAULT_KEYSPACE {
         String::new()
     } else {
         format!(" of keyspace \"{}\"", keyspace.escape_default())

@@ -16,3 +16,7 @@ pub(crate) const RESERVED_END: &[u8] = b"\xffWKT";
 pub(crate) fn is_reserved(key: &[u8]) -> bool {
     key.starts_with(RESERVED)
 }
+
+/// The name of keyspace 0, the plain `Db` API's keys (here, in the leaf,
+/// so that `error` can name it without importing `db`).
+pub const DEFAULT_KEYSPACE: &str = "default";

@@ -31,8 +31,7 @@ use crate::key::{ValueKind, MAX_KEY_SIZE};
 use crate::keyspace_prefix::{RESERVED, RESERVED_END};
 use crate::options::{ReadOptions, WriteOptions};
 
-/// The name of keyspace 0, the plain [`Db`] API's keys.
-pub const DEFAULT_KEYSPACE: &str = "default";
+pub use crate::keyspace_prefix::DEFAULT_KEYSPACE;
 /// The registry's id: its rows live in this id's span.
 pub(crate) const REGISTRY_ID: u32 = 0;
 
