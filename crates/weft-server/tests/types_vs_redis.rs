@@ -23,6 +23,10 @@ struct RedisServer {
 
 impl RedisServer {
     fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+
+    fn start_with(extra: &[&str]) -> RedisServer {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -39,6 +43,7 @@ impl RedisServer {
                 "--appendonly",
                 "no",
             ])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -905,5 +910,400 @@ fn strings_hashes_and_keys_reply_as_redis_7_does() {
             if resp3 { "RESP3" } else { "RESP2" },
             SCRIPT_KEYS,
         );
+    }
+}
+
+/// One command with binary arguments.
+fn cmdb(c: &mut Raw, args: &[&[u8]]) -> V {
+    c.send_bytes(&Raw::encode(args));
+    c.read()
+}
+
+fn bulk(v: V) -> Vec<u8> {
+    match v {
+        V::Bulk(b) => b,
+        other => panic!("expected a bulk string, got {other:?}"),
+    }
+}
+
+/// A key's type and contents in a form both servers reply alike: sets
+/// and hashes sorted, sorted sets in rank order with scores, the TTL
+/// rounded to whole seconds.
+fn contents(c: &mut Raw, key: &str) -> Vec<V> {
+    let t = c.cmd(&["TYPE", key]);
+    let body = match &t {
+        V::Simple(s) if s == "string" => c.cmd(&["GET", key]),
+        V::Simple(s) if s == "list" => c.cmd(&["LRANGE", key, "0", "-1"]),
+        V::Simple(s) if s == "set" => sorted(c.cmd(&["SMEMBERS", key])),
+        V::Simple(s) if s == "zset" => c.cmd(&["ZRANGE", key, "0", "-1", "WITHSCORES"]),
+        V::Simple(s) if s == "hash" => match c.cmd(&["HGETALL", key]) {
+            V::Array(a) => {
+                let mut pairs: Vec<(V, V)> = a
+                    .chunks(2)
+                    .map(|p| (p[0].clone(), p[1].clone()))
+                    .collect();
+                pairs.sort_by_key(|p| format!("{p:?}"));
+                V::Map(pairs)
+            }
+            V::Map(mut m) => {
+                m.sort_by_key(|p| format!("{p:?}"));
+                V::Map(m)
+            }
+            other => other,
+        },
+        _ => V::Nil,
+    };
+    let ttl = c.cmd(&["TTL", key]);
+    vec![t, body, ttl]
+}
+
+/// Fills `c` (weft or redis) with one key of each type and size.
+fn fill(c: &mut Raw) {
+    let many = |p: &str, n: usize| -> Vec<String> { (0..n).map(|i| format!("{p}{i}")).collect() };
+    let run = |c: &mut Raw, args: Vec<String>| {
+        let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        let r = c.cmd(&a);
+        assert!(!matches!(r, V::Err(_)), "{a:?}: {r:?}");
+    };
+    let cmd = |name: &str, key: &str, rest: Vec<String>| {
+        let mut v = vec![name.to_string(), key.to_string()];
+        v.extend(rest);
+        v
+    };
+    run(c, cmd("SET", "s_text", vec!["hello".into()]));
+    run(c, cmd("SET", "s_int8", vec!["-7".into()]));
+    run(c, cmd("SET", "s_int16", vec!["12345".into()]));
+    run(c, cmd("SET", "s_int32", vec!["-1234567890".into()]));
+    run(c, cmd("SET", "s_int64", vec!["9223372036854775807".into()]));
+    run(c, cmd("SET", "s_lzf", vec!["abcabcabc".repeat(200)]));
+    run(c, cmd("SET", "s_bin", vec!["q\u{1}\u{7f}é✓ zz".into()]));
+    run(c, cmd("SETEX", "s_ttl", vec!["1000".into(), "v".into()]));
+    run(c, cmd("RPUSH", "l_small", vec!["a".into(), "1".into(), "-300".into(), "70000".into(), "b".into()]));
+    let mut l = many("e", 300);
+    l.push("x".repeat(300));
+    l.push("12".into());
+    run(c, cmd("RPUSH", "l_big", l));
+    run(c, cmd("SADD", "set_int", vec!["1".into(), "-2".into(), "300".into()]));
+    run(c, cmd("SADD", "set_int64", vec!["1".into(), "5000000000".into(), "-9223372036854775808".into()]));
+    run(c, cmd("SADD", "set_str", vec!["a".into(), "b".into(), "1".into()]));
+    run(c, cmd("SADD", "set_big", many("m", 600)));
+    run(c, cmd("ZADD", "z_small", vec!["1".into(), "a".into(), "2.5".into(), "b".into(), "-inf".into(), "lo".into(), "inf".into(), "hi".into(), "3".into(), "100".into()]));
+    let mut z = Vec::new();
+    for i in 0..200 {
+        z.push(format!("{}", i as f64 / 3.0));
+        z.push(format!("member{i}"));
+    }
+    run(c, cmd("ZADD", "z_big", z));
+    run(c, cmd("HSET", "h_small", vec!["f".into(), "v".into(), "n".into(), "42".into(), "neg".into(), "-5".into()]));
+    let mut h = Vec::new();
+    for i in 0..600 {
+        h.push(format!("field{i}"));
+        h.push(if i % 2 == 0 { format!("{i}") } else { "y".repeat(i % 90) });
+    }
+    run(c, cmd("HSET", "h_big", h));
+    run(c, cmd("HSET", "h_longval", vec!["f".into(), "v".repeat(100)]));
+}
+
+const FILLED: [&str; 20] = [
+    "s_text", "s_int8", "s_int16", "s_int32", "s_int64", "s_lzf", "s_bin", "s_ttl", "l_small",
+    "l_big", "set_int", "set_int64", "set_str", "set_big", "z_small", "z_big", "h_small", "h_big",
+    "h_longval", "l_plain",
+];
+
+/// `DUMP` on a real Redis 7, `RESTORE` into Weft, for every type in both
+/// its small and its big encodings (forced with Redis's `CONFIG SET`s):
+/// the contents and deadlines agree; and back, `DUMP` on Weft, `RESTORE`
+/// into Redis.
+#[test]
+fn dump_and_restore_interoperate_with_redis_7() {
+    let redis = RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    let weft = TestServer::start();
+    let mut r = Raw::connect(([127, 0, 0, 1], redis.port).into());
+    let mut w = weft.raw();
+    let mut encodings = std::collections::BTreeSet::new();
+    for big in [false, true] {
+        for c in [&mut r, &mut w] {
+            c.cmd(&["FLUSHALL"]);
+        }
+        let conf: &[(&str, &str)] = if big {
+            &[
+                ("list-max-listpack-size", "4"),
+                ("set-max-intset-entries", "0"),
+                ("zset-max-listpack-entries", "0"),
+                ("hash-max-listpack-entries", "0"),
+            ]
+        } else {
+            &[
+                ("list-max-listpack-size", "-2"),
+                ("set-max-intset-entries", "512"),
+                ("zset-max-listpack-entries", "128"),
+                ("hash-max-listpack-entries", "512"),
+            ]
+        };
+        for (k, v) in conf {
+            assert_eq!(r.cmd(&["CONFIG", "SET", k, v]), V::Simple("OK".into()));
+        }
+        // Elements of 100 bytes and more go into plain quicklist nodes.
+        let plain_threshold = if big { "100" } else { "1073741824" };
+        assert_eq!(
+            r.cmd(&["DEBUG", "QUICKLIST-PACKED-THRESHOLD", plain_threshold]),
+            V::Simple("OK".into())
+        );
+        fill(&mut r);
+        r.cmd(&["RPUSH", "l_plain", "a", &"p".repeat(150), "b", &"q".repeat(120)]);
+        for k in FILLED {
+            if let V::Bulk(e) = r.cmd(&["OBJECT", "ENCODING", k]) {
+                encodings.insert(String::from_utf8(e).unwrap());
+            }
+            let payload = bulk(r.cmd(&["DUMP", k]));
+            let pttl = match r.cmd(&["PTTL", k]) {
+                V::Int(t) if t > 0 => t.to_string(),
+                _ => "0".to_string(),
+            };
+            assert_eq!(
+                cmdb(&mut w, &[b"RESTORE", k.as_bytes(), pttl.as_bytes(), &payload]),
+                V::Simple("OK".into()),
+                "RESTORE {k} (big encodings: {big})"
+            );
+            assert_eq!(contents(&mut w, k), contents(&mut r, k), "{k} (big: {big})");
+            // A second RESTORE needs REPLACE.
+            assert_eq!(
+                cmdb(&mut w, &[b"RESTORE", k.as_bytes(), b"0", &payload]),
+                V::Err("BUSYKEY Target key name already exists.".into())
+            );
+            assert_eq!(
+                cmdb(&mut w, &[b"RESTORE", k.as_bytes(), b"0", &payload, b"REPLACE"]),
+                V::Simple("OK".into())
+            );
+            // Any damage to the payload is refused in Redis's words, by both.
+            for at in [0, payload.len() / 2, payload.len() - 9, payload.len() - 1] {
+                let mut bad = payload.clone();
+                bad[at] ^= 0x20;
+                let want = cmdb(&mut r, &[b"RESTORE", b"bad", b"0", &bad]);
+                assert_eq!(cmdb(&mut w, &[b"RESTORE", b"bad", b"0", &bad]), want);
+                assert_eq!(
+                    want,
+                    V::Err("ERR DUMP payload version or checksum are wrong".into())
+                );
+            }
+        }
+        // Weft's DUMP of everything it now holds restores into Redis as
+        // the same contents.
+        for k in FILLED {
+            let payload = bulk(w.cmd(&["DUMP", k]));
+            let copy = format!("{k}_from_weft");
+            let pttl = match w.cmd(&["PTTL", k]) {
+                V::Int(t) if t > 0 => t.to_string(),
+                _ => "0".to_string(),
+            };
+            assert_eq!(
+                cmdb(&mut r, &[b"RESTORE", copy.as_bytes(), pttl.as_bytes(), &payload]),
+                V::Simple("OK".into()),
+                "redis RESTORE of weft's {k}"
+            );
+            assert_eq!(contents(&mut r, &copy), contents(&mut w, k), "{k} via weft's DUMP");
+        }
+    }
+    // Both small and big encodings of every type were exercised.
+    for e in [
+        "int", "embstr", "raw", "quicklist", "intset", "listpack", "hashtable", "skiplist",
+    ] {
+        assert!(encodings.contains(e), "no key in encoding {e}: {encodings:?}");
+    }
+}
+
+/// RESTORE's options and refusals, payloads built by hand: a version
+/// newer than Redis 7.2's, an empty collection, a truncated object, the
+/// deadline (relative, ABSTTL, already past).
+#[test]
+fn restore_checks_versions_deadlines_and_format() {
+    let redis = RedisServer::start();
+    let weft = TestServer::start();
+    let mut r = Raw::connect(([127, 0, 0, 1], redis.port).into());
+    let mut w = weft.raw();
+    let crc = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+    let payload = |body: &[u8], version: u16| {
+        let mut p = body.to_vec();
+        p.extend_from_slice(&version.to_le_bytes());
+        let c = crc.checksum(&p);
+        p.extend_from_slice(&c.to_le_bytes());
+        p
+    };
+    // "hi" as a string object.
+    let good = payload(&[0, 2, b'h', b'i'], 10);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("version 12", payload(&[0, 2, b'h', b'i'], 12)),
+        ("version 9", payload(&[0, 2, b'h', b'i'], 9)),
+        ("empty set", payload(&[2, 0], 10)),
+        ("truncated", payload(&[0, 5, b'h'], 10)),
+        ("unknown type", payload(&[99, 0], 10)),
+        ("stream", payload(&[15, 0], 10)),
+        ("duplicate set members", payload(&[2, 2, 1, b'a', 1, b'a'], 10)),
+        ("short", vec![1, 2, 3]),
+    ];
+    for (what, p) in &cases {
+        let want = cmdb(&mut r, &[b"RESTORE", b"k", b"0", p]);
+        assert_eq!(cmdb(&mut w, &[b"RESTORE", b"k", b"0", p]), want, "{what}");
+    }
+    // Deadlines.
+    for c in [&mut r, &mut w] {
+        assert_eq!(cmdb(c, &[b"RESTORE", b"t1", b"5000", &good]), V::Simple("OK".into()));
+        let at = (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+            + 9_000_000)
+            .to_string();
+        assert_eq!(
+            cmdb(c, &[b"RESTORE", b"t2", at.as_bytes(), &good, b"ABSTTL"]),
+            V::Simple("OK".into())
+        );
+        assert_eq!(c.cmd(&["PEXPIRETIME", "t2"]), V::Int(at.parse().unwrap()));
+        assert!(matches!(c.cmd(&["TTL", "t1"]), V::Int(4 | 5)));
+        // Already past: OK, and nothing is created (REPLACE deletes the old).
+        assert_eq!(
+            cmdb(c, &[b"RESTORE", b"t1", b"1", &good, b"ABSTTL", b"REPLACE"]),
+            V::Simple("OK".into())
+        );
+        assert_eq!(c.cmd(&["EXISTS", "t1"]), V::Int(0));
+        assert_eq!(
+            cmdb(c, &[b"RESTORE", b"t3", b"0", &good, b"IDLETIME", b"100"]),
+            V::Simple("OK".into())
+        );
+        assert_eq!(c.cmd(&["GET", "t3"]), V::bulk("hi"));
+        // k (the version 9 payload, which both accept), t2, t3.
+        assert_eq!(c.cmd(&["DBSIZE"]), V::Int(3));
+    }
+    // Weft's DUMP of a short string is byte for byte Redis's.
+    for k in ["t3", "t2"] {
+        assert_eq!(w.cmd(&["DUMP", k]), r.cmd(&["DUMP", k]), "{k}");
+    }
+}
+
+/// MIGRATE from Weft to a real Redis (with a password), to a second
+/// Weft, and from Redis to Weft: single key and KEYS forms, COPY,
+/// REPLACE, AUTH/AUTH2, BUSYKEY from the target, TTLs carried.
+#[test]
+fn migrate_moves_keys_between_weft_and_redis() {
+    let redis = RedisServer::start_with(&["--requirepass", "sesame"]);
+    let weft = TestServer::start();
+    let weft2 = TestServer::start();
+    let mut r = Raw::connect(([127, 0, 0, 1], redis.port).into());
+    assert_eq!(r.cmd(&["AUTH", "sesame"]), V::Simple("OK".into()));
+    let mut w = weft.raw();
+    let mut w2 = weft2.raw();
+    fill(&mut w);
+    let rport = redis.port.to_string();
+    let w2port = weft2.addr.port().to_string();
+    let wport = weft.addr.port().to_string();
+    let before: Vec<Vec<V>> = FILLED[..19].iter().map(|k| contents(&mut w, k)).collect();
+
+    // Single key, AUTH: moved (gone here).
+    assert_eq!(
+        w.cmd(&["MIGRATE", "127.0.0.1", &rport, "s_text", "0", "5000", "AUTH", "sesame"]),
+        V::Simple("OK".into())
+    );
+    assert_eq!(w.cmd(&["EXISTS", "s_text"]), V::Int(0));
+    assert_eq!(contents(&mut r, "s_text"), before[0]);
+    // Without the password the target refuses, and nothing moves.
+    let e = w.cmd(&["MIGRATE", "127.0.0.1", &rport, "s_int8", "0", "5000"]);
+    assert!(
+        matches!(&e, V::Err(m) if m.starts_with("ERR Target instance replied with error: NOAUTH")),
+        "{e:?}"
+    );
+    assert_eq!(w.cmd(&["EXISTS", "s_int8"]), V::Int(1));
+    // KEYS form with COPY and AUTH2: copied (kept here), TTL carried.
+    let mut args = vec![
+        "MIGRATE", "127.0.0.1", &rport, "", "0", "5000", "COPY", "AUTH2", "default", "sesame",
+        "KEYS",
+    ];
+    args.extend(FILLED[1..19].iter().copied());
+    args.push("nosuch");
+    assert_eq!(w.cmd(&args), V::Simple("OK".into()));
+    for (i, k) in FILLED[1..19].iter().enumerate() {
+        assert_eq!(contents(&mut w, k), before[i + 1], "{k} kept");
+        assert_eq!(contents(&mut r, k), before[i + 1], "{k} on redis");
+    }
+    // Again without REPLACE: BUSYKEY from the target, keys kept here.
+    let e = w.cmd(&["MIGRATE", "127.0.0.1", &rport, "l_big", "0", "5000", "AUTH", "sesame"]);
+    assert_eq!(
+        e,
+        V::Err("ERR Target instance replied with error: BUSYKEY Target key name already exists.".into())
+    );
+    assert_eq!(w.cmd(&["EXISTS", "l_big"]), V::Int(1));
+    // With REPLACE it moves.
+    w.cmd(&["RPUSH", "l_big", "one-more"]);
+    let want = contents(&mut w, "l_big");
+    assert_eq!(
+        w.cmd(&["MIGRATE", "127.0.0.1", &rport, "l_big", "0", "5000", "REPLACE", "AUTH", "sesame"]),
+        V::Simple("OK".into())
+    );
+    assert_eq!(contents(&mut r, "l_big"), want);
+    assert_eq!(w.cmd(&["EXISTS", "l_big"]), V::Int(0));
+
+    // Weft to Weft: every key, KEYS form, moved.
+    let mut args = vec!["MIGRATE", "127.0.0.1", &w2port, "", "0", "5000", "KEYS"];
+    let rest: Vec<&str> = FILLED[1..19].iter().copied().filter(|k| *k != "l_big").collect();
+    args.extend(rest.iter().copied());
+    assert_eq!(w.cmd(&args), V::Simple("OK".into()));
+    for k in &rest {
+        let i = FILLED.iter().position(|x| x == k).unwrap();
+        assert_eq!(contents(&mut w2, k), before[i], "{k} on the second weft");
+    }
+    assert_eq!(w.cmd(&["DBSIZE"]), V::Int(0));
+    assert_eq!(w.cmd(&["MIGRATE", "127.0.0.1", &w2port, "nosuch", "0", "100"]), V::Simple("NOKEY".into()));
+
+    // Redis to Weft: Redis's own MIGRATE speaks to Weft's RESTORE.
+    let mut args = vec!["MIGRATE", "127.0.0.1", &wport, "", "0", "5000", "KEYS"];
+    args.extend(FILLED[..19].iter().copied());
+    assert_eq!(r.cmd(&args), V::Simple("OK".into()));
+    for (i, k) in FILLED[..19].iter().enumerate() {
+        if *k == "l_big" {
+            continue;
+        }
+        assert_eq!(contents(&mut w, k), before[i], "{k} back from redis");
+    }
+    assert_eq!(r.cmd(&["DBSIZE"]), V::Int(0));
+}
+
+/// SCAN takes any cursor as Redis does: an unknown or forgotten one (or
+/// `-1`) is not an error, and a scan from it still ends at 0 having
+/// returned every key.
+#[test]
+fn scan_accepts_any_cursor() {
+    let weft = TestServer::start();
+    let mut w = weft.raw();
+    let keys: Vec<String> = (0..50).map(|i| format!("k{i:02}")).collect();
+    for k in &keys {
+        w.cmd(&["SET", k, "v"]);
+    }
+    w.cmd(&["HSET", "h", "a", "1", "b", "2"]);
+    // Cursors this server never handed out (it numbers its own from 1).
+    for start in ["-1", "12345678", "18446744073709551615", "", "+99999999"] {
+        let mut cursor = start.to_string();
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..100 {
+            let V::Array(a) = w.cmd(&["SCAN", &cursor, "COUNT", "7"]) else {
+                panic!("SCAN {cursor}");
+            };
+            let (V::Bulk(c), V::Array(found)) = (&a[0], &a[1]) else {
+                panic!("SCAN reply {a:?}");
+            };
+            for f in found {
+                if let V::Bulk(k) = f {
+                    seen.insert(String::from_utf8(k.clone()).unwrap());
+                }
+            }
+            cursor = String::from_utf8(c.clone()).unwrap();
+            if cursor == "0" {
+                break;
+            }
+        }
+        assert_eq!(cursor, "0", "scan from {start:?} ends");
+        assert_eq!(seen.len(), 51, "scan from {start:?} returns every key");
+        let V::Array(a) = w.cmd(&["HSCAN", "h", start]) else {
+            panic!("HSCAN {start}");
+        };
+        assert_eq!(a[1], V::Array(vec![V::bulk("a"), V::bulk("1"), V::bulk("b"), V::bulk("2")]));
     }
 }
