@@ -938,10 +938,8 @@ fn contents(c: &mut Raw, key: &str) -> Vec<V> {
         V::Simple(s) if s == "zset" => c.cmd(&["ZRANGE", key, "0", "-1", "WITHSCORES"]),
         V::Simple(s) if s == "hash" => match c.cmd(&["HGETALL", key]) {
             V::Array(a) => {
-                let mut pairs: Vec<(V, V)> = a
-                    .chunks(2)
-                    .map(|p| (p[0].clone(), p[1].clone()))
-                    .collect();
+                let mut pairs: Vec<(V, V)> =
+                    a.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect();
                 pairs.sort_by_key(|p| format!("{p:?}"));
                 V::Map(pairs)
             }
@@ -978,36 +976,126 @@ fn fill(c: &mut Raw) {
     run(c, cmd("SET", "s_lzf", vec!["abcabcabc".repeat(200)]));
     run(c, cmd("SET", "s_bin", vec!["q\u{1}\u{7f}é✓ zz".into()]));
     run(c, cmd("SETEX", "s_ttl", vec!["1000".into(), "v".into()]));
-    run(c, cmd("RPUSH", "l_small", vec!["a".into(), "1".into(), "-300".into(), "70000".into(), "b".into()]));
+    run(
+        c,
+        cmd(
+            "RPUSH",
+            "l_small",
+            vec![
+                "a".into(),
+                "1".into(),
+                "-300".into(),
+                "70000".into(),
+                "b".into(),
+            ],
+        ),
+    );
     let mut l = many("e", 300);
     l.push("x".repeat(300));
     l.push("12".into());
     run(c, cmd("RPUSH", "l_big", l));
-    run(c, cmd("SADD", "set_int", vec!["1".into(), "-2".into(), "300".into()]));
-    run(c, cmd("SADD", "set_int64", vec!["1".into(), "5000000000".into(), "-9223372036854775808".into()]));
-    run(c, cmd("SADD", "set_str", vec!["a".into(), "b".into(), "1".into()]));
+    run(
+        c,
+        cmd(
+            "SADD",
+            "set_int",
+            vec!["1".into(), "-2".into(), "300".into()],
+        ),
+    );
+    run(
+        c,
+        cmd(
+            "SADD",
+            "set_int64",
+            vec![
+                "1".into(),
+                "5000000000".into(),
+                "-9223372036854775808".into(),
+            ],
+        ),
+    );
+    run(
+        c,
+        cmd("SADD", "set_str", vec!["a".into(), "b".into(), "1".into()]),
+    );
     run(c, cmd("SADD", "set_big", many("m", 600)));
-    run(c, cmd("ZADD", "z_small", vec!["1".into(), "a".into(), "2.5".into(), "b".into(), "-inf".into(), "lo".into(), "inf".into(), "hi".into(), "3".into(), "100".into()]));
+    run(
+        c,
+        cmd(
+            "ZADD",
+            "z_small",
+            vec![
+                "1".into(),
+                "a".into(),
+                "2.5".into(),
+                "b".into(),
+                "-inf".into(),
+                "lo".into(),
+                "inf".into(),
+                "hi".into(),
+                "3".into(),
+                "100".into(),
+            ],
+        ),
+    );
     let mut z = Vec::new();
     for i in 0..200 {
         z.push(format!("{}", i as f64 / 3.0));
         z.push(format!("member{i}"));
     }
     run(c, cmd("ZADD", "z_big", z));
-    run(c, cmd("HSET", "h_small", vec!["f".into(), "v".into(), "n".into(), "42".into(), "neg".into(), "-5".into()]));
+    run(
+        c,
+        cmd(
+            "HSET",
+            "h_small",
+            vec![
+                "f".into(),
+                "v".into(),
+                "n".into(),
+                "42".into(),
+                "neg".into(),
+                "-5".into(),
+            ],
+        ),
+    );
     let mut h = Vec::new();
     for i in 0..600 {
         h.push(format!("field{i}"));
-        h.push(if i % 2 == 0 { format!("{i}") } else { "y".repeat(i % 90) });
+        h.push(if i % 2 == 0 {
+            format!("{i}")
+        } else {
+            "y".repeat(i % 90)
+        });
     }
     run(c, cmd("HSET", "h_big", h));
-    run(c, cmd("HSET", "h_longval", vec!["f".into(), "v".repeat(100)]));
+    run(
+        c,
+        cmd("HSET", "h_longval", vec!["f".into(), "v".repeat(100)]),
+    );
 }
 
 const FILLED: [&str; 20] = [
-    "s_text", "s_int8", "s_int16", "s_int32", "s_int64", "s_lzf", "s_bin", "s_ttl", "l_small",
-    "l_big", "set_int", "set_int64", "set_str", "set_big", "z_small", "z_big", "h_small", "h_big",
-    "h_longval", "l_plain",
+    "s_text",
+    "s_int8",
+    "s_int16",
+    "s_int32",
+    "s_int64",
+    "s_lzf",
+    "s_bin",
+    "s_ttl",
+    "l_small",
+    "l_big",
+    "set_int",
+    "set_int64",
+    "set_str",
+    "set_big",
+    "z_small",
+    "z_big",
+    "h_small",
+    "h_big",
+    "h_longval",
+    "l_plain",
 ];
 
 /// `DUMP` on a real Redis 7, `RESTORE` into Weft, for every type in both
@@ -1050,7 +1138,14 @@ fn dump_and_restore_interoperate_with_redis_7() {
             V::Simple("OK".into())
         );
         fill(&mut r);
-        r.cmd(&["RPUSH", "l_plain", "a", &"p".repeat(150), "b", &"q".repeat(120)]);
+        r.cmd(&[
+            "RPUSH",
+            "l_plain",
+            "a",
+            &"p".repeat(150),
+            "b",
+            &"q".repeat(120),
+        ]);
         for k in FILLED {
             if let V::Bulk(e) = r.cmd(&["OBJECT", "ENCODING", k]) {
                 encodings.insert(String::from_utf8(e).unwrap());
@@ -1061,7 +1156,10 @@ fn dump_and_restore_interoperate_with_redis_7() {
                 _ => "0".to_string(),
             };
             assert_eq!(
-                cmdb(&mut w, &[b"RESTORE", k.as_bytes(), pttl.as_bytes(), &payload]),
+                cmdb(
+                    &mut w,
+                    &[b"RESTORE", k.as_bytes(), pttl.as_bytes(), &payload]
+                ),
                 V::Simple("OK".into()),
                 "RESTORE {k} (big encodings: {big})"
             );
@@ -1072,7 +1170,10 @@ fn dump_and_restore_interoperate_with_redis_7() {
                 V::Err("BUSYKEY Target key name already exists.".into())
             );
             assert_eq!(
-                cmdb(&mut w, &[b"RESTORE", k.as_bytes(), b"0", &payload, b"REPLACE"]),
+                cmdb(
+                    &mut w,
+                    &[b"RESTORE", k.as_bytes(), b"0", &payload, b"REPLACE"]
+                ),
                 V::Simple("OK".into())
             );
             // Any damage to the payload is refused in Redis's words, by both.
@@ -1097,18 +1198,35 @@ fn dump_and_restore_interoperate_with_redis_7() {
                 _ => "0".to_string(),
             };
             assert_eq!(
-                cmdb(&mut r, &[b"RESTORE", copy.as_bytes(), pttl.as_bytes(), &payload]),
+                cmdb(
+                    &mut r,
+                    &[b"RESTORE", copy.as_bytes(), pttl.as_bytes(), &payload]
+                ),
                 V::Simple("OK".into()),
                 "redis RESTORE of weft's {k}"
             );
-            assert_eq!(contents(&mut r, &copy), contents(&mut w, k), "{k} via weft's DUMP");
+            assert_eq!(
+                contents(&mut r, &copy),
+                contents(&mut w, k),
+                "{k} via weft's DUMP"
+            );
         }
     }
     // Both small and big encodings of every type were exercised.
     for e in [
-        "int", "embstr", "raw", "quicklist", "intset", "listpack", "hashtable", "skiplist",
+        "int",
+        "embstr",
+        "raw",
+        "quicklist",
+        "intset",
+        "listpack",
+        "hashtable",
+        "skiplist",
     ] {
-        assert!(encodings.contains(e), "no key in encoding {e}: {encodings:?}");
+        assert!(
+            encodings.contains(e),
+            "no key in encoding {e}: {encodings:?}"
+        );
     }
 }
 
@@ -1138,7 +1256,10 @@ fn restore_checks_versions_deadlines_and_format() {
         ("truncated", payload(&[0, 5, b'h'], 10)),
         ("unknown type", payload(&[99, 0], 10)),
         ("stream", payload(&[15, 0], 10)),
-        ("duplicate set members", payload(&[2, 2, 1, b'a', 1, b'a'], 10)),
+        (
+            "duplicate set members",
+            payload(&[2, 2, 1, b'a', 1, b'a'], 10),
+        ),
         ("short", vec![1, 2, 3]),
     ];
     for (what, p) in &cases {
@@ -1147,7 +1268,10 @@ fn restore_checks_versions_deadlines_and_format() {
     }
     // Deadlines.
     for c in [&mut r, &mut w] {
-        assert_eq!(cmdb(c, &[b"RESTORE", b"t1", b"5000", &good]), V::Simple("OK".into()));
+        assert_eq!(
+            cmdb(c, &[b"RESTORE", b"t1", b"5000", &good]),
+            V::Simple("OK".into())
+        );
         let at = (std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -1200,7 +1324,16 @@ fn migrate_moves_keys_between_weft_and_redis() {
 
     // Single key, AUTH: moved (gone here).
     assert_eq!(
-        w.cmd(&["MIGRATE", "127.0.0.1", &rport, "s_text", "0", "5000", "AUTH", "sesame"]),
+        w.cmd(&[
+            "MIGRATE",
+            "127.0.0.1",
+            &rport,
+            "s_text",
+            "0",
+            "5000",
+            "AUTH",
+            "sesame"
+        ]),
         V::Simple("OK".into())
     );
     assert_eq!(w.cmd(&["EXISTS", "s_text"]), V::Int(0));
@@ -1214,7 +1347,16 @@ fn migrate_moves_keys_between_weft_and_redis() {
     assert_eq!(w.cmd(&["EXISTS", "s_int8"]), V::Int(1));
     // KEYS form with COPY and AUTH2: copied (kept here), TTL carried.
     let mut args = vec![
-        "MIGRATE", "127.0.0.1", &rport, "", "0", "5000", "COPY", "AUTH2", "default", "sesame",
+        "MIGRATE",
+        "127.0.0.1",
+        &rport,
+        "",
+        "0",
+        "5000",
+        "COPY",
+        "AUTH2",
+        "default",
+        "sesame",
         "KEYS",
     ];
     args.extend(FILLED[1..19].iter().copied());
@@ -1225,17 +1367,39 @@ fn migrate_moves_keys_between_weft_and_redis() {
         assert_eq!(contents(&mut r, k), before[i + 1], "{k} on redis");
     }
     // Again without REPLACE: BUSYKEY from the target, keys kept here.
-    let e = w.cmd(&["MIGRATE", "127.0.0.1", &rport, "l_big", "0", "5000", "AUTH", "sesame"]);
+    let e = w.cmd(&[
+        "MIGRATE",
+        "127.0.0.1",
+        &rport,
+        "l_big",
+        "0",
+        "5000",
+        "AUTH",
+        "sesame",
+    ]);
     assert_eq!(
         e,
-        V::Err("ERR Target instance replied with error: BUSYKEY Target key name already exists.".into())
+        V::Err(
+            "ERR Target instance replied with error: BUSYKEY Target key name already exists."
+                .into()
+        )
     );
     assert_eq!(w.cmd(&["EXISTS", "l_big"]), V::Int(1));
     // With REPLACE it moves.
     w.cmd(&["RPUSH", "l_big", "one-more"]);
     let want = contents(&mut w, "l_big");
     assert_eq!(
-        w.cmd(&["MIGRATE", "127.0.0.1", &rport, "l_big", "0", "5000", "REPLACE", "AUTH", "sesame"]),
+        w.cmd(&[
+            "MIGRATE",
+            "127.0.0.1",
+            &rport,
+            "l_big",
+            "0",
+            "5000",
+            "REPLACE",
+            "AUTH",
+            "sesame"
+        ]),
         V::Simple("OK".into())
     );
     assert_eq!(contents(&mut r, "l_big"), want);
@@ -1243,7 +1407,11 @@ fn migrate_moves_keys_between_weft_and_redis() {
 
     // Weft to Weft: every key, KEYS form, moved.
     let mut args = vec!["MIGRATE", "127.0.0.1", &w2port, "", "0", "5000", "KEYS"];
-    let rest: Vec<&str> = FILLED[1..19].iter().copied().filter(|k| *k != "l_big").collect();
+    let rest: Vec<&str> = FILLED[1..19]
+        .iter()
+        .copied()
+        .filter(|k| *k != "l_big")
+        .collect();
     args.extend(rest.iter().copied());
     assert_eq!(w.cmd(&args), V::Simple("OK".into()));
     for k in &rest {
@@ -1251,7 +1419,10 @@ fn migrate_moves_keys_between_weft_and_redis() {
         assert_eq!(contents(&mut w2, k), before[i], "{k} on the second weft");
     }
     assert_eq!(w.cmd(&["DBSIZE"]), V::Int(0));
-    assert_eq!(w.cmd(&["MIGRATE", "127.0.0.1", &w2port, "nosuch", "0", "100"]), V::Simple("NOKEY".into()));
+    assert_eq!(
+        w.cmd(&["MIGRATE", "127.0.0.1", &w2port, "nosuch", "0", "100"]),
+        V::Simple("NOKEY".into())
+    );
 
     // Redis to Weft: Redis's own MIGRATE speaks to Weft's RESTORE.
     let mut args = vec!["MIGRATE", "127.0.0.1", &wport, "", "0", "5000", "KEYS"];
@@ -1304,6 +1475,9 @@ fn scan_accepts_any_cursor() {
         let V::Array(a) = w.cmd(&["HSCAN", "h", start]) else {
             panic!("HSCAN {start}");
         };
-        assert_eq!(a[1], V::Array(vec![V::bulk("a"), V::bulk("1"), V::bulk("b"), V::bulk("2")]));
+        assert_eq!(
+            a[1],
+            V::Array(vec![V::bulk("a"), V::bulk("1"), V::bulk("b"), V::bulk("2")])
+        );
     }
 }
