@@ -443,7 +443,7 @@ fn parse_score(s: &[u8]) -> Res<f64> {
 }
 
 fn pairs(flat: Vec<Vec<u8>>) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
-    if flat.len() % 2 != 0 {
+    if !flat.len().is_multiple_of(2) {
         return Err(PayloadError::BadFormat);
     }
     let mut it = flat.into_iter();

@@ -894,13 +894,17 @@ pub fn lcs(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     Ok(())
 }
 
+/// A match of `LCS ... IDX`: `(x start, x end)`, `(y start, y end)`,
+/// length.
+type LcsMatch = ((u64, u64), (u64, u64), u64);
+
 /// The result of [`lcs_table`].
 struct Lcs {
     len: u64,
     common: Vec<u8>,
     /// Matching ranges `((x start, x end), (y start, y end), length)`,
     /// from the end of the strings backwards, as Redis lists them.
-    ranges: Vec<((u64, u64), (u64, u64), u64)>,
+    ranges: Vec<LcsMatch>,
 }
 
 /// The longest common subsequence of `x` and `y` by Redis's dynamic
