@@ -1641,3 +1641,82 @@ fn mixed_types_match_the_model() {
     h.server.take().unwrap().stop().unwrap();
     check_records(h.dir.path());
 }
+
+/// RENAME and COPY of collections big enough to be dropped by range
+/// deletes (a list trimmed by range deletes first), with deadlines: the
+/// contents, TTLs, DBSIZE and INFO's expires are right after each, and
+/// the records on disk hold no element of an old name or version.
+#[test]
+fn rename_and_copy_move_big_collections_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, mut con) = start(dir.path(), false);
+    let q = |con: &mut redis::Connection, args: &[&str]| -> R {
+        let mut c = redis::cmd(args[0]);
+        for x in &args[1..] {
+            c.arg(*x);
+        }
+        norm(c.query::<Value>(con))
+    };
+    let n = 2000;
+    let items: Vec<String> = (0..n).map(|i| format!("e{i:05}")).collect();
+    let mut push = vec!["RPUSH", "list"];
+    push.extend(items.iter().map(|s| s.as_str()));
+    q(&mut con, &push);
+    // Range deletes inside the list's own range before it moves.
+    assert_eq!(q(&mut con, &["LTRIM", "list", "500", "-501"]), R::Ok);
+    let mut sadd = vec!["SADD", "set"];
+    sadd.extend(items.iter().map(|s| s.as_str()));
+    q(&mut con, &sadd);
+    let mut zadd = vec!["ZADD", "zset"];
+    let scores: Vec<String> = (0..n).map(|i| (i % 97).to_string()).collect();
+    for (s, m) in scores.iter().zip(&items) {
+        zadd.push(s);
+        zadd.push(m);
+    }
+    q(&mut con, &zadd);
+    let mut hset = vec!["HSET", "hash"];
+    for m in &items {
+        hset.push(m);
+        hset.push(m);
+    }
+    q(&mut con, &hset);
+    for k in ["list", "set", "zset", "hash"] {
+        assert_eq!(q(&mut con, &["EXPIRE", k, "1000"]), R::Int(1));
+    }
+    let snapshot = |con: &mut redis::Connection, k: &str| -> Vec<R> {
+        vec![
+            q(con, &["LRANGE", k, "0", "-1"]),
+            sorted(q(con, &["SMEMBERS", k])),
+            q(con, &["ZRANGE", k, "0", "-1", "WITHSCORES"]),
+            q(con, &["HGETALL", k]),
+        ]
+    };
+    let before: Vec<Vec<R>> = ["list", "set", "zset", "hash"]
+        .iter()
+        .map(|k| snapshot(&mut con, k))
+        .collect();
+    // Over an existing key of another type, then copied, then copied over.
+    q(&mut con, &["SADD", "list2", "x"]);
+    q(&mut con, &["SET", "other", "x"]);
+    for (i, k) in ["list", "set", "zset", "hash"].iter().enumerate() {
+        let k2 = format!("{k}2");
+        let k3 = format!("{k}3");
+        assert_eq!(q(&mut con, &["RENAME", k, &k2]), R::Ok);
+        assert_eq!(q(&mut con, &["EXISTS", k]), R::Int(0));
+        assert_eq!(snapshot(&mut con, &k2), before[i], "{k2}");
+        assert!(matches!(q(&mut con, &["TTL", &k2]), R::Int(t) if t > 990));
+        assert_eq!(q(&mut con, &["COPY", &k2, &k3]), R::Int(1));
+        assert_eq!(q(&mut con, &["COPY", &k2, &k3]), R::Int(0));
+        assert_eq!(q(&mut con, &["COPY", &k2, "other", "REPLACE"]), R::Int(1));
+        assert_eq!(snapshot(&mut con, &k3), before[i], "{k3}");
+        assert!(matches!(q(&mut con, &["TTL", &k3]), R::Int(t) if t > 990));
+    }
+    // 4 renamed, 4 copies, `other` (last copied from hash2).
+    assert_eq!(q(&mut con, &["DBSIZE"]), R::Int(9));
+    let R::Str(info) = q(&mut con, &["INFO", "keyspace"]) else {
+        panic!("INFO");
+    };
+    assert!(info.contains("db0:keys=9,expires=9,"), "{info}");
+    server.stop().unwrap();
+    check_records(dir.path());
+}
