@@ -222,8 +222,9 @@ pub const RANGE_DELETE_ELEMENTS: u64 = 256;
 
 /// Server-side `SCAN`/`HSCAN` cursors: numeric ids mapped to the engine key
 /// to resume from (the ordered engine resumes by key, Redis clients expect a
-/// number). The oldest cursors are forgotten first; an unknown cursor is an
-/// error.
+/// number). The oldest cursors are forgotten first; the commands scan an
+/// unknown (or forgotten) cursor from the start, as Redis takes any
+/// number as a cursor (`cmd/keys.rs`).
 #[derive(Default)]
 struct Cursors {
     next: u64,

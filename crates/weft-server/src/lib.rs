@@ -14,11 +14,19 @@
 //! Counters, slow log, latency: [`stats`]. `COMMAND` metadata:
 //! [`cmd::meta`].
 //! Strings: `GET SET [EX|PX|EXAT|PXAT|KEEPTTL] [NX|XX] [GET] SETNX GETSET
-//! MGET MSET DEL UNLINK EXISTS INCR INCRBY DECR DECRBY APPEND STRLEN
-//! GETRANGE`. Keys: `KEYS SCAN [MATCH] [COUNT] [TYPE] EXPIRE PEXPIRE
-//! [NX|XX|GT|LT] TTL PTTL PERSIST`. Hashes: `HSET HSETNX HGET HMGET HMSET
-//! HGETALL HDEL HEXISTS HLEN HKEYS HVALS HINCRBY HSCAN [MATCH] [COUNT]
-//! [NOVALUES]`. Lists: `LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP [count] LLEN
+//! SETEX PSETEX GETEX [EX|PX|EXAT|PXAT|PERSIST] GETDEL MGET MSET MSETNX
+//! INCR INCRBY DECR DECRBY INCRBYFLOAT APPEND STRLEN GETRANGE SUBSTR
+//! SETRANGE GETBIT SETBIT BITCOUNT [BYTE|BIT] BITPOS [BYTE|BIT] LCS [LEN]
+//! [IDX] [MINMATCHLEN] [WITHMATCHLEN]`. Keys: `DEL UNLINK EXISTS TOUCH
+//! KEYS SCAN [MATCH] [COUNT] [TYPE] RANDOMKEY RENAME RENAMENX COPY [DB 0]
+//! [REPLACE] EXPIRE PEXPIRE EXPIREAT PEXPIREAT [NX|XX|GT|LT] TTL PTTL
+//! EXPIRETIME PEXPIRETIME PERSIST OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT|HELP
+//! DUMP RESTORE [REPLACE] [ABSTTL] [IDLETIME] [FREQ] MIGRATE [COPY]
+//! [REPLACE] [AUTH|AUTH2] [KEYS] WAIT` (Redis's RDB serialization:
+//! `cmd/dump.rs`; what `OBJECT`, `WAIT` and moving a collection cost and
+//! answer: `docs/DESIGN.md` §1.9). Hashes: `HSET HSETNX HGET HMGET HMSET
+//! HGETALL HDEL HEXISTS HLEN HSTRLEN HKEYS HVALS HINCRBY HINCRBYFLOAT
+//! HRANDFIELD [count [WITHVALUES]] HSCAN [MATCH] [COUNT] [NOVALUES]`. Lists: `LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP [count] LLEN
 //! LRANGE LINDEX LSET LINSERT LREM LTRIM LPOS [RANK] [COUNT] [MAXLEN] LMOVE
 //! RPOPLPUSH LMPOP` (the blocking pops are not built yet). Sets: `SADD SREM
 //! SMEMBERS SISMEMBER SMISMEMBER SCARD SPOP SRANDMEMBER SMOVE SINTER SUNION
@@ -35,8 +43,9 @@
 //! RESP3, a flat array under RESP2); hashes in the range are skipped.
 //!
 //! `SCAN`/`HSCAN` cursors are numbers that name a server-side resume key
-//! (the last 16 Ki cursors are remembered; an unknown one is `ERR invalid
-//! cursor`), so keys come back in key order, each live key exactly once.
+//! (the last 16 Ki cursors are remembered; an unknown one, which Redis
+//! also accepts, scans from the start), so keys come back in key order,
+//! each live key once per pass.
 //! `DBSIZE` and `INFO keyspace` read counters kept by every write (O(1), as
 //! Redis; opening counts the keys once). User keys are limited to 64 KiB − 9
 //! bytes and a collection's key + field or member to 64 KiB − 13 (a sorted

@@ -46,6 +46,11 @@ fn norm(v: redis::RedisResult<Value>) -> R {
         Ok(Value::Array(a)) | Ok(Value::Set(a)) => {
             R::Arr(a.into_iter().map(|v| norm(Ok(v))).collect())
         }
+        Ok(Value::Map(m)) => R::Arr(
+            m.into_iter()
+                .flat_map(|(k, v)| [norm(Ok(k)), norm(Ok(v))])
+                .collect(),
+        ),
         Ok(other) => panic!("unexpected reply {other:?}"),
     }
 }
@@ -73,6 +78,8 @@ enum Val {
     List(VecDeque<String>),
     Set(BTreeSet<String>),
     ZSet(BTreeMap<String, f64>),
+    Str(String),
+    Hash(BTreeMap<String, String>),
 }
 
 #[derive(Debug, Clone)]
@@ -109,7 +116,11 @@ impl Model {
         self.keys.get(k).is_some_and(|e| {
             !matches!(
                 (&e.val, kind),
-                (Val::List(_), "list") | (Val::Set(_), "set") | (Val::ZSet(_), "zset")
+                (Val::List(_), "list")
+                    | (Val::Set(_), "set")
+                    | (Val::ZSet(_), "zset")
+                    | (Val::Str(_), "string")
+                    | (Val::Hash(_), "hash")
             )
         })
     }
@@ -119,7 +130,8 @@ impl Model {
             Some(Val::List(l)) => l.is_empty(),
             Some(Val::Set(l)) => l.is_empty(),
             Some(Val::ZSet(l)) => l.is_empty(),
-            None => false,
+            Some(Val::Hash(l)) => l.is_empty(),
+            Some(Val::Str(_)) | None => false,
         };
         if empty {
             self.keys.remove(k);
@@ -139,7 +151,7 @@ impl Model {
             None => Some(BTreeMap::new()),
             Some(Val::ZSet(z)) => Some(z.clone()),
             Some(Val::Set(m)) => Some(m.iter().map(|x| (x.clone(), 1.0)).collect()),
-            Some(Val::List(_)) => None,
+            Some(Val::List(_) | Val::Str(_) | Val::Hash(_)) => None,
         }
     }
 
@@ -257,6 +269,16 @@ impl Harness {
                     self.check(&a(&["TYPE", &k]), s("set"));
                     let got = sorted(self.run(&a(&["SMEMBERS", &k])));
                     assert_eq!(got, strs(m), "SMEMBERS {k}");
+                }
+                Val::Str(v) => {
+                    self.check(&a(&["TYPE", &k]), s("string"));
+                    self.check(&a(&["GET", &k]), s(v));
+                }
+                Val::Hash(m) => {
+                    self.check(&a(&["TYPE", &k]), s("hash"));
+                    let got = self.run(&a(&["HGETALL", &k]));
+                    let want: Vec<R> = m.iter().flat_map(|(f, v)| [s(f), s(v)]).collect();
+                    assert_eq!(got, R::Arr(want), "HGETALL {k}");
                 }
                 Val::ZSet(z) => {
                     self.check(&a(&["TYPE", &k]), s("zset"));
@@ -1199,6 +1221,280 @@ fn zset_step(h: &mut Harness, step: usize) {
     }
 }
 
+// ------------------------------------------- strings, hashes, whole keys
+
+/// A float as INCRBYFLOAT prints it (the model's values are exact in
+/// binary: sums of halves).
+fn float_text(v: f64) -> String {
+    format!("{v}")
+}
+
+/// Steps of the commands that change a key as a whole or a string or a
+/// hash: RENAME, RENAMENX, COPY, DUMP + RESTORE, SET, GETDEL, GETEX,
+/// SETRANGE, SETBIT, APPEND, INCRBYFLOAT, MSETNX, HSET, HINCRBYFLOAT,
+/// HDEL. Run among the other types' steps, so they move and copy lists,
+/// sets and sorted sets too, big ones included.
+fn keys_step(h: &mut Harness, step: usize) {
+    if h.common_step(step) {
+        return;
+    }
+    let k = h.key();
+    let k2 = h.key();
+    let exists = h.model.keys.contains_key(&k);
+    match h.rng.gen_range(0..16) {
+        0 | 1 => {
+            let nx = h.rng.gen_bool(0.3);
+            let want = if !exists {
+                R::Err
+            } else if k == k2 {
+                if nx {
+                    R::Int(0)
+                } else {
+                    R::Ok
+                }
+            } else if nx && h.model.keys.contains_key(&k2) {
+                R::Int(0)
+            } else {
+                let e = h.model.keys.remove(&k).unwrap();
+                h.model.keys.insert(k2.clone(), e);
+                if nx {
+                    R::Int(1)
+                } else {
+                    R::Ok
+                }
+            };
+            h.check(&a(&[if nx { "RENAMENX" } else { "RENAME" }, &k, &k2]), want);
+        }
+        2 | 3 => {
+            let replace = h.rng.gen_bool(0.5);
+            let want = if k == k2 {
+                R::Err
+            } else if !exists || (h.model.keys.contains_key(&k2) && !replace) {
+                R::Int(0)
+            } else {
+                let e = h.model.keys[&k].clone();
+                h.model.keys.insert(k2.clone(), e);
+                R::Int(1)
+            };
+            let mut args = a(&["COPY", &k, &k2]);
+            if replace {
+                args.push("REPLACE".into());
+            }
+            h.check(&args, want);
+        }
+        4 => {
+            // DUMP, then RESTORE the payload under another key.
+            let payload: Option<Vec<u8>> = redis::cmd("DUMP").arg(&k).query(&mut h.con).unwrap();
+            assert_eq!(payload.is_some(), exists, "DUMP {k}");
+            if let Some(p) = payload {
+                let r: redis::RedisResult<Value> = redis::cmd("RESTORE")
+                    .arg(&k2)
+                    .arg(0)
+                    .arg(p)
+                    .arg("REPLACE")
+                    .query(&mut h.con);
+                assert_eq!(norm(r), R::Ok, "RESTORE {k2}");
+                let val = h.model.keys[&k].val.clone();
+                h.model.keys.insert(k2.clone(), Key { val, ttl: false });
+            }
+        }
+        5 => {
+            let v = ["1", "x5", "2.5", "abc"][h.rng.gen_range(0..4)];
+            h.model.keys.insert(
+                k.clone(),
+                Key {
+                    val: Val::Str(v.into()),
+                    ttl: false,
+                },
+            );
+            h.check(&a(&["SET", &k, v]), R::Ok);
+        }
+        6 => {
+            let want = match h.model.keys.get(&k).map(|e| &e.val) {
+                None => R::Nil,
+                Some(Val::Str(v)) => {
+                    let v = v.clone();
+                    h.model.keys.remove(&k);
+                    s(&v)
+                }
+                Some(_) => R::Err,
+            };
+            h.check(&a(&["GETDEL", &k]), want);
+        }
+        7 => {
+            let persist = h.rng.gen_bool(0.5);
+            let want = match h.model.keys.get_mut(&k) {
+                None => R::Nil,
+                Some(Key {
+                    val: Val::Str(v),
+                    ttl,
+                }) => {
+                    *ttl = !persist;
+                    s(v)
+                }
+                Some(_) => R::Err,
+            };
+            let args = if persist {
+                a(&["GETEX", &k, "PERSIST"])
+            } else {
+                a(&["GETEX", &k, "EX", "1000"])
+            };
+            h.check(&args, want);
+        }
+        8 => {
+            let off = h.rng.gen_range(0..12usize);
+            let v = ["ab", "Z", "xyz"][h.rng.gen_range(0..3)];
+            let want = match h.model.keys.get_mut(&k).map(|e| &mut e.val) {
+                Some(Val::Str(cur)) => {
+                    let mut b = cur.clone().into_bytes();
+                    if b.len() < off + v.len() {
+                        b.resize(off + v.len(), 0);
+                    }
+                    b[off..off + v.len()].copy_from_slice(v.as_bytes());
+                    *cur = String::from_utf8(b).unwrap();
+                    R::Int(cur.len() as i64)
+                }
+                Some(_) => R::Err,
+                None => {
+                    let mut b = vec![0u8; off];
+                    b.extend_from_slice(v.as_bytes());
+                    let n = b.len();
+                    h.model.put(&k, Val::Str(String::from_utf8(b).unwrap()));
+                    R::Int(n as i64)
+                }
+            };
+            h.check(&a(&["SETRANGE", &k, &off.to_string(), v]), want);
+        }
+        9 => {
+            // Bits below the top one of each byte: the value stays ASCII.
+            let off = h.rng.gen_range(0..10u64) * 8 + h.rng.gen_range(1..8);
+            let on = h.rng.gen_bool(0.5);
+            let (byte, shift) = ((off / 8) as usize, 7 - off % 8);
+            let want = match h.model.keys.get_mut(&k).map(|e| &mut e.val) {
+                Some(Val::Str(cur)) => {
+                    let mut b = cur.clone().into_bytes();
+                    if b.len() <= byte {
+                        b.resize(byte + 1, 0);
+                    }
+                    let old = (b[byte] >> shift) & 1;
+                    if on {
+                        b[byte] |= 1 << shift;
+                    } else {
+                        b[byte] &= !(1 << shift);
+                    }
+                    *cur = String::from_utf8(b).unwrap();
+                    R::Int(i64::from(old))
+                }
+                Some(_) => R::Err,
+                None => {
+                    let mut b = vec![0u8; byte + 1];
+                    if on {
+                        b[byte] |= 1 << shift;
+                    }
+                    h.model.put(&k, Val::Str(String::from_utf8(b).unwrap()));
+                    R::Int(0)
+                }
+            };
+            h.check(
+                &a(&["SETBIT", &k, &off.to_string(), if on { "1" } else { "0" }]),
+                want,
+            );
+        }
+        10 => {
+            let want = match h.model.keys.get_mut(&k).map(|e| &mut e.val) {
+                Some(Val::Str(cur)) => match cur.parse::<f64>() {
+                    Ok(x) => {
+                        *cur = float_text(x + 1.5);
+                        s(cur)
+                    }
+                    Err(_) => R::Err,
+                },
+                Some(_) => R::Err,
+                None => {
+                    h.model.put(&k, Val::Str("1.5".into()));
+                    s("1.5")
+                }
+            };
+            h.check(&a(&["INCRBYFLOAT", &k, "1.5"]), want);
+        }
+        11 => {
+            let want = if k == k2 {
+                // The last value of a repeated key wins.
+                if exists {
+                    R::Int(0)
+                } else {
+                    h.model.put(&k, Val::Str("n2".into()));
+                    R::Int(1)
+                }
+            } else if exists || h.model.keys.contains_key(&k2) {
+                R::Int(0)
+            } else {
+                h.model.put(&k, Val::Str("n1".into()));
+                h.model.put(&k2, Val::Str("n2".into()));
+                R::Int(1)
+            };
+            h.check(&a(&["MSETNX", &k, "n1", &k2, "n2"]), want);
+        }
+        12 => {
+            let v = ["+", "tail"][h.rng.gen_range(0..2)];
+            let want = match h.model.keys.get_mut(&k).map(|e| &mut e.val) {
+                Some(Val::Str(cur)) => {
+                    cur.push_str(v);
+                    R::Int(cur.len() as i64)
+                }
+                Some(_) => R::Err,
+                None => {
+                    h.model.put(&k, Val::Str(v.into()));
+                    R::Int(v.len() as i64)
+                }
+            };
+            h.check(&a(&["APPEND", &k, v]), want);
+        }
+        13 => {
+            let f = format!("f{}", h.rng.gen_range(0..4));
+            let want = if h.model.wrong(&k, "hash") {
+                R::Err
+            } else {
+                h.model.ensure(&k, Val::Hash(BTreeMap::new()));
+                let Some(Val::Hash(m)) = h.model.keys.get_mut(&k).map(|e| &mut e.val) else {
+                    unreachable!()
+                };
+                R::Int(i64::from(m.insert(f.clone(), "2".into()).is_none()))
+            };
+            h.check(&a(&["HSET", &k, &f, "2"]), want);
+        }
+        14 => {
+            let f = format!("f{}", h.rng.gen_range(0..4));
+            let want = if h.model.wrong(&k, "hash") {
+                R::Err
+            } else {
+                h.model.ensure(&k, Val::Hash(BTreeMap::new()));
+                let Some(Val::Hash(m)) = h.model.keys.get_mut(&k).map(|e| &mut e.val) else {
+                    unreachable!()
+                };
+                let cur: f64 = m.get(&f).map_or(0.0, |v| v.parse().unwrap());
+                let v = float_text(cur - 0.5);
+                m.insert(f.clone(), v.clone());
+                s(&v)
+            };
+            h.check(&a(&["HINCRBYFLOAT", &k, &f, "-0.5"]), want);
+        }
+        _ => {
+            let f = format!("f{}", h.rng.gen_range(0..4));
+            let want = match h.model.keys.get_mut(&k).map(|e| &mut e.val) {
+                Some(Val::Hash(m)) => {
+                    let n = i64::from(m.remove(&f).is_some());
+                    h.model.tidy(&k);
+                    R::Int(n)
+                }
+                Some(_) => R::Err,
+                None => R::Int(0),
+            };
+            h.check(&a(&["HDEL", &k, &f]), want);
+        }
+    }
+}
+
 /// The records under the server's layout, read with the engine after the
 /// server stopped: every element belongs to the version its key's
 /// metadata names (no orphan survives a delete, an expiry or an
@@ -1298,6 +1594,33 @@ fn sorted_sets_match_the_model() {
     run_model(6, true, 1500, vec!["z0", "z1"], zset_step);
 }
 
+/// Whole-key commands (RENAME, COPY, DUMP/RESTORE) among every type's
+/// steps, with strings and hashes: collections big enough to be dropped
+/// by range deletes are renamed and copied, deadlines travel with them,
+/// and the records stay exact (no element of an old name or version
+/// left, counts right).
+#[test]
+fn whole_key_commands_match_the_model() {
+    for (seed, resp3) in [(8, false), (9, true)] {
+        let mut h = Harness::new(seed, resp3, vec!["k0", "k1", "k2"]);
+        for i in 0..1600 {
+            match i % 4 {
+                0 => list_step(&mut h, i),
+                1 => set_step(&mut h, i),
+                2 => zset_step(&mut h, i),
+                _ => keys_step(&mut h, i),
+            }
+            if i % 25 == 24 {
+                h.compare_all();
+            }
+        }
+        h.restart();
+        h.compare_all();
+        h.server.take().unwrap().stop().unwrap();
+        check_records(h.dir.path());
+    }
+}
+
 /// Every type under the same keys: commands of one type meet keys of
 /// another (WRONGTYPE), and *STORE overwrites whatever is there.
 #[test]
@@ -1317,4 +1640,83 @@ fn mixed_types_match_the_model() {
     h.compare_all();
     h.server.take().unwrap().stop().unwrap();
     check_records(h.dir.path());
+}
+
+/// RENAME and COPY of collections big enough to be dropped by range
+/// deletes (a list trimmed by range deletes first), with deadlines: the
+/// contents, TTLs, DBSIZE and INFO's expires are right after each, and
+/// the records on disk hold no element of an old name or version.
+#[test]
+fn rename_and_copy_move_big_collections_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, mut con) = start(dir.path(), false);
+    let q = |con: &mut redis::Connection, args: &[&str]| -> R {
+        let mut c = redis::cmd(args[0]);
+        for x in &args[1..] {
+            c.arg(*x);
+        }
+        norm(c.query::<Value>(con))
+    };
+    let n = 2000;
+    let items: Vec<String> = (0..n).map(|i| format!("e{i:05}")).collect();
+    let mut push = vec!["RPUSH", "list"];
+    push.extend(items.iter().map(|s| s.as_str()));
+    q(&mut con, &push);
+    // Range deletes inside the list's own range before it moves.
+    assert_eq!(q(&mut con, &["LTRIM", "list", "500", "-501"]), R::Ok);
+    let mut sadd = vec!["SADD", "set"];
+    sadd.extend(items.iter().map(|s| s.as_str()));
+    q(&mut con, &sadd);
+    let mut zadd = vec!["ZADD", "zset"];
+    let scores: Vec<String> = (0..n).map(|i| (i % 97).to_string()).collect();
+    for (s, m) in scores.iter().zip(&items) {
+        zadd.push(s);
+        zadd.push(m);
+    }
+    q(&mut con, &zadd);
+    let mut hset = vec!["HSET", "hash"];
+    for m in &items {
+        hset.push(m);
+        hset.push(m);
+    }
+    q(&mut con, &hset);
+    for k in ["list", "set", "zset", "hash"] {
+        assert_eq!(q(&mut con, &["EXPIRE", k, "1000"]), R::Int(1));
+    }
+    let snapshot = |con: &mut redis::Connection, k: &str| -> Vec<R> {
+        vec![
+            q(con, &["LRANGE", k, "0", "-1"]),
+            sorted(q(con, &["SMEMBERS", k])),
+            q(con, &["ZRANGE", k, "0", "-1", "WITHSCORES"]),
+            q(con, &["HGETALL", k]),
+        ]
+    };
+    let before: Vec<Vec<R>> = ["list", "set", "zset", "hash"]
+        .iter()
+        .map(|k| snapshot(&mut con, k))
+        .collect();
+    // Over an existing key of another type, then copied, then copied over.
+    q(&mut con, &["SADD", "list2", "x"]);
+    q(&mut con, &["SET", "other", "x"]);
+    for (i, k) in ["list", "set", "zset", "hash"].iter().enumerate() {
+        let k2 = format!("{k}2");
+        let k3 = format!("{k}3");
+        assert_eq!(q(&mut con, &["RENAME", k, &k2]), R::Ok);
+        assert_eq!(q(&mut con, &["EXISTS", k]), R::Int(0));
+        assert_eq!(snapshot(&mut con, &k2), before[i], "{k2}");
+        assert!(matches!(q(&mut con, &["TTL", &k2]), R::Int(t) if t > 990));
+        assert_eq!(q(&mut con, &["COPY", &k2, &k3]), R::Int(1));
+        assert_eq!(q(&mut con, &["COPY", &k2, &k3]), R::Int(0));
+        assert_eq!(q(&mut con, &["COPY", &k2, "other", "REPLACE"]), R::Int(1));
+        assert_eq!(snapshot(&mut con, &k3), before[i], "{k3}");
+        assert!(matches!(q(&mut con, &["TTL", &k3]), R::Int(t) if t > 990));
+    }
+    // 4 renamed, 4 copies, `other` (last copied from hash2).
+    assert_eq!(q(&mut con, &["DBSIZE"]), R::Int(9));
+    let R::Str(info) = q(&mut con, &["INFO", "keyspace"]) else {
+        panic!("INFO");
+    };
+    assert!(info.contains("db0:keys=9,expires=9,"), "{info}");
+    server.stop().unwrap();
+    check_records(dir.path());
 }

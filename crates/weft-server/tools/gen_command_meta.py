@@ -16,7 +16,7 @@ import sys
 import redis
 
 GROUPS = {b"connection", b"server", b"string", b"generic", b"hash", b"list",
-          b"set", b"sorted-set", b"pubsub", b"transactions"}
+          b"set", b"sorted-set", b"pubsub", b"transactions", b"bitmap"}
 
 
 def rs_str(b):

@@ -7,7 +7,9 @@ use std::collections::HashSet;
 use weft::ReadOptions;
 
 use super::coll::{load_meta, or_new, read_meta};
-use super::{cursor_arg, int_arg, scan_opts, CmdError, CmdResult, Ctx, OVERFLOW};
+use super::{
+    cursor_arg, err, int_arg, is, range_arg, scan_opts, CmdError, CmdResult, Ctx, OVERFLOW, SYNTAX,
+};
 use crate::encoding::{self, Kind, Meta};
 use crate::keyspace::{Batch, Keyspace};
 
@@ -260,6 +262,117 @@ pub fn hscan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     for (f, v) in &found {
         ctx.out.bulk(f);
         if !o.novalues {
+            ctx.out.bulk(v);
+        }
+    }
+    Ok(())
+}
+
+pub fn hstrlen(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let ks = &ctx.shared.ks;
+    let (_snap, opts) = super::coll::snapshot(ks);
+    let n = match hash_entry(ks, &a[1], &opts)? {
+        Some(m) => ks
+            .db
+            .get_opt(field_key(&a[1], &m, &a[2]), &opts)?
+            .map_or(0, |v| v.len()),
+        None => 0,
+    };
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+pub fn hincrbyfloat(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let (key, field, by) = (&a[1], &a[2], &a[3]);
+    match std::str::from_utf8(by).ok().and_then(|t| {
+        (!t.is_empty() && !t.starts_with(|c: char| c.is_ascii_whitespace()))
+            .then(|| t.parse::<f64>().ok())
+            .flatten()
+    }) {
+        None => return Err(CmdError("ERR value is not a valid float".into())),
+        Some(v) if !v.is_finite() => {
+            return Err(CmdError("ERR value is NaN or Infinity".into()));
+        }
+        Some(_) => {}
+    }
+    let ks = &ctx.shared.ks;
+    let _g = ks.locks.lock(key);
+    let mut batch = Batch::new();
+    let old = load_meta(ks, key, Kind::Hash, &mut batch)?;
+    let mut meta = or_new(old, Kind::Hash);
+    let fk = field_key(key, &meta, field);
+    let cur = match &old {
+        Some(_) => ks.db.get(&fk)?,
+        None => None,
+    };
+    let base = cur.as_deref().unwrap_or(b"0");
+    let valid = std::str::from_utf8(base).ok().is_some_and(|t| {
+        !t.is_empty()
+            && !t.starts_with(|c: char| c.is_ascii_whitespace())
+            && t.parse::<f64>().is_ok_and(|v| !v.is_nan())
+    });
+    if !valid {
+        return Err(CmdError("ERR hash value is not a float".into()));
+    }
+    let n = super::string::add_floats(base, by).ok_or(CmdError(
+        "ERR increment would produce NaN or Infinity".into(),
+    ))?;
+    batch.put(fk, n.as_bytes());
+    if cur.is_none() {
+        meta.count += 1;
+        ks.put_collection(&mut batch, key, old.as_ref(), &meta);
+    }
+    ks.write(batch)?;
+    ctx.out.bulk(n.as_bytes());
+    Ok(())
+}
+
+pub fn hrandfield(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let count = match a.get(2) {
+        Some(c) => Some(range_arg(c, -i64::MAX, i64::MAX, None)?),
+        None => None,
+    };
+    let withvalues = match a.len() {
+        2 | 3 => false,
+        4 if is(&a[3], "withvalues") => true,
+        _ => return err(SYNTAX),
+    };
+    if withvalues && count.is_some_and(|c| !(-i64::MAX / 2..=i64::MAX / 2).contains(&c)) {
+        return err("ERR value is out of range");
+    }
+    let key = &a[1];
+    let ks = &ctx.shared.ks;
+    let (snap, opts) = super::coll::snapshot(ks);
+    let m = hash_entry(ks, key, &opts)?;
+    let n = count.map_or(1, |c| c.unsigned_abs());
+    let got = match m {
+        Some(m) => super::set::sample(
+            ks,
+            encoding::HASH,
+            key,
+            &m,
+            n,
+            count.is_some_and(|c| c < 0),
+            &snap,
+        )?,
+        None => Vec::new(),
+    };
+    let Some(_) = count else {
+        ctx.out.opt_bulk(got.first().map(|(f, _)| f.as_slice()));
+        return Ok(());
+    };
+    let pairs_nested = withvalues && ctx.out.resp3;
+    ctx.out.array(if withvalues && !pairs_nested {
+        got.len() * 2
+    } else {
+        got.len()
+    });
+    for (f, v) in &got {
+        if pairs_nested {
+            ctx.out.array(2);
+        }
+        ctx.out.bulk(f);
+        if withvalues {
             ctx.out.bulk(v);
         }
     }

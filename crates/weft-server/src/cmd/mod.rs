@@ -1,7 +1,9 @@
 //! Command dispatch: the command table (name, arity, handler), argument
 //! helpers and the error replies in Redis's words.
 
+mod bits;
 mod coll;
+mod dump;
 mod hash;
 mod keys;
 mod list;
@@ -11,6 +13,7 @@ mod pubsub;
 mod server;
 mod set;
 mod string;
+mod value;
 mod zset;
 
 use std::borrow::Cow;
@@ -192,6 +195,36 @@ pub static COMMANDS: &[Command] = commands![
     "hincrby" 4 hash::hincrby,
     "hscan" -3 hash::hscan,
     "weft.range" -3 keys::weft_range,
+    "setex" 4 string::setex,
+    "psetex" 4 string::psetex,
+    "getex" -2 string::getex,
+    "getdel" 2 string::getdel,
+    "incrbyfloat" 3 string::incrbyfloat,
+    "setrange" 4 string::setrange,
+    "msetnx" -3 string::msetnx,
+    "getbit" 3 string::getbit,
+    "setbit" 4 string::setbit,
+    "bitcount" -2 string::bitcount,
+    "bitpos" -3 string::bitpos,
+    "substr" 4 string::substr,
+    "lcs" -3 string::lcs,
+    "hrandfield" -2 hash::hrandfield,
+    "hincrbyfloat" 4 hash::hincrbyfloat,
+    "hstrlen" 3 hash::hstrlen,
+    "rename" 3 keys::rename,
+    "renamenx" 3 keys::renamenx,
+    "copy" -3 keys::copy,
+    "randomkey" 1 keys::randomkey,
+    "touch" -2 keys::touch,
+    "expireat" -3 keys::expireat,
+    "pexpireat" -3 keys::pexpireat,
+    "expiretime" 2 keys::expiretime,
+    "pexpiretime" 2 keys::pexpiretime,
+    "object" -2 keys::object,
+    "wait" 3 keys::wait,
+    "dump" 2 dump::dump,
+    "restore" -4 dump::restore,
+    "migrate" -6 dump::migrate,
     "lpush" -3 list::lpush,
     "rpush" -3 list::rpush,
     "lpushx" -3 list::lpushx,
@@ -455,12 +488,32 @@ pub fn scan_opts(args: &[Vec<u8>], allow_type: bool) -> Result<ScanOpts, CmdErro
     Ok(o)
 }
 
-/// Parses a SCAN cursor.
+/// Parses a SCAN cursor as Redis does (C's `strtoul`, no leading space):
+/// an optional sign and decimal digits, a negative number wrapping
+/// around (`-1` is 2^64 − 1), the empty string 0; out of range or other
+/// bytes: `ERR invalid cursor`.
 pub fn cursor_arg(s: &[u8]) -> Result<u64, CmdError> {
-    std::str::from_utf8(s)
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-        .ok_or(CmdError(Cow::Borrowed("ERR invalid cursor")))
+    let bad = || CmdError(Cow::Borrowed("ERR invalid cursor"));
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() {
+        // strtoul parses nothing: 0, accepted only if nothing follows.
+        return if s.is_empty() { Ok(0) } else { Err(bad()) };
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return Err(bad());
+        }
+        v = v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(d - b'0')))
+            .ok_or_else(bad)?;
+    }
+    Ok(if neg { v.wrapping_neg() } else { v })
 }
 
 #[cfg(test)]
@@ -486,6 +539,31 @@ mod tests {
             b"abc",
         ] {
             assert_eq!(parse_i64(bad), None, "{:?}", bad.escape_ascii().to_string());
+        }
+    }
+
+    #[test]
+    fn cursors_parse_as_strtoul_does() {
+        assert_eq!(cursor_arg(b"0").ok(), Some(0));
+        assert_eq!(cursor_arg(b"").ok(), Some(0));
+        assert_eq!(cursor_arg(b"+7").ok(), Some(7));
+        assert_eq!(cursor_arg(b"-1").ok(), Some(u64::MAX));
+        assert_eq!(cursor_arg(b"-0").ok(), Some(0));
+        assert_eq!(cursor_arg(b"18446744073709551615").ok(), Some(u64::MAX));
+        for bad in [
+            &b"18446744073709551616"[..],
+            b" 1",
+            b"1 ",
+            b"x",
+            b"-",
+            b"+",
+            b"1.5",
+        ] {
+            assert!(
+                cursor_arg(bad).is_err(),
+                "{:?}",
+                bad.escape_ascii().to_string()
+            );
         }
     }
 

@@ -164,7 +164,7 @@ const SAMPLE_ALL: u64 = 1024;
 
 /// A random point of the key space between `first` and `last` (members):
 /// their common prefix, then 8 bytes drawn between theirs.
-fn random_point(first: &[u8], last: &[u8], rng: &mut impl Rng) -> Vec<u8> {
+pub(crate) fn random_point(first: &[u8], last: &[u8], rng: &mut impl Rng) -> Vec<u8> {
     let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
     let word = |s: &[u8]| {
         let mut b = [0u8; 8];

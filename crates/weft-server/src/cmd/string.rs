@@ -410,6 +410,569 @@ pub fn getrange(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     Ok(())
 }
 
+pub fn substr(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    getrange(ctx, a)
+}
+
+pub fn setex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let at = deadline(&a[2], 1000, false, "setex")?;
+    set_generic(ctx, &a[1], &a[3], Cond::Always, Ttl::At(at), false)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+pub fn psetex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let at = deadline(&a[2], 1, false, "psetex")?;
+    set_generic(ctx, &a[1], &a[3], Cond::Always, Ttl::At(at), false)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// What `GETEX` does to the deadline.
+enum GetexTtl {
+    Keep,
+    Persist,
+    /// `(argument, unit in ms, absolute)`.
+    Set(usize, u64, bool),
+}
+
+pub fn getex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    // Redis's parser: one of PERSIST, EX, PX, EXAT, PXAT, each with its
+    // argument; anything else (or a second one) is a syntax error.
+    let mut ttl = GetexTtl::Keep;
+    let mut i = 2;
+    while i < a.len() {
+        let o = &a[i];
+        let has_next = i + 1 < a.len();
+        let unset = matches!(ttl, GetexTtl::Keep);
+        if is(o, "persist") && (unset || matches!(ttl, GetexTtl::Persist)) {
+            ttl = GetexTtl::Persist;
+        } else if (is(o, "ex") || is(o, "px") || is(o, "exat") || is(o, "pxat"))
+            && has_next
+            && (unset || matches!(&ttl, GetexTtl::Set(j, ..) if a[*j - 1].eq_ignore_ascii_case(o)))
+        {
+            let unit = if is(o, "ex") || is(o, "exat") {
+                1000
+            } else {
+                1
+            };
+            ttl = GetexTtl::Set(i + 1, unit, is(o, "exat") || is(o, "pxat"));
+            i += 1;
+        } else {
+            return err(SYNTAX);
+        }
+        i += 1;
+    }
+    let key = &a[1];
+    let ks = &ctx.shared.ks;
+    let _g = ks.locks.lock(key);
+    let mut batch = Batch::new();
+    let Some(e) = ks.load_for_write(key, &mut batch)? else {
+        ks.write(batch)?;
+        ctx.out.null();
+        return Ok(());
+    };
+    if e.meta.kind != Kind::String {
+        ks.write(batch)?;
+        return err(WRONGTYPE);
+    }
+    match ttl {
+        GetexTtl::Keep => {}
+        GetexTtl::Persist => {
+            if e.meta.expire_at.is_some() {
+                let h = Header::new(Kind::String, None);
+                ks.put_meta(
+                    &mut batch,
+                    key,
+                    Some(&e.meta),
+                    &[h.as_bytes(), e.payload()],
+                    None,
+                );
+            }
+        }
+        GetexTtl::Set(j, unit, abs) => {
+            let at = deadline(&a[j], unit, abs, "getex")?;
+            if at <= now_ms() {
+                ks.delete_into(&mut batch, key, &e.meta)?;
+            } else {
+                let h = Header::new(Kind::String, Some(at));
+                let rec = [h.as_bytes(), e.payload()];
+                ks.put_meta(&mut batch, key, Some(&e.meta), &rec, Some(at));
+            }
+        }
+    }
+    ks.write(batch)?;
+    ctx.out.bulk(e.payload());
+    Ok(())
+}
+
+pub fn getdel(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let key = &a[1];
+    let ks = &ctx.shared.ks;
+    let _g = ks.locks.lock(key);
+    let mut batch = Batch::new();
+    let e = ks.load_for_write(key, &mut batch)?;
+    if let Some(e) = &e {
+        if e.meta.kind != Kind::String {
+            ks.write(batch)?;
+            return err(WRONGTYPE);
+        }
+        ks.delete_into(&mut batch, key, &e.meta)?;
+    }
+    ks.write(batch)?;
+    ctx.out.opt_bulk(e.as_ref().map(|e| e.payload()));
+    Ok(())
+}
+
+pub fn msetnx(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    if a.len().is_multiple_of(2) {
+        return Err(CmdError(
+            "ERR wrong number of arguments for 'msetnx' command".into(),
+        ));
+    }
+    for pair in a[1..].chunks(2) {
+        check_len(ctx, pair[1].len())?;
+    }
+    // The last value of a repeated key wins, as in MSET.
+    let mut pairs: Vec<(&[u8], &[u8])> = a[1..].chunks(2).map(|p| (&p[0][..], &p[1][..])).collect();
+    pairs.sort_by(|x, y| x.0.cmp(y.0));
+    pairs.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 = later.1;
+        }
+        same
+    });
+    let ks = &ctx.shared.ks;
+    let _g = ks.locks.lock_many(pairs.iter().map(|p| p.0));
+    let mut batch = Batch::new();
+    let keys: Vec<&[u8]> = pairs.iter().map(|p| p.0).collect();
+    let olds = ks.load_many_for_write(&keys, &mut batch)?;
+    let any = olds.iter().any(|o| o.is_some());
+    if !any {
+        let header = Header::new(Kind::String, None);
+        for (k, v) in &pairs {
+            ks.put_meta(&mut batch, k, None, &[header.as_bytes(), v], None);
+        }
+    }
+    // Expired keys found on the way are deleted either way.
+    ks.write(batch)?;
+    ctx.out.int(i64::from(!any));
+    Ok(())
+}
+
+pub fn setrange(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let offset = int_arg(&a[2])?;
+    if offset < 0 {
+        return err("ERR offset is out of range");
+    }
+    let value = &a[3];
+    let max = ctx.shared.config.max_bulk.min(weft::MAX_VALUE_SIZE - 9) as u64;
+    let too_long = (offset as u64).saturating_add(value.len() as u64) > max;
+    let key = &a[1];
+    let ks = &ctx.shared.ks;
+    let _g = ks.locks.lock(key);
+    let mut batch = Batch::new();
+    let old = ks.load_for_write(key, &mut batch)?;
+    let result = match &old {
+        Some(e) if e.meta.kind != Kind::String => Err(CmdError(WRONGTYPE.into())),
+        Some(e) if value.is_empty() => Ok(e.payload().len()),
+        None if value.is_empty() => Ok(0),
+        _ if too_long => err("ERR string exceeds maximum allowed size (proto-max-bulk-len)"),
+        _ => {
+            let mut v = old
+                .as_ref()
+                .map(|e| e.payload().to_vec())
+                .unwrap_or_default();
+            let (at, end) = (offset as usize, offset as usize + value.len());
+            if v.len() < end {
+                v.resize(end, 0);
+            }
+            v[at..end].copy_from_slice(value);
+            let expire_at = old.as_ref().and_then(|e| e.meta.expire_at);
+            ks.put_meta(
+                &mut batch,
+                key,
+                old.as_ref().map(|e| &e.meta),
+                &[Header::new(Kind::String, expire_at).as_bytes(), &v],
+                expire_at,
+            );
+            Ok(v.len())
+        }
+    };
+    ks.write(batch)?;
+    ctx.out.int(result? as i64);
+    Ok(())
+}
+
+/// Redis's `string2ld` acceptance: no leading space, no trailing bytes,
+/// not NaN (infinities parse; the sum is checked).
+fn parse_long_double(s: &[u8]) -> Option<f64> {
+    let t = std::str::from_utf8(s).ok()?;
+    if t.is_empty() || t.starts_with(|c: char| c.is_ascii_whitespace()) {
+        return None;
+    }
+    let v: f64 = t.parse().ok()?;
+    (!v.is_nan()).then_some(v)
+}
+
+/// A plain decimal (`[-+]digits[.digits]`) as `(digits as an integer,
+/// decimals)`, if it has at most 30 decimals and fits in an `i128`.
+fn parse_decimal(s: &[u8]) -> Option<(i128, u32)> {
+    let (neg, body) = match s.first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let (int, frac) = match body.iter().position(|&b| b == b'.') {
+        Some(p) => (&body[..p], &body[p + 1..]),
+        None => (body, &b""[..]),
+    };
+    if (int.is_empty() && frac.is_empty()) || frac.len() > 30 {
+        return None;
+    }
+    let mut v: i128 = 0;
+    for &d in int.iter().chain(frac) {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(i128::from(d - b'0'))?;
+    }
+    Some((if neg { -v } else { v }, frac.len() as u32))
+}
+
+/// `old + by` as `INCRBYFLOAT`/`HINCRBYFLOAT` print it: Redis adds in C's
+/// `long double` and prints `%.17Lf` without trailing zeros. Two plain
+/// decimals are added exactly here and rounded to 17 decimals, which is
+/// what Redis prints wherever its 64-bit mantissa holds the 17th decimal
+/// (sums below about 90 in magnitude; beyond, Redis's reply shows binary
+/// rounding in the last decimals and this one does not). Other forms
+/// (exponents, `inf`) are added as `f64` and printed as the shortest
+/// decimal that reads back as the sum. `None` when the sum is not finite.
+pub(crate) fn add_floats(old: &[u8], by: &[u8]) -> Option<String> {
+    if let (Some((x, xs)), Some((y, ys))) = (parse_decimal(old), parse_decimal(by)) {
+        let scale = xs.max(ys);
+        let up = |v: i128, s: u32| v.checked_mul(10i128.checked_pow(scale - s)?);
+        if let Some(sum) = up(x, xs).and_then(|x| up(y, ys).and_then(|y| x.checked_add(y))) {
+            return Some(format_decimal(sum, scale));
+        }
+    }
+    let v = parse_long_double(old)? + parse_long_double(by)?;
+    if !v.is_finite() {
+        return None;
+    }
+    // The shortest decimal that reads back as `v`, rounded to 17 decimals.
+    let shortest = format!("{v}");
+    Some(match parse_decimal(shortest.as_bytes()) {
+        Some((m, scale)) => format_decimal(m, scale),
+        None => trim_decimals(shortest),
+    })
+}
+
+/// `v / 10^scale` rounded (half away from zero) to 17 decimals, without
+/// trailing zeros, `-0` as `0`.
+fn format_decimal(mut v: i128, mut scale: u32) -> String {
+    while scale > 17 {
+        let r = v % 10;
+        v /= 10;
+        if r >= 5 {
+            v += 1;
+        } else if r <= -5 {
+            v -= 1;
+        }
+        scale -= 1;
+    }
+    let neg = v < 0;
+    let digits = v.unsigned_abs().to_string();
+    let scale = scale as usize;
+    let digits = if digits.len() <= scale {
+        format!("{}{digits}", "0".repeat(scale + 1 - digits.len()))
+    } else {
+        digits
+    };
+    let (int, frac) = digits.split_at(digits.len() - scale);
+    let mut s = String::with_capacity(digits.len() + 2);
+    if neg {
+        s.push('-');
+    }
+    s.push_str(int);
+    s.push('.');
+    s.push_str(frac);
+    trim_decimals(s)
+}
+
+fn trim_decimals(mut s: String) -> String {
+    if s.contains('.') {
+        while s.ends_with('0') {
+            s.pop();
+        }
+        if s.ends_with('.') {
+            s.pop();
+        }
+    }
+    if s == "-0" {
+        s = "0".into();
+    }
+    s
+}
+
+pub fn incrbyfloat(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let by = &a[2];
+    let new = update(ctx, &a[1], |old| {
+        let old = old.unwrap_or(b"0");
+        if parse_long_double(old).is_none() || parse_long_double(by).is_none() {
+            return err("ERR value is not a valid float");
+        }
+        let v = add_floats(old, by).ok_or(CmdError(
+            "ERR increment would produce NaN or Infinity".into(),
+        ))?;
+        Ok((v.clone().into_bytes(), v))
+    })?;
+    ctx.out.bulk(new.as_bytes());
+    Ok(())
+}
+
+/// A bit offset as Redis's `getBitOffsetFromArgument` takes it.
+fn bit_offset(ctx: &Ctx<'_>, s: &[u8]) -> Result<u64, CmdError> {
+    const MSG: &str = "ERR bit offset is not an integer or out of range";
+    let n = super::parse_i64(s).ok_or(CmdError(MSG.into()))?;
+    if n < 0 || (n >> 3) as u64 >= ctx.shared.config.max_bulk as u64 {
+        return err(MSG);
+    }
+    Ok(n as u64)
+}
+
+pub fn getbit(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let off = bit_offset(ctx, &a[2])?;
+    let v = string_value(ctx.shared.ks.get(&a[1], &ReadOptions::new())?)?.unwrap_or_default();
+    ctx.out.int(i64::from(super::bits::get_bit(&v, off)));
+    Ok(())
+}
+
+pub fn setbit(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    const MSG: &str = "ERR bit is not an integer or out of range";
+    let off = bit_offset(ctx, &a[2])?;
+    let on = match super::parse_i64(&a[3]) {
+        Some(0) => false,
+        Some(1) => true,
+        _ => return err(MSG),
+    };
+    if (off >> 3) as usize + 1 > weft::MAX_VALUE_SIZE - 9 {
+        return err("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    }
+    let old = update(ctx, &a[1], |old| {
+        let mut v = old.map(<[u8]>::to_vec).unwrap_or_default();
+        let bit = super::bits::set_bit(&mut v, off, on);
+        Ok((v, bit))
+    })?;
+    ctx.out.int(i64::from(old));
+    Ok(())
+}
+
+/// `BIT` or `BYTE` (the unit of a range), else a syntax error.
+fn unit_arg(s: &[u8]) -> Result<bool, CmdError> {
+    if is(s, "bit") {
+        Ok(true)
+    } else if is(s, "byte") {
+        Ok(false)
+    } else {
+        err(SYNTAX)
+    }
+}
+
+pub fn bitcount(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let v = string_value(ctx.shared.ks.get(&a[1], &ReadOptions::new())?)?;
+    let Some(v) = v else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let (range, bits) = match a.len() {
+        2 => (None, false),
+        4 | 5 => {
+            let (s, e) = (int_arg(&a[2])?, int_arg(&a[3])?);
+            if s < 0 && e < 0 && s > e {
+                ctx.out.int(0);
+                return Ok(());
+            }
+            let bits = match a.get(4) {
+                Some(u) => unit_arg(u)?,
+                None => false,
+            };
+            (Some((s, e)), bits)
+        }
+        _ => return err(SYNTAX),
+    };
+    ctx.out.int(super::bits::count(&v, range, bits) as i64);
+    Ok(())
+}
+
+pub fn bitpos(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let bit = match int_arg(&a[2])? {
+        0 => 0,
+        1 => 1,
+        _ => return err("ERR The bit argument must be 1 or 0."),
+    };
+    let v = string_value(ctx.shared.ks.get(&a[1], &ReadOptions::new())?)?;
+    let Some(v) = v else {
+        ctx.out.int(if bit == 1 { -1 } else { 0 });
+        return Ok(());
+    };
+    if a.len() > 6 {
+        return err(SYNTAX);
+    }
+    let start = a.get(3).map(|s| int_arg(s)).transpose()?;
+    let bits = match a.get(5) {
+        Some(u) => unit_arg(u)?,
+        None => false,
+    };
+    let end = a.get(4).map(|s| int_arg(s)).transpose()?;
+    ctx.out.int(super::bits::pos(&v, bit, start, end, bits));
+    Ok(())
+}
+
+pub fn lcs(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let ks = &ctx.shared.ks;
+    let (_snap, opts) = super::coll::snapshot(ks);
+    let mut vals = Vec::with_capacity(2);
+    for k in &a[1..3] {
+        vals.push(match ks.get(k, &opts)? {
+            None => Vec::new(),
+            Some(e) if e.meta.kind == Kind::String => e.into_payload(),
+            Some(_) => return err("ERR The specified keys must contain string values"),
+        });
+    }
+    let (mut getlen, mut getidx, mut withmatchlen) = (false, false, false);
+    let mut minmatchlen: i64 = 0;
+    let mut i = 3;
+    while i < a.len() {
+        let o = &a[i];
+        if is(o, "idx") {
+            getidx = true;
+        } else if is(o, "len") {
+            getlen = true;
+        } else if is(o, "withmatchlen") {
+            withmatchlen = true;
+        } else if is(o, "minmatchlen") && i + 1 < a.len() {
+            minmatchlen = int_arg(&a[i + 1])?.max(0);
+            i += 1;
+        } else {
+            return err(SYNTAX);
+        }
+        i += 1;
+    }
+    if getlen && getidx {
+        return err("ERR If you want both the length and indexes, please just use IDX.");
+    }
+    let (x, y) = (&vals[0], &vals[1]);
+    let cells = (x.len() as u64 + 1) * (y.len() as u64 + 1);
+    if cells.saturating_mul(4) > ctx.shared.config.max_bulk as u64 {
+        return err("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+    }
+    let r = lcs_table(x, y, minmatchlen as u64);
+    if getidx {
+        ctx.out.map(2);
+        ctx.out.bulk(b"matches");
+        ctx.out.array(r.ranges.len());
+        for (xr, yr, len) in &r.ranges {
+            ctx.out.array(2 + usize::from(withmatchlen));
+            for (s, e) in [xr, yr] {
+                ctx.out.array(2);
+                ctx.out.int(*s as i64);
+                ctx.out.int(*e as i64);
+            }
+            if withmatchlen {
+                ctx.out.int(*len as i64);
+            }
+        }
+        ctx.out.bulk(b"len");
+        ctx.out.int(r.len as i64);
+    } else if getlen {
+        ctx.out.int(r.len as i64);
+    } else {
+        ctx.out.bulk(&r.common);
+    }
+    Ok(())
+}
+
+/// A match of `LCS ... IDX`: `(x start, x end)`, `(y start, y end)`,
+/// length.
+type LcsMatch = ((u64, u64), (u64, u64), u64);
+
+/// The result of [`lcs_table`].
+struct Lcs {
+    len: u64,
+    common: Vec<u8>,
+    /// Matching ranges `((x start, x end), (y start, y end), length)`,
+    /// from the end of the strings backwards, as Redis lists them.
+    ranges: Vec<LcsMatch>,
+}
+
+/// The longest common subsequence of `x` and `y` by Redis's dynamic
+/// programme and walk back (`lcsCommand`), so that ties resolve as in
+/// Redis and the ranges come out in its order.
+fn lcs_table(x: &[u8], y: &[u8], minmatchlen: u64) -> Lcs {
+    let w = y.len() + 1;
+    let mut t = vec![0u32; (x.len() + 1) * w];
+    for i in 1..=x.len() {
+        for j in 1..=y.len() {
+            t[i * w + j] = if x[i - 1] == y[j - 1] {
+                t[(i - 1) * w + j - 1] + 1
+            } else {
+                t[(i - 1) * w + j].max(t[i * w + j - 1])
+            };
+        }
+    }
+    let len = t[x.len() * w + y.len()];
+    let mut common = vec![0u8; len as usize];
+    let mut idx = len as usize;
+    let mut ranges = Vec::new();
+    let (mut i, mut j) = (x.len(), y.len());
+    // `None`: no range open.
+    let mut open: Option<(usize, usize, usize, usize)> = None;
+    while i > 0 && j > 0 {
+        let mut emit = false;
+        if x[i - 1] == y[j - 1] {
+            common[idx - 1] = x[i - 1];
+            match &mut open {
+                None => open = Some((i - 1, i - 1, j - 1, j - 1)),
+                Some((xs, _, ys, _)) if *xs == i && *ys == j => {
+                    *xs -= 1;
+                    *ys -= 1;
+                }
+                Some(_) => emit = true,
+            }
+            if open.is_some_and(|(xs, _, ys, _)| xs == 0 || ys == 0) {
+                emit = true;
+            }
+            idx -= 1;
+            i -= 1;
+            j -= 1;
+        } else {
+            if t[(i - 1) * w + j] > t[i * w + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            if open.is_some() {
+                emit = true;
+            }
+        }
+        if emit {
+            if let Some((xs, xe, ys, ye)) = open.take() {
+                let mlen = (xe - xs + 1) as u64;
+                if minmatchlen == 0 || mlen >= minmatchlen {
+                    ranges.push(((xs as u64, xe as u64), (ys as u64, ye as u64), mlen));
+                }
+            }
+        }
+    }
+    Lcs {
+        len: u64::from(len),
+        common,
+        ranges,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::clamp_range;
