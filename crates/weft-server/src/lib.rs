@@ -120,6 +120,7 @@
 //! up only itself, not the server's memory.
 
 pub mod auth;
+pub mod blocking;
 pub mod clients;
 pub mod cmd;
 mod conn;
@@ -388,6 +389,8 @@ pub struct Shared {
     pub hub: pubsub::Hub,
     /// Open connections (`CLIENT`), `MONITOR` clients.
     pub clients: clients::Registry,
+    /// Clients parked in blocking commands, by key.
+    pub waiters: blocking::Waiters,
     /// The password and the guessing gate.
     pub auth: auth::Auth,
     /// Per-loop command counters, slow log, latency monitor.
@@ -473,6 +476,7 @@ impl Shared {
             postal: deliver::Postal::new(loops).map_err(|e| Error::io("creating an eventfd", e))?,
             hub: pubsub::Hub::default(),
             clients: clients::Registry::default(),
+            waiters: blocking::Waiters::new(loops),
             auth: auth::Auth::new(config.requirepass.as_deref().map(str::as_bytes)),
             stats: stats::Stats::new(loops, cmd::COMMANDS.len()),
             runtime: Runtime::new(&config),
