@@ -518,3 +518,108 @@ fn wrong_types_are_refused_before_blocking() {
     assert_eq!(c.cmd(&["BLPOP", "l", "s", "0"]), arr(&["l", "x"]));
     assert_eq!(blocked(&mut ctl), 0);
 }
+
+/// How the first waiter fails to take what woke it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Miss {
+    /// Killed after the push woke it, before it ran.
+    KilledAfterWake,
+    /// Killed before the push, but its loop had not closed it yet.
+    KilledBeforeWake,
+    /// Its timeout passed while the wake-up waited in its loop's mailbox.
+    TimedOut,
+    /// Another client took the element first: it keeps its turn.
+    Stolen,
+}
+
+#[test]
+fn a_waiter_woken_that_cannot_take_passes_its_wake_up_on() {
+    // Two loops; connections are dealt to them in turn: 0 1 0 1 0.
+    let s = TestServer::with(|c| c.threads = 2);
+    let mut ctl = s.conn(); // loop 0
+    let mut other = s.conn(); // loop 1
+                              // A long list for the staller to scan.
+    let chunk: Vec<String> = (0..20_000).map(|i| format!("{i:08}")).collect();
+    for _ in 0..25 {
+        let _: i64 = other.rpush("big", &chunk).unwrap();
+    }
+    for miss in [
+        Miss::KilledAfterWake,
+        Miss::KilledBeforeWake,
+        Miss::TimedOut,
+        Miss::Stolen,
+    ] {
+        let mut first = s.raw(); // loop 0
+        let id = client_id(&mut first);
+        let timeout = if miss == Miss::TimedOut { "0.1" } else { "0" };
+        first.send(&["BLPOP", "k", timeout]);
+        wait_blocked(&mut ctl, 1);
+        let mut second = s.raw(); // loop 1
+        second.send(&["BLPOP", "k", "0"]);
+        wait_blocked(&mut ctl, 2);
+        let mut staller = s.raw(); // loop 0
+                                   // Keeps loop 0 busy while the wake-up (and the kill) reach its
+                                   // mailbox: `first` is woken and cannot run before it is killed or
+                                   // its deadline passes.
+        let mut scans = Vec::new();
+        for _ in 0..6 {
+            scans.extend(Raw::encode(&[b"LPOS", b"big", b"none"]));
+        }
+        let started = Instant::now();
+        staller.send_bytes(&scans);
+        std::thread::sleep(Duration::from_millis(30));
+        let kill = |c: &mut redis::Connection| {
+            let n: i64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("ID")
+                .arg(id)
+                .query(c)
+                .unwrap();
+            assert_eq!(n, 1);
+        };
+        if miss == Miss::KilledBeforeWake {
+            kill(&mut other);
+        }
+        let _: i64 = other.rpush("k", "x").unwrap();
+        if miss == Miss::KilledAfterWake {
+            kill(&mut other);
+        }
+        if miss == Miss::Stolen {
+            let got: Option<String> = other.lpop("k", None).unwrap();
+            assert_eq!(got.as_deref(), Some("x"));
+        }
+        let pushed = started.elapsed();
+        for _ in 0..6 {
+            assert_eq!(staller.read(), V::Nil);
+        }
+        let scanned = started.elapsed();
+        assert!(
+            scanned > pushed + Duration::from_millis(100),
+            "the staller must still run when the push is made ({pushed:?}, {scanned:?})"
+        );
+        match miss {
+            Miss::Stolen => {
+                // Nothing was left: both still wait, `first` still first.
+                wait_blocked(&mut ctl, 2);
+                let _: i64 = other.rpush("k", "y").unwrap();
+                assert_eq!(first.read(), arr(&["k", "y"]));
+                let _: i64 = other.rpush("k", "z").unwrap();
+                assert_eq!(second.read(), arr(&["k", "z"]));
+            }
+            Miss::TimedOut => {
+                assert_eq!(second.read(), arr(&["k", "x"]), "{miss:?}");
+                assert_eq!(first.read(), V::NilArray);
+            }
+            _ => {
+                assert_eq!(second.read(), arr(&["k", "x"]), "{miss:?}");
+                assert!(first.closed());
+            }
+        }
+        assert_no_waiters(&mut ctl);
+        drop(staller);
+        drop(first);
+        // Keep the dealing order: this one lands on loop 1, so the next
+        // `first` lands on loop 0.
+        let _ = s.raw();
+    }
+}

@@ -520,7 +520,84 @@ pub fn bzmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::keyspace::Keyspace;
+    use crate::resp::Out;
+    use crate::{Config, SyncMode};
+
+    fn shared(dir: &std::path::Path) -> Shared {
+        let db = weft::Db::open(dir, weft::Options::default()).unwrap();
+        let config = Config {
+            save_dir: Some(dir.join("saves")),
+            ..Config::default()
+        };
+        Shared::new(
+            Keyspace::new(db, SyncMode::No).unwrap(),
+            config,
+            0,
+            Arc::new(crate::server::Stop::default()),
+        )
+        .unwrap()
+    }
+
+    fn run(sh: &Shared, s: &mut Session, args: &[&str]) -> Vec<u8> {
+        let mut out = Out::default();
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let mut ctx = Ctx {
+            shared: sh,
+            session: s,
+            out: &mut out,
+        };
+        super::super::dispatch(&mut ctx, &args);
+        out.buf
+    }
+
+    /// The hook `EXEC` uses: with `deny_blocking` a blocking command on
+    /// empty keys answers at once, as Redis's non-blocking forms inside
+    /// `MULTI` (a null array; a null bulk string for the moves), and
+    /// parks nothing. On keys with elements it is served as usual.
+    #[test]
+    fn denied_blocking_answers_at_once_and_parks_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let sh = shared(dir.path());
+        let mut s = Session {
+            authenticated: true,
+            deny_blocking: true,
+            ..Session::default()
+        };
+        for (cmd, want) in [
+            (&["BLPOP", "a", "b", "0"][..], &b"*-1\r\n"[..]),
+            (&["BRPOP", "a", "1"], b"*-1\r\n"),
+            (&["BLMPOP", "0", "1", "a", "LEFT"], b"*-1\r\n"),
+            (&["BZPOPMIN", "a", "0"], b"*-1\r\n"),
+            (&["BZPOPMAX", "a", "0"], b"*-1\r\n"),
+            (&["BZMPOP", "0", "1", "a", "MIN"], b"*-1\r\n"),
+            (&["BLMOVE", "a", "b", "LEFT", "LEFT", "0"], b"$-1\r\n"),
+            (&["BRPOPLPUSH", "a", "b", "0"], b"$-1\r\n"),
+        ] {
+            assert_eq!(run(&sh, &mut s, cmd), want, "{cmd:?}");
+            assert!(s.blocking.parked.is_none(), "{cmd:?}");
+        }
+        assert_eq!(sh.waiters.registrations(), 0);
+        assert_eq!(sh.waiters.parked_clients(), (0, 0));
+        // Errors still come first.
+        assert_eq!(
+            run(&sh, &mut s, &["BLPOP", "a", "-1"]),
+            b"-ERR timeout is negative\r\n"
+        );
+        run(&sh, &mut s, &["RPUSH", "a", "x"]);
+        assert_eq!(
+            run(&sh, &mut s, &["BLPOP", "a", "0"]),
+            b"*2\r\n$1\r\na\r\n$1\r\nx\r\n"
+        );
+        // Without the flag, the same command parks.
+        s.deny_blocking = false;
+        assert_eq!(run(&sh, &mut s, &["BLPOP", "a", "0"]), b"");
+        assert!(s.blocking.parked.is_some());
+        assert_eq!(sh.waiters.registrations(), 1);
+    }
 
     fn t(s: &str) -> Result<Option<u128>, String> {
         timeout_arg(s.as_bytes())
