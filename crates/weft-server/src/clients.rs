@@ -53,6 +53,8 @@ pub struct ClientInfo {
     pub monitor: AtomicBool,
     /// Killed: no longer listed, its loop closes it.
     pub killed: AtomicBool,
+    /// Parked in a blocking command (`flags=b`).
+    pub blocked: AtomicBool,
     /// Reply bytes waiting for the client, as of its last wake-up.
     pub omem: AtomicU64,
 }
@@ -74,6 +76,7 @@ impl ClientInfo {
             resp: AtomicU8::new(2),
             monitor: AtomicBool::new(false),
             killed: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
             omem: AtomicU64::new(0),
         }
     }
@@ -101,6 +104,9 @@ impl ClientInfo {
         }
         if self.is_pubsub() {
             flags.push('P');
+        }
+        if self.blocked.load(Ordering::Relaxed) {
+            flags.push('b');
         }
         if flags.is_empty() {
             flags.push('N');

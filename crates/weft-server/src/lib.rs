@@ -28,14 +28,15 @@
 //! HGETALL HDEL HEXISTS HLEN HSTRLEN HKEYS HVALS HINCRBY HINCRBYFLOAT
 //! HRANDFIELD [count [WITHVALUES]] HSCAN [MATCH] [COUNT] [NOVALUES]`. Lists: `LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP [count] LLEN
 //! LRANGE LINDEX LSET LINSERT LREM LTRIM LPOS [RANK] [COUNT] [MAXLEN] LMOVE
-//! RPOPLPUSH LMPOP` (the blocking pops are not built yet). Sets: `SADD SREM
+//! RPOPLPUSH LMPOP BLPOP BRPOP BLMOVE BRPOPLPUSH BLMPOP` (blocking: see
+//! [`blocking`]). Sets: `SADD SREM
 //! SMEMBERS SISMEMBER SMISMEMBER SCARD SPOP SRANDMEMBER SMOVE SINTER SUNION
 //! SDIFF SINTERSTORE SUNIONSTORE SDIFFSTORE SINTERCARD SSCAN`. Sorted sets:
 //! `ZADD [NX|XX] [GT|LT] [CH] [INCR] ZINCRBY ZREM ZSCORE ZMSCORE ZCARD ZCOUNT
 //! ZLEXCOUNT ZRANGE [BYSCORE|BYLEX] [REV] [LIMIT] [WITHSCORES] ZRANGESTORE
 //! ZRANGEBYSCORE ZREVRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX ZREVRANGE ZRANK
-//! ZREVRANK ZPOPMIN ZPOPMAX ZMPOP ZRANDMEMBER ZREMRANGEBYSCORE
-//! ZREMRANGEBYRANK ZREMRANGEBYLEX ZUNION ZINTER ZDIFF ZUNIONSTORE
+//! ZREVRANK ZPOPMIN ZPOPMAX ZMPOP BZPOPMIN BZPOPMAX BZMPOP ZRANDMEMBER
+//! ZREMRANGEBYSCORE ZREMRANGEBYRANK ZREMRANGEBYLEX ZUNION ZINTER ZDIFF ZUNIONSTORE
 //! ZINTERSTORE ZDIFFSTORE ZINTERCARD ZSCAN` (Redis 7.0's replies in RESP2
 //! and RESP3). Weft: `WEFT.RANGE start end [LIMIT n] [REV]` returns the
 //! string keys in `[start, end)` (empty `end` = no upper bound) with their
@@ -129,6 +130,7 @@
 //! up only itself, not the server's memory.
 
 pub mod auth;
+pub mod blocking;
 pub mod clients;
 pub mod cmd;
 mod conn;
@@ -397,6 +399,8 @@ pub struct Shared {
     pub hub: pubsub::Hub,
     /// Open connections (`CLIENT`), `MONITOR` clients.
     pub clients: clients::Registry,
+    /// Clients parked in blocking commands, by key.
+    pub waiters: blocking::Waiters,
     /// The password and the guessing gate.
     pub auth: auth::Auth,
     /// Per-loop command counters, slow log, latency monitor.
@@ -482,6 +486,7 @@ impl Shared {
             postal: deliver::Postal::new(loops).map_err(|e| Error::io("creating an eventfd", e))?,
             hub: pubsub::Hub::default(),
             clients: clients::Registry::default(),
+            waiters: blocking::Waiters::new(loops),
             auth: auth::Auth::new(config.requirepass.as_deref().map(str::as_bytes)),
             stats: stats::Stats::new(loops, cmd::COMMANDS.len()),
             runtime: Runtime::new(&config),

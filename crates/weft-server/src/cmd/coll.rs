@@ -1,6 +1,6 @@
 //! What the collection commands (hashes, lists, sets, sorted sets) share:
 //! typed metadata reads, the scan of a collection's elements, and the hook
-//! blocking commands will hang on.
+//! that wakes clients blocked on a key.
 
 use weft::{ReadOptions, Snapshot};
 
@@ -77,11 +77,15 @@ pub fn elements(
 }
 
 /// Called after a write added elements to the list or sorted set `key`
-/// (pushes, LINSERT, LMOVE's destination, ZADD, ...), once the batch is
-/// in the engine and the key's lock released. The place for the blocking
-/// pops (BLPOP, BZPOPMIN, ...) to wake a client waiting on `key`; nothing
-/// waits yet, so it does nothing.
-pub fn key_ready(_shared: &Shared, _key: &[u8]) {}
+/// (pushes, LINSERT, LMOVE's destination, ZADD, the *STORE commands, ...),
+/// once the batch is in the engine and the key's lock released: wakes the
+/// first client blocked on `key` (BLPOP, BZPOPMIN, ...), if any. With
+/// nobody waiting it costs one relaxed load of a counter nobody writes
+/// (`crate::blocking`).
+pub fn key_ready(shared: &Shared, key: &[u8]) {
+    // The writer's database: 0 until `SELECT` (then the writer's).
+    super::blocking::wake_next(shared, 0, key);
+}
 
 /// A field or member and its record's value.
 pub type Pair = (Vec<u8>, Vec<u8>);

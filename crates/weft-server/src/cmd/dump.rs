@@ -652,7 +652,7 @@ pub fn restore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     }
     let key = &a[1];
     let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let g = ks.locks.lock(key);
     let mut batch = Batch::new();
     let old = ks.load_for_write(key, &mut batch)?;
     if !replace && old.is_some() {
@@ -682,6 +682,9 @@ pub fn restore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         value::store(ks, &mut batch, key, &v, expire_at);
     }
     ks.write(batch)?;
+    drop(g);
+    // A restored list or sorted set serves its blocked clients.
+    super::coll::key_ready(ctx.shared, key);
     ctx.out.ok();
     Ok(())
 }

@@ -369,7 +369,7 @@ pub fn touch(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 fn rename_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], nx: bool) -> CmdResult {
     let (src, dst) = (&a[1][..], &a[2][..]);
     let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock_many([src, dst]);
+    let g = ks.locks.lock_many([src, dst]);
     let mut batch = Batch::new();
     let Some(e) = ks.load_for_write(src, &mut batch)? else {
         ks.write(batch)?;
@@ -393,6 +393,9 @@ fn rename_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], nx: bool) -> CmdResult {
     }
     value::store(ks, &mut batch, dst, &v, e.meta.expire_at);
     ks.write(batch)?;
+    drop(g);
+    // A list or sorted set arriving at `dst` serves its blocked clients.
+    super::coll::key_ready(ctx.shared, dst);
     reply_rename(ctx, nx, true);
     Ok(())
 }
@@ -440,7 +443,7 @@ pub fn copy(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         return err("ERR source and destination objects are the same");
     }
     let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock_many([src, dst]);
+    let g = ks.locks.lock_many([src, dst]);
     let mut batch = Batch::new();
     let Some(e) = ks.load_for_write(src, &mut batch)? else {
         ks.write(batch)?;
@@ -459,6 +462,8 @@ pub fn copy(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     }
     value::store(ks, &mut batch, dst, &v, e.meta.expire_at);
     ks.write(batch)?;
+    drop(g);
+    super::coll::key_ready(ctx.shared, dst);
     ctx.out.int(1);
     Ok(())
 }

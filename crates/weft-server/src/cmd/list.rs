@@ -90,7 +90,7 @@ fn push_one(batch: &mut Batch, key: &[u8], m: &mut Meta, left: bool, e: &[u8]) -
 
 /// Removes up to `n` elements from the head (`left`) or the tail of `m`
 /// into `batch`, returning them in pop order.
-fn pop_n(
+pub(super) fn pop_n(
     ks: &Keyspace,
     batch: &mut Batch,
     key: &[u8],
@@ -522,7 +522,8 @@ pub fn lpos(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     Ok(())
 }
 
-fn side(arg: &[u8]) -> Result<bool, CmdError> {
+/// `LEFT` (true) or `RIGHT` (false).
+pub(super) fn side(arg: &[u8]) -> Result<bool, CmdError> {
     if is(arg, "left") {
         Ok(true)
     } else if is(arg, "right") {
@@ -550,36 +551,52 @@ fn lmove_generic(
             ctx.out.null();
             return Ok(());
         };
-        let mut sm = sold;
-        if src == dst {
-            let got = pop_n(ks, &mut batch, src, &mut sm, from_left, 1)?;
-            let Some(v) = got.into_iter().next() else {
-                return err("ERR weft: empty list");
-            };
-            push_one(&mut batch, src, &mut sm, to_left, &v)?;
-            ks.put_collection(&mut batch, src, Some(&sold), &sm);
-            ks.write(batch)?;
-            v
-        } else {
-            let dold = match ks.load_for_write(dst, &mut batch)? {
-                Some(e) if e.meta.kind != Kind::List => return err(WRONGTYPE),
-                e => e.map(|e| e.meta),
-            };
-            let got = pop_n(ks, &mut batch, src, &mut sm, from_left, 1)?;
-            let Some(v) = got.into_iter().next() else {
-                return err("ERR weft: empty list");
-            };
-            let mut dm = or_new(dold, Kind::List);
-            push_one(&mut batch, dst, &mut dm, to_left, &v)?;
-            ks.put_collection(&mut batch, src, Some(&sold), &sm);
-            ks.put_collection(&mut batch, dst, dold.as_ref(), &dm);
-            ks.write(batch)?;
-            v
-        }
+        lmove_from(ks, batch, src, sold, dst, from_left, to_left)?
     };
     key_ready(ctx.shared, dst);
     ctx.out.bulk(&moved);
     Ok(())
+}
+
+/// The move of LMOVE (and BLMOVE) once `src` is known to hold the list
+/// `sold`, for a caller holding both keys' locks: writes `batch` with the
+/// pop and the push and returns the element moved. The caller calls
+/// `key_ready(dst)` once the locks are released.
+pub(super) fn lmove_from(
+    ks: &Keyspace,
+    mut batch: Batch,
+    src: &[u8],
+    sold: Meta,
+    dst: &[u8],
+    from_left: bool,
+    to_left: bool,
+) -> Result<Vec<u8>, CmdError> {
+    let mut sm = sold;
+    if src == dst {
+        let got = pop_n(ks, &mut batch, src, &mut sm, from_left, 1)?;
+        let Some(v) = got.into_iter().next() else {
+            return err("ERR weft: empty list");
+        };
+        push_one(&mut batch, src, &mut sm, to_left, &v)?;
+        ks.put_collection(&mut batch, src, Some(&sold), &sm);
+        ks.write(batch)?;
+        Ok(v)
+    } else {
+        let dold = match ks.load_for_write(dst, &mut batch)? {
+            Some(e) if e.meta.kind != Kind::List => return err(WRONGTYPE),
+            e => e.map(|e| e.meta),
+        };
+        let got = pop_n(ks, &mut batch, src, &mut sm, from_left, 1)?;
+        let Some(v) = got.into_iter().next() else {
+            return err("ERR weft: empty list");
+        };
+        let mut dm = or_new(dold, Kind::List);
+        push_one(&mut batch, dst, &mut dm, to_left, &v)?;
+        ks.put_collection(&mut batch, src, Some(&sold), &sm);
+        ks.put_collection(&mut batch, dst, dold.as_ref(), &dm);
+        ks.write(batch)?;
+        Ok(v)
+    }
 }
 
 pub fn lmove(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
@@ -608,12 +625,19 @@ pub fn numkeys(a: &[Vec<u8>], at: usize) -> Result<(&[Vec<u8>], usize), CmdError
     Ok((&a[first..first + n], first + n))
 }
 
-pub fn lmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let (keys, at) = numkeys(a, 1)?;
-    let Some(where_) = a.get(at) else {
+/// Parses `numkeys key... where [COUNT n]` from `a[at..]`, as Redis's
+/// `LMPOP`/`ZMPOP` and their blocking forms do: the keys, the end (as
+/// `where_` reads it) and the count (1 by default).
+pub(super) fn mpop_args(
+    a: &[Vec<u8>],
+    at: usize,
+    where_: fn(&[u8]) -> Result<bool, CmdError>,
+) -> Result<(&[Vec<u8>], bool, u64), CmdError> {
+    let (keys, at) = numkeys(a, at)?;
+    let Some(w) = a.get(at) else {
         return err(SYNTAX);
     };
-    let left = side(where_)?;
+    let end = where_(w)?;
     let mut count = None;
     let mut i = at + 1;
     while i < a.len() {
@@ -629,7 +653,11 @@ pub fn lmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             return err(SYNTAX);
         }
     }
-    let count = count.unwrap_or(1) as u64;
+    Ok((keys, end, count.unwrap_or(1) as u64))
+}
+
+pub fn lmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let (keys, left, count) = mpop_args(a, 1, side)?;
     let ks = &ctx.shared.ks;
     for key in keys {
         let _g = ks.locks.lock(key);

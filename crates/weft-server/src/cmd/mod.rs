@@ -2,6 +2,7 @@
 //! helpers and the error replies in Redis's words.
 
 mod bits;
+pub(crate) mod blocking;
 mod coll;
 mod dump;
 mod hash;
@@ -91,6 +92,13 @@ pub struct Session {
     /// Deliveries the commands run so far made to other connections; the
     /// connection sends them before their replies ([`crate::deliver`]).
     pub posts: Vec<(crate::deliver::ClientRef, crate::deliver::Delivery)>,
+    /// Blocking commands must not block (Redis's `CLIENT_DENY_BLOCKING`):
+    /// they answer as if their timeout passed at once. `EXEC` sets it
+    /// while it runs the queued commands.
+    pub deny_blocking: bool,
+    /// Where this connection is in a blocking command
+    /// ([`crate::blocking`]).
+    pub blocking: crate::blocking::BlockState,
 }
 
 impl Session {
@@ -242,6 +250,11 @@ pub static COMMANDS: &[Command] = commands![
     "lmove" 5 list::lmove,
     "rpoplpush" 3 list::rpoplpush,
     "lmpop" -4 list::lmpop,
+    "blpop" -3 blocking::blpop,
+    "brpop" -3 blocking::brpop,
+    "blmove" 6 blocking::blmove,
+    "brpoplpush" 4 blocking::brpoplpush,
+    "blmpop" -5 blocking::blmpop,
     "sadd" -3 set::sadd,
     "srem" -3 set::srem,
     "smembers" 2 set::smembers,
@@ -279,6 +292,9 @@ pub static COMMANDS: &[Command] = commands![
     "zpopmin" -2 zset::zpopmin,
     "zpopmax" -2 zset::zpopmax,
     "zmpop" -4 zset::zmpop,
+    "bzpopmin" -3 blocking::bzpopmin,
+    "bzpopmax" -3 blocking::bzpopmax,
+    "bzmpop" -5 blocking::bzmpop,
     "zrandmember" -2 zset::zrandmember,
     "zremrangebyscore" 4 zset::zremrangebyscore,
     "zremrangebyrank" 4 zset::zremrangebyrank,

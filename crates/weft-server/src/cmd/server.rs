@@ -423,11 +423,14 @@ fn section(t: &mut String, sh: &Shared, name: &str) {
         "clients" => {
             let clients = sh.clients.all();
             let pubsub = clients.iter().filter(|c| c.is_pubsub()).count();
+            let (blocked, timed) = sh.waiters.parked_clients();
+            let blocking_keys = sh.waiters.keys_waited_on();
             let _ = write!(
                 t,
                 "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\n\
                  client_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:{}\r\n\
-                 blocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n\
+                 blocked_clients:{blocked}\r\ntracking_clients:0\r\n\
+                 clients_in_timeout_table:{timed}\r\ntotal_blocking_keys:{blocking_keys}\r\n\
                  pubsub_clients:{pubsub}\r\n\r\n",
                 sh.counters.connected.load(Ordering::Relaxed),
                 sh.runtime.maxclients.load(Ordering::Relaxed),

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use weft::{prefix_successor, ReadOptions, Snapshot};
 
 use super::coll::{key_ready, load_meta, or_new, read_meta, snapshot};
-use super::list::numkeys;
+use super::list::mpop_args;
 use super::{
     cursor_arg, err, int_arg, is, positive_arg, range_arg, scan_opts, CmdError, CmdResult, Ctx,
     SYNTAX, WRONGTYPE,
@@ -37,11 +37,11 @@ const RANGE_NOT_FLOAT: &str = "ERR min or max is not a float";
 const LEX_RANGE: &str = "ERR min or max not valid string range item";
 
 /// A member and its score.
-type Scored = (Vec<u8>, f64);
+pub(super) type Scored = (Vec<u8>, f64);
 
 /// Parses a score as Redis's `string2d` does (`strtod`, no spaces, no
 /// NaN); `-0` is `0`.
-fn parse_float(s: &[u8]) -> Option<f64> {
+pub(super) fn parse_float(s: &[u8]) -> Option<f64> {
     let t = std::str::from_utf8(s).ok()?;
     if t.is_empty() || t.starts_with(|c: char| c.is_ascii_whitespace()) {
         return None;
@@ -910,7 +910,7 @@ pub fn zrevrank(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 /// Pops up to `n` members from the low (`max` false) or high end into
 /// `batch`, in pop order.
-fn pop_n(
+pub(super) fn pop_n(
     ks: &Keyspace,
     batch: &mut Batch,
     key: &[u8],
@@ -980,29 +980,19 @@ pub fn zpopmax(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     zpop(ctx, a, true)
 }
 
-pub fn zmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let (keys, at) = numkeys(a, 1)?;
-    let max = match a.get(at) {
-        Some(w) if is(w, "min") => false,
-        Some(w) if is(w, "max") => true,
-        _ => return err(SYNTAX),
-    };
-    let mut count = None;
-    let mut i = at + 1;
-    while i < a.len() {
-        if count.is_none() && is(&a[i], "count") && i + 1 < a.len() {
-            count = Some(range_arg(
-                &a[i + 1],
-                1,
-                i64::MAX,
-                Some("ERR count should be greater than 0"),
-            )?);
-            i += 2;
-        } else {
-            return err(SYNTAX);
-        }
+/// `MIN` (false) or `MAX` (true), as `ZMPOP` reads its `where`.
+pub(super) fn min_max(w: &[u8]) -> Result<bool, CmdError> {
+    if is(w, "min") {
+        Ok(false)
+    } else if is(w, "max") {
+        Ok(true)
+    } else {
+        err(SYNTAX)
     }
-    let count = count.unwrap_or(1) as u64;
+}
+
+pub fn zmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let (keys, max, count) = mpop_args(a, 1, min_max)?;
     let ks = &ctx.shared.ks;
     for key in keys {
         let _g = ks.locks.lock(key);
