@@ -270,6 +270,10 @@ pub struct Config {
     /// stays over the soft limit for the soft seconds, is disconnected.
     /// Default 32 MiB, 8 MiB, 60 s (Redis's).
     pub pubsub_output_limit: OutputLimit,
+    /// How many databases `SELECT` chooses among (Redis's `databases`).
+    /// Default 16. Database 0 is the engine's default keyspace, database
+    /// `n` the engine keyspace `"db<n>"`.
+    pub databases: usize,
     /// Engine options.
     pub db_options: weft::Options,
 }
@@ -311,6 +315,7 @@ impl Default for Config {
             save_dir: None,
             requirepass: None,
             pubsub_output_limit: OutputLimit::PUBSUB_DEFAULT,
+            databases: 16,
             db_options: weft::Options::default(),
         }
     }
@@ -370,8 +375,9 @@ impl Default for Counters {
 
 /// State shared by every connection.
 pub struct Shared {
-    /// The key space over the engine.
-    pub ks: keyspace::Keyspace,
+    /// The data over the engine: its databases, key locks, key counts.
+    /// Commands reach it through a view ([`cmd::Ctx::ks`]).
+    pub store: keyspace::Store,
     /// The configuration.
     pub config: Config,
     /// The port actually bound.
@@ -454,9 +460,9 @@ impl Runtime {
 }
 
 impl Shared {
-    /// The state of a server over `ks` with `config`, bound to `port`.
+    /// The state of a server over `store` with `config`, bound to `port`.
     pub(crate) fn new(
-        ks: keyspace::Keyspace,
+        store: keyspace::Store,
         config: Config,
         port: u16,
         stop: Arc<server::Stop>,
@@ -465,7 +471,7 @@ impl Shared {
             (config.save_dir.clone()).unwrap_or_else(|| save::default_save_dir(&config.dir));
         let loops = config.threads.max(1);
         Ok(Shared {
-            ks,
+            store,
             port,
             counters: Counters::default(),
             started: Instant::now(),

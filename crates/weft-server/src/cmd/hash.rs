@@ -29,8 +29,8 @@ fn set_fields(
     pairs: &[Vec<u8>],
     only_new: bool,
 ) -> Result<i64, CmdError> {
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let old = load_meta(ks, key, Kind::Hash, &mut batch)?;
     let mut meta = or_new(old, Kind::Hash);
@@ -39,7 +39,7 @@ fn set_fields(
     for p in pairs.chunks(2) {
         let (f, v) = (&p[0], &p[1]);
         let fk = field_key(key, &meta, f);
-        let exists = seen.contains(f.as_slice()) || (old.is_some() && ks.db.get(&fk)?.is_some());
+        let exists = seen.contains(f.as_slice()) || (old.is_some() && ks.db().get(&fk)?.is_some());
         if exists && only_new {
             continue;
         }
@@ -87,11 +87,11 @@ pub fn hsetnx(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hget(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
-    let snap = ks.db.snapshot();
+    let ks = &ctx.ks();
+    let snap = ks.db().snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
     let v = match hash_entry(ks, &a[1], &opts)? {
-        Some(m) => ks.db.get_opt(field_key(&a[1], &m, &a[2]), &opts)?,
+        Some(m) => ks.db().get_opt(field_key(&a[1], &m, &a[2]), &opts)?,
         None => None,
     };
     ctx.out.opt_bulk(v.as_deref());
@@ -99,14 +99,14 @@ pub fn hget(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hmget(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
-    let snap = ks.db.snapshot();
+    let ks = &ctx.ks();
+    let snap = ks.db().snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
     let live = hash_entry(ks, &a[1], &opts)?;
     let mut vals = Vec::with_capacity(a.len() - 2);
     for f in &a[2..] {
         vals.push(match &live {
-            Some(m) => ks.db.get_opt(field_key(&a[1], m, f), &opts)?,
+            Some(m) => ks.db().get_opt(field_key(&a[1], m, f), &opts)?,
             None => None,
         });
     }
@@ -122,7 +122,7 @@ type Pair = (Vec<u8>, Vec<u8>);
 
 /// All `(field, value)` pairs of a hash, in field order, from one snapshot.
 fn all_fields(ks: &Keyspace, key: &[u8]) -> Result<Vec<Pair>, CmdError> {
-    let snap = ks.db.snapshot();
+    let snap = ks.db().snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
     match hash_entry(ks, key, &opts)? {
         None => Ok(Vec::new()),
@@ -131,7 +131,7 @@ fn all_fields(ks: &Keyspace, key: &[u8]) -> Result<Vec<Pair>, CmdError> {
 }
 
 pub fn hgetall(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let pairs = all_fields(&ctx.shared.ks, &a[1])?;
+    let pairs = all_fields(&ctx.ks(), &a[1])?;
     ctx.out.map(pairs.len());
     for (f, v) in &pairs {
         ctx.out.bulk(f);
@@ -141,7 +141,7 @@ pub fn hgetall(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hkeys(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let pairs = all_fields(&ctx.shared.ks, &a[1])?;
+    let pairs = all_fields(&ctx.ks(), &a[1])?;
     ctx.out.array(pairs.len());
     for (f, _) in &pairs {
         ctx.out.bulk(f);
@@ -150,7 +150,7 @@ pub fn hkeys(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hvals(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let pairs = all_fields(&ctx.shared.ks, &a[1])?;
+    let pairs = all_fields(&ctx.ks(), &a[1])?;
     ctx.out.array(pairs.len());
     for (_, v) in &pairs {
         ctx.out.bulk(v);
@@ -160,8 +160,8 @@ pub fn hvals(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 pub fn hdel(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let Some(old) = load_meta(ks, key, Kind::Hash, &mut batch)? else {
         ks.write(batch)?;
@@ -174,7 +174,7 @@ pub fn hdel(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let mut removed = 0u64;
     for f in fields {
         let fk = field_key(key, &old, f);
-        if ks.db.get(&fk)?.is_some() {
+        if ks.db().get(&fk)?.is_some() {
             batch.delete(fk);
             removed += 1;
         }
@@ -192,11 +192,14 @@ pub fn hdel(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hexists(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
-    let snap = ks.db.snapshot();
+    let ks = &ctx.ks();
+    let snap = ks.db().snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
     let found = match hash_entry(ks, &a[1], &opts)? {
-        Some(m) => ks.db.get_opt(field_key(&a[1], &m, &a[2]), &opts)?.is_some(),
+        Some(m) => ks
+            .db()
+            .get_opt(field_key(&a[1], &m, &a[2]), &opts)?
+            .is_some(),
         None => false,
     };
     ctx.out.int(i64::from(found));
@@ -204,7 +207,7 @@ pub fn hexists(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hlen(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let e = hash_entry(&ctx.shared.ks, &a[1], &ReadOptions::new())?;
+    let e = hash_entry(&ctx.ks(), &a[1], &ReadOptions::new())?;
     ctx.out.int(e.map_or(0, |m| m.count as i64));
     Ok(())
 }
@@ -212,14 +215,14 @@ pub fn hlen(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 pub fn hincrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let (key, field) = (&a[1], &a[2]);
     let by = int_arg(&a[3])?;
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let old = load_meta(ks, key, Kind::Hash, &mut batch)?;
     let mut meta = or_new(old, Kind::Hash);
     let fk = field_key(key, &meta, field);
     let cur = match &old {
-        Some(_) => ks.db.get(&fk)?,
+        Some(_) => ks.db().get(&fk)?,
         None => None,
     };
     let base = match &cur {
@@ -242,14 +245,8 @@ pub fn hincrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 pub fn hscan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let cursor = cursor_arg(&a[2])?;
     let o = scan_opts(&a[3..], false)?;
-    let (next_id, found) = super::coll::scan(
-        &ctx.shared.ks,
-        &a[1],
-        Kind::Hash,
-        encoding::HASH,
-        cursor,
-        &o,
-    )?;
+    let (next_id, found) =
+        super::coll::scan(&ctx.ks(), &a[1], Kind::Hash, encoding::HASH, cursor, &o)?;
     ctx.out.array(2);
     ctx.out.bulk(next_id.to_string().as_bytes());
     ctx.out.array(if o.novalues {

@@ -12,11 +12,11 @@ use crate::glob;
 use crate::keyspace::{decode_entry, meta_range, now_ms, Batch};
 
 pub fn del(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let mut keys: Vec<&[u8]> = a[1..].iter().map(|k| k.as_slice()).collect();
     keys.sort_unstable();
     keys.dedup();
-    let _g = ks.locks.lock_many(keys.iter().copied());
+    let _g = ks.locks().lock_many(keys.iter().copied());
     let mut batch = Batch::new();
     let mut n = 0;
     for k in keys {
@@ -31,8 +31,8 @@ pub fn del(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn exists(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
-    let snap = ks.db.snapshot();
+    let ks = &ctx.ks();
+    let snap = ks.db().snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
     let mut n = 0;
     for k in &a[1..] {
@@ -48,7 +48,7 @@ pub fn keys(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let now = now_ms();
     let all = pattern.as_slice() == b"*";
     let mut found = Vec::new();
-    for kv in ctx.shared.ks.db.range(lower..upper)? {
+    for kv in ctx.ks().db().range(lower..upper)? {
         let (k, v) = kv?;
         let user = &k[1..];
         let e = decode_entry(user, v)?;
@@ -66,7 +66,7 @@ pub fn keys(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 pub fn scan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let cursor = cursor_arg(&a[1])?;
     let o = scan_opts(&a[2..], true)?;
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let prefix = o
         .pattern
         .as_deref()
@@ -86,7 +86,7 @@ pub fn scan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let mut next = None;
     let mut visited = 0;
     if lower < upper {
-        for kv in ks.db.range(lower..upper)? {
+        for kv in ks.db().range(lower..upper)? {
             let (k, v) = kv?;
             if visited == o.count {
                 next = Some(k);
@@ -151,8 +151,8 @@ fn expire_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], unit: u64, cmd: &str) -> Cmd
         .checked_mul(unit as i64)
         .and_then(|ms| ms.checked_add(now))
         .ok_or_else(bad)?;
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let Some(e) = ks.load_for_write(key, &mut batch)? else {
         ks.write(batch)?;
@@ -197,7 +197,7 @@ pub fn pexpire(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn ttl_generic(ctx: &mut Ctx<'_>, key: &[u8], seconds: bool) -> CmdResult {
-    let n = match ctx.shared.ks.get(key, &ReadOptions::new())? {
+    let n = match ctx.ks().get(key, &ReadOptions::new())? {
         None => -2,
         Some(e) => match e.meta.expire_at {
             None => -1,
@@ -225,8 +225,8 @@ pub fn pttl(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 pub fn persist(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let e = ks.load_for_write(key, &mut batch)?;
     let done = match e {
@@ -274,7 +274,7 @@ pub fn weft_range(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     if lower < upper && limit > 0 {
         let now = now_ms();
-        let range = ctx.shared.ks.db.range(lower..upper)?;
+        let range = ctx.ks().db().range(lower..upper)?;
         let mut take = |kv: weft::Result<(Vec<u8>, Vec<u8>)>| -> Result<bool, CmdError> {
             let (k, v) = kv?;
             let e = decode_entry(&k[1..], v)?;
