@@ -39,8 +39,14 @@ fn connection_commands() {
     assert_eq!(r.cmd(&["ECHO", "x y"]), V::bulk("x y"));
     assert_eq!(r.cmd(&["SELECT", "0"]), V::Simple("OK".into()));
     assert_eq!(r.cmd(&["SELECT", "1"]), V::Simple("OK".into()));
-    assert_eq!(err(r.cmd(&["SELECT", "16"])), "ERR DB index is out of range");
-    assert_eq!(err(r.cmd(&["SELECT", "-1"])), "ERR DB index is out of range");
+    assert_eq!(
+        err(r.cmd(&["SELECT", "16"])),
+        "ERR DB index is out of range"
+    );
+    assert_eq!(
+        err(r.cmd(&["SELECT", "-1"])),
+        "ERR DB index is out of range"
+    );
     assert_eq!(r.cmd(&["SELECT", "0"]), V::Simple("OK".into()));
     assert_eq!(
         r.cmd(&["COMMAND", "COUNT"]),
