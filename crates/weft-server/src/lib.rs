@@ -3,7 +3,7 @@
 //! # Commands
 //!
 //! Connection/server: `PING ECHO HELLO [2|3 [AUTH u p] [SETNAME n]] AUTH
-//! [user] pass QUIT SELECT 0 COMMAND [COUNT|DOCS|INFO|LIST|GETKEYS] INFO
+//! [user] pass QUIT SELECT COMMAND [COUNT|DOCS|INFO|LIST|GETKEYS] INFO
 //! [section...|all|everything] DBSIZE FLUSHDB FLUSHALL TYPE CONFIG
 //! GET|SET|RESETSTAT CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|LIST|KILL TIME
 //! SAVE BGSAVE [SCHEDULE] LASTSAVE SLOWLOG GET|LEN|RESET LATENCY
@@ -12,7 +12,11 @@
 //! PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB CHANNELS|NUMSUB|NUMPAT` ([`pubsub`];
 //! delivery between event loops: [`deliver`]). Passwords: [`auth`].
 //! Counters, slow log, latency: [`stats`]. `COMMAND` metadata:
-//! [`cmd::meta`].
+//! [`cmd::meta`]. Transactions: `MULTI EXEC DISCARD WATCH UNWATCH` (an
+//! `EXEC` is one atomic engine batch, isolated by its keys' stripe locks:
+//! [`keyspace`]'s *Transactions*). Databases: `SELECT MOVE FLUSHDB
+//! FLUSHALL` over `Config::databases` databases, each an engine keyspace
+//! (`SWAPDB` is refused).
 //! Strings: `GET SET [EX|PX|EXAT|PXAT|KEEPTTL] [NX|XX] [GET] SETNX GETSET
 //! MGET MSET DEL UNLINK EXISTS INCR INCRBY DECR DECRBY APPEND STRLEN
 //! GETRANGE`. Keys: `KEYS SCAN [MATCH] [COUNT] [TYPE] EXPIRE PEXPIRE
@@ -75,10 +79,13 @@
 //!
 //! # Atomicity
 //!
-//! Every command's writes are one `WriteBatch`. Commands that read before
-//! they write hold their keys' stripe locks across the read and the batch
-//! ([`locks`]); multi-record reads (`MGET`, `HGETALL`, `WEFT.RANGE`, ...) use
-//! one engine snapshot.
+//! Every command's writes are one `WriteBatch`, and an `EXEC`'s are one
+//! for all its commands. Commands that read before they write hold their
+//! keys' stripe locks across the read and the batch ([`locks`]); an `EXEC`
+//! holds those of every key its commands name for its whole run;
+//! multi-record reads (`MGET`, `HGETALL`, `WEFT.RANGE`, ...) use one engine
+//! snapshot. Handlers reach the data through [`cmd::Ctx::ks`], a view of
+//! the connection's database that goes through the running `EXEC` if any.
 //!
 //! # Expiry
 //!
