@@ -751,10 +751,27 @@ impl Exec {
 pub struct KeyGuard<'a> {
     locks: &'a Locks,
     exec: Option<&'a Exec>,
-    stripes: Vec<usize>,
-    #[allow(dead_code)] // held for their drop
-    guards: Vec<MutexGuard<'a, ()>>,
+    held: Held<'a>,
     writes_at: u64,
+}
+
+/// The stripes a [`KeyGuard`] holds, and their guards (none inside an
+/// `EXEC`, which holds them). One stripe needs no allocation. The guards
+/// are only held, for their drop, which comes after [`KeyGuard`]'s own
+/// (the bump happens under the locks).
+#[allow(dead_code)]
+enum Held<'a> {
+    One(usize, Option<MutexGuard<'a, ()>>),
+    Many(Vec<usize>, Vec<MutexGuard<'a, ()>>),
+}
+
+impl Held<'_> {
+    fn stripes(&self) -> &[usize] {
+        match self {
+            Held::One(i, _) => std::slice::from_ref(i),
+            Held::Many(v, _) => v,
+        }
+    }
 }
 
 impl Drop for KeyGuard<'_> {
@@ -762,7 +779,7 @@ impl Drop for KeyGuard<'_> {
         if writes_now() == self.writes_at {
             return;
         }
-        for &i in &self.stripes {
+        for &i in self.held.stripes() {
             match self.exec {
                 Some(e) => e.mark_dirty(i),
                 None => self.locks.bump(i),
@@ -795,15 +812,28 @@ impl<'a> LockView<'a> {
         KeyGuard {
             locks,
             exec: self.exec,
-            stripes,
-            guards,
+            held: Held::Many(stripes, guards),
             writes_at: writes_now(),
         }
     }
 
     /// Locks the stripe of one key.
     pub fn lock(&self, key: &[u8]) -> KeyGuard<'a> {
-        self.guard(vec![self.store.locks.index(self.db, key)])
+        let locks = &self.store.locks;
+        let i = locks.index(self.db, key);
+        let guard = match self.exec {
+            Some(e) => {
+                e.hold(locks, i);
+                None
+            }
+            None => Some(locks.acquire(i)),
+        };
+        KeyGuard {
+            locks,
+            exec: self.exec,
+            held: Held::One(i, guard),
+            writes_at: writes_now(),
+        }
     }
 
     /// Locks the stripes of all `keys`, in ascending stripe order.
