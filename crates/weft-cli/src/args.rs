@@ -215,6 +215,10 @@ pub struct ServeArgs {
     /// warns at start.
     #[arg(long, value_name = "PASSWORD")]
     pub requirepass: Option<String>,
+    /// Databases SELECT chooses among, as Redis's `databases`; database n
+    /// (n >= 1) is the engine keyspace "db<n>", made on its first write
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub databases: u32,
 }
 
 fn parse_sync(s: &str) -> Result<weft_server::SyncMode, String> {
@@ -849,6 +853,7 @@ mod tests {
                 assert!(s.threads.is_none());
                 assert!(s.busy_poll_us.is_none());
                 assert!(s.requirepass.is_none());
+                assert_eq!(s.databases, 16);
             }
             other => panic!("{other:?}"),
         }
@@ -865,6 +870,7 @@ mod tests {
             "--threads=3",
             "--busy-poll-us=0",
             "--requirepass=s3cret",
+            "--databases=4",
         ])
         .unwrap();
         match cli.command {
@@ -876,6 +882,7 @@ mod tests {
                 assert_eq!(s.dir, Some(PathBuf::from("/d")));
                 assert_eq!(s.sync, weft_server::SyncMode::Always);
                 assert_eq!(s.maxclients, 5);
+                assert_eq!(s.databases, 4);
             }
             other => panic!("{other:?}"),
         }

@@ -233,6 +233,7 @@ fn serve(args: args::ServeArgs, default_dir: PathBuf) -> CliResult {
         config.db_options = config.db_options.memtable(m);
     }
     config.requirepass = args.requirepass.filter(|p| !p.is_empty());
+    config.databases = args.databases as usize;
     let server = weft_server::Server::bind(config)?;
     let handle = server.shutdown_handle();
     {

@@ -49,10 +49,10 @@ const HINTS: usize = 4096;
 /// Shards of the key map: a power of two, dividing [`HINTS`].
 const SHARDS: usize = 64;
 
-/// The database whose keys a session's blocking commands wait on. One
-/// database today; with `SELECT` this returns the session's.
-pub fn db_of(_session: &Session) -> u32 {
-    0
+/// The database whose keys a session's blocking commands wait on: the
+/// one it selected.
+pub fn db_of(session: &Session) -> usize {
+    session.db
 }
 
 /// One client waiting on one key.
@@ -71,7 +71,7 @@ pub struct Waiter {
 #[derive(Debug, Clone)]
 pub struct Parked {
     /// The database of its keys.
-    pub db: u32,
+    pub db: usize,
     /// Its keys, in argument order, without repeats.
     pub keys: Vec<Vec<u8>>,
     /// The type it pops.
@@ -147,7 +147,7 @@ pub struct Waiters {
 }
 
 /// FNV-1a of the database and the key.
-fn hash(db: u32, key: &[u8]) -> usize {
+fn hash(db: usize, key: &[u8]) -> usize {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in db.to_le_bytes().iter().chain(key) {
         h ^= u64::from(b);
@@ -156,7 +156,7 @@ fn hash(db: u32, key: &[u8]) -> usize {
     (h ^ (h >> 32)) as usize
 }
 
-fn map_key(db: u32, key: &[u8]) -> Vec<u8> {
+fn map_key(db: usize, key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(4 + key.len());
     k.extend_from_slice(&db.to_be_bytes());
     k.extend_from_slice(key);
@@ -177,7 +177,7 @@ impl Waiters {
         }
     }
 
-    fn slot(db: u32, key: &[u8]) -> usize {
+    fn slot(db: usize, key: &[u8]) -> usize {
         hash(db, key) & (HINTS - 1)
     }
 
@@ -189,7 +189,7 @@ impl Waiters {
     /// that found the key emptied again keeps its turn). A client already
     /// registered on the key keeps its place unless `at_front`. The caller
     /// holds `key`'s stripe lock (see the module docs).
-    pub fn add(&self, db: u32, key: &[u8], w: Waiter, at_front: bool) {
+    pub fn add(&self, db: usize, key: &[u8], w: Waiter, at_front: bool) {
         let slot = Self::slot(db, key);
         let mut shard = self.shard(slot).lock();
         let fifo = shard.keys.entry(map_key(db, key)).or_default();
@@ -206,7 +206,7 @@ impl Waiters {
     }
 
     /// Removes client `id` from `key`'s waiters (if there).
-    pub fn remove(&self, db: u32, key: &[u8], id: u64) {
+    pub fn remove(&self, db: usize, key: &[u8], id: u64) {
         let slot = Self::slot(db, key);
         let mk = map_key(db, key);
         let mut shard = self.shard(slot).lock();
@@ -223,7 +223,7 @@ impl Waiters {
 
     /// True if someone may wait on `key`: one relaxed load when nobody
     /// waits on a key of its slot, else a look under the shard's lock.
-    pub fn any_waiting(&self, db: u32, key: &[u8]) -> bool {
+    pub fn any_waiting(&self, db: usize, key: &[u8]) -> bool {
         let slot = Self::slot(db, key);
         if self.hints[slot].load(Ordering::Relaxed) == 0 {
             return false;
@@ -232,7 +232,7 @@ impl Waiters {
     }
 
     /// Takes the first waiter on `key` that pops a `kind` off the FIFO.
-    pub fn take_first(&self, db: u32, key: &[u8], kind: Kind) -> Option<Waiter> {
+    pub fn take_first(&self, db: usize, key: &[u8], kind: Kind) -> Option<Waiter> {
         let slot = Self::slot(db, key);
         if self.hints[slot].load(Ordering::Relaxed) == 0 {
             return None;

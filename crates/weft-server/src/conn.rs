@@ -238,6 +238,7 @@ impl Conn {
                 shared,
                 session: &mut self.session,
                 out: &mut self.out,
+                exec: None,
             };
             cmd::blocking::time_out(&mut ctx);
             if let Some(args) = self.blocked_args.take() {
@@ -269,6 +270,7 @@ impl Conn {
             shared,
             session: &mut self.session,
             out: &mut self.out,
+            exec: None,
         };
         cmd::blocking::retry(&mut ctx, &args, &wakes);
         if self.session.blocking.parked.is_some() {
@@ -607,7 +609,7 @@ impl Conn {
                 // Deliveries go before the replies that report them.
                 self.flush_posts(shared, local);
                 // These replies may acknowledge writes of this wake-up.
-                if shared.ks.db.flush_wal().is_err() {
+                if shared.store.db.flush_wal().is_err() {
                     self.abort();
                     return;
                 }
@@ -619,10 +621,12 @@ impl Conn {
             }
             match self.parser.next(&self.buf[..self.end], &mut self.pos) {
                 Ok(Some(args)) => {
-                    // Unauthenticated, subscribed and monitored clients take
-                    // the checked path for every command.
+                    // Unauthenticated, subscribed and monitored clients, and
+                    // those queuing a transaction, take the checked path for
+                    // every command.
                     let plain = self.session.authenticated
                         && !self.session.in_pubsub()
+                        && !self.session.in_multi()
                         && !shared.clients.monitoring();
                     if plain && cmd::is_plain_set(max_bulk, &args) {
                         self.answer_gets(shared, &mut gets);
@@ -648,6 +652,7 @@ impl Conn {
                         shared,
                         session: &mut self.session,
                         out: &mut self.out,
+                        exec: None,
                     };
                     cmd::dispatch(&mut ctx, &args);
                     if self.session.blocking.parked.is_some() {
@@ -689,7 +694,8 @@ impl Conn {
             self.state = State::Closing;
         }
         if !run.is_empty() {
-            if self.state == State::Open {
+            // The loop's group writes database 0.
+            if self.state == State::Open && self.session.db == 0 {
                 group.owners.push((self.token, run.len()));
                 group.keys += run_keys;
                 group.sets.append(&mut run);
@@ -715,7 +721,7 @@ impl Conn {
             return;
         }
         let started = Instant::now();
-        cmd::answer_gets(shared, gets, &mut self.out);
+        cmd::answer_gets(&shared.store.view(self.session.db), gets, &mut self.out);
         let ix = self.session.me.loop_ix as usize;
         let each = started.elapsed() / gets.len() as u32;
         let who = client_label(&self.session);
@@ -730,7 +736,7 @@ impl Conn {
             return;
         }
         let started = Instant::now();
-        let r = cmd::commit_sets(shared, run);
+        let r = cmd::commit_sets(&shared.store.view(self.session.db), run);
         let ix = self.session.me.loop_ix as usize;
         let each = started.elapsed() / run.len() as u32;
         let who = client_label(&self.session);
@@ -809,7 +815,7 @@ mod tests {
     use std::net::TcpListener;
 
     use super::*;
-    use crate::keyspace::Keyspace;
+    use crate::keyspace::Store;
     use crate::{Config, SyncMode};
 
     /// Sets a socket buffer size (which also turns off the kernel's
@@ -871,14 +877,18 @@ mod tests {
             ..Config::default()
         };
         let shared = Shared::new(
-            Keyspace::new(db, SyncMode::No).unwrap(),
+            Store::new(db, SyncMode::No, 16).unwrap(),
             config,
             0,
             Arc::new(crate::server::Stop::default()),
         )
         .unwrap();
         let value = vec![b'v'; 256 << 10];
-        cmd::commit_sets(&shared, &[vec![b"SET".to_vec(), b"big".to_vec(), value]]).unwrap();
+        cmd::commit_sets(
+            &shared.store.view(0),
+            &[vec![b"SET".to_vec(), b"big".to_vec(), value]],
+        )
+        .unwrap();
 
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();

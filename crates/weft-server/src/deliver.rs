@@ -75,7 +75,7 @@ pub enum Delivery {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wake {
     /// The key's database.
-    pub db: u32,
+    pub db: usize,
     /// The key.
     pub key: Vec<u8>,
     /// The parking's [`crate::blocking::Waiter::ticket`].

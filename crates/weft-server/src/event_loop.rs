@@ -340,7 +340,8 @@ impl EventLoop {
             return;
         }
         let started = Instant::now();
-        let r = cmd::commit_sets(&self.loops.shared, &self.group.sets);
+        // Only connections on database 0 hand their runs over (`Conn::run_requests`).
+        let r = cmd::commit_sets(&self.loops.shared.store.view(0), &self.group.sets);
         let each = started.elapsed() / self.group.sets.len() as u32;
         let mut at = 0;
         for &(token, n) in &self.group.owners {
@@ -370,7 +371,7 @@ impl EventLoop {
     /// poisoned, and the touched connections are closed unanswered: their
     /// writes may be lost, so they get no `+OK`.
     fn flush_wal(&mut self) {
-        if self.loops.shared.ks.db.flush_wal().is_ok() {
+        if self.loops.shared.store.db.flush_wal().is_ok() {
             return;
         }
         for &slot in &self.touched {

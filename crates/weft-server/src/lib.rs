@@ -3,7 +3,7 @@
 //! # Commands
 //!
 //! Connection/server: `PING ECHO HELLO [2|3 [AUTH u p] [SETNAME n]] AUTH
-//! [user] pass QUIT SELECT 0 COMMAND [COUNT|DOCS|INFO|LIST|GETKEYS] INFO
+//! [user] pass QUIT SELECT COMMAND [COUNT|DOCS|INFO|LIST|GETKEYS] INFO
 //! [section...|all|everything] DBSIZE FLUSHDB FLUSHALL TYPE CONFIG
 //! GET|SET|RESETSTAT CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|LIST|KILL TIME
 //! SAVE BGSAVE [SCHEDULE] LASTSAVE SLOWLOG GET|LEN|RESET LATENCY
@@ -12,7 +12,11 @@
 //! PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB CHANNELS|NUMSUB|NUMPAT` ([`pubsub`];
 //! delivery between event loops: [`deliver`]). Passwords: [`auth`].
 //! Counters, slow log, latency: [`stats`]. `COMMAND` metadata:
-//! [`cmd::meta`].
+//! [`cmd::meta`]. Transactions: `MULTI EXEC DISCARD WATCH UNWATCH` (an
+//! `EXEC` is one atomic engine batch, isolated by its keys' stripe locks:
+//! [`keyspace`]'s *Transactions*). Databases: `SELECT MOVE FLUSHDB
+//! FLUSHALL` over `Config::databases` databases, each an engine keyspace
+//! (`SWAPDB` is refused).
 //! Strings: `GET SET [EX|PX|EXAT|PXAT|KEEPTTL] [NX|XX] [GET] SETNX GETSET
 //! SETEX PSETEX GETEX [EX|PX|EXAT|PXAT|PERSIST] GETDEL MGET MSET MSETNX
 //! INCR INCRBY DECR DECRBY INCRBYFLOAT APPEND STRLEN GETRANGE SUBSTR
@@ -85,10 +89,13 @@
 //!
 //! # Atomicity
 //!
-//! Every command's writes are one `WriteBatch`. Commands that read before
-//! they write hold their keys' stripe locks across the read and the batch
-//! ([`locks`]); multi-record reads (`MGET`, `HGETALL`, `WEFT.RANGE`, ...) use
-//! one engine snapshot.
+//! Every command's writes are one `WriteBatch`, and an `EXEC`'s are one
+//! for all its commands. Commands that read before they write hold their
+//! keys' stripe locks across the read and the batch ([`locks`]); an `EXEC`
+//! holds those of every key its commands name for its whole run;
+//! multi-record reads (`MGET`, `HGETALL`, `WEFT.RANGE`, ...) use one engine
+//! snapshot. Handlers reach the data through [`cmd::Ctx::ks`], a view of
+//! the connection's database that goes through the running `EXEC` if any.
 //!
 //! # Expiry
 //!
@@ -281,6 +288,10 @@ pub struct Config {
     /// stays over the soft limit for the soft seconds, is disconnected.
     /// Default 32 MiB, 8 MiB, 60 s (Redis's).
     pub pubsub_output_limit: OutputLimit,
+    /// How many databases `SELECT` chooses among (Redis's `databases`).
+    /// Default 16. Database 0 is the engine's default keyspace, database
+    /// `n` the engine keyspace `"db<n>"`.
+    pub databases: usize,
     /// Engine options.
     pub db_options: weft::Options,
 }
@@ -322,6 +333,7 @@ impl Default for Config {
             save_dir: None,
             requirepass: None,
             pubsub_output_limit: OutputLimit::PUBSUB_DEFAULT,
+            databases: 16,
             db_options: weft::Options::default(),
         }
     }
@@ -381,8 +393,9 @@ impl Default for Counters {
 
 /// State shared by every connection.
 pub struct Shared {
-    /// The key space over the engine.
-    pub ks: keyspace::Keyspace,
+    /// The data over the engine: its databases, key locks, key counts.
+    /// Commands reach it through a view ([`cmd::Ctx::ks`]).
+    pub store: keyspace::Store,
     /// The configuration.
     pub config: Config,
     /// The port actually bound.
@@ -467,9 +480,9 @@ impl Runtime {
 }
 
 impl Shared {
-    /// The state of a server over `ks` with `config`, bound to `port`.
+    /// The state of a server over `store` with `config`, bound to `port`.
     pub(crate) fn new(
-        ks: keyspace::Keyspace,
+        store: keyspace::Store,
         config: Config,
         port: u16,
         stop: Arc<server::Stop>,
@@ -478,7 +491,7 @@ impl Shared {
             (config.save_dir.clone()).unwrap_or_else(|| save::default_save_dir(&config.dir));
         let loops = config.threads.max(1);
         Ok(Shared {
-            ks,
+            store,
             port,
             counters: Counters::default(),
             started: Instant::now(),

@@ -665,3 +665,19 @@ fn rename_copy_and_restore_onto_a_waited_key_wake_its_waiter() {
     assert_eq!(waiter.read(), arr(&["restored", "b"]));
     assert_no_waiters(&mut ctl);
 }
+
+#[test]
+fn blocking_pops_inside_exec_answer_at_once() {
+    let s = server();
+    let mut ctl = s.conn();
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["MULTI"]), V::Simple("OK".into()));
+    assert_eq!(c.cmd(&["BLPOP", "empty", "0"]), V::Simple("QUEUED".into()));
+    assert_eq!(c.cmd(&["RPUSH", "full", "x"]), V::Simple("QUEUED".into()));
+    assert_eq!(c.cmd(&["BRPOP", "full", "0"]), V::Simple("QUEUED".into()));
+    assert_eq!(
+        c.cmd(&["EXEC"]),
+        V::Array(vec![V::NilArray, V::Int(1), arr(&["full", "x"])])
+    );
+    assert_no_waiters(&mut ctl);
+}

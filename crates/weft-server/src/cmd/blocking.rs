@@ -108,7 +108,7 @@ fn serve_or_park(
     mut serve: impl FnMut(&mut Ctx<'_>, &[u8], Meta, Batch) -> CmdResult,
 ) -> Result<bool, CmdError> {
     let shared = ctx.shared;
-    let ks = &shared.ks;
+    let ks = &ctx.ks();
     let retry = ctx.session.blocking.parked.is_some();
     let woken = std::mem::take(&mut ctx.session.blocking.woken_by);
     let mut seen: HashSet<&[u8]> = HashSet::with_capacity(w.keys.len());
@@ -120,7 +120,7 @@ fn serve_or_park(
         .collect();
     {
         let _g = ks
-            .locks
+            .locks()
             .lock_many(w.keys.iter().map(Vec::as_slice).chain(w.also_lock));
         let mut served = false;
         for key in order {
@@ -140,7 +140,7 @@ fn serve_or_park(
         if !served {
             if retry {
                 park_again(ctx, &woken);
-            } else if ctx.session.deny_blocking {
+            } else if ctx.session.deny_blocking || ctx.in_exec() {
                 match w.deny {
                     Deny::NullArray => ctx.out.null_array(),
                     Deny::Null => ctx.out.null(),
@@ -242,12 +242,11 @@ fn leave(shared: &Shared, s: &mut Session) -> Option<Parked> {
 /// a wake-up passed on. Costs one relaxed load when nobody waits on a key
 /// of the same hint slot; else a look under the shard's lock, and with
 /// waiters on the key, one metadata read.
-pub(crate) fn wake_next(shared: &Shared, db: u32, key: &[u8]) {
+pub(crate) fn wake_next(shared: &Shared, db: usize, key: &[u8]) {
     if !shared.waiters.any_waiting(db, key) {
         return;
     }
-    // With `SELECT`, the keyspace of `db`.
-    let kind = match shared.ks.get(key, &ReadOptions::new()) {
+    let kind = match shared.store.view(db).get(key, &ReadOptions::new()) {
         Ok(Some(e)) if matches!(e.meta.kind, Kind::List | Kind::ZSet) && e.meta.count > 0 => {
             e.meta.kind
         }
@@ -335,7 +334,7 @@ pub(crate) fn depart(shared: &Shared, s: &mut Session, pending: &[Wake]) {
 
 /// Pops one element of the list `old` at `key`: `[key, element]`.
 fn serve_pop(ctx: &mut Ctx<'_>, key: &[u8], old: Meta, mut batch: Batch, left: bool) -> CmdResult {
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let mut m = old;
     let got = list::pop_n(ks, &mut batch, key, &mut m, left, 1)?;
     ks.put_collection(&mut batch, key, Some(&old), &m);
@@ -390,12 +389,12 @@ fn blmove_generic(
         deny: Deny::Null,
     };
     let served = serve_or_park(ctx, w, |ctx, src, sold, batch| {
-        let v = list::lmove_from(&ctx.shared.ks, batch, src, sold, dst, from_left, to_left)?;
+        let v = list::lmove_from(&ctx.ks(), batch, src, sold, dst, from_left, to_left)?;
         ctx.out.bulk(&v);
         Ok(())
     })?;
     if served {
-        super::coll::key_ready(ctx.shared, dst);
+        super::coll::key_ready(ctx.shared, &ctx.ks(), dst);
     }
     Ok(())
 }
@@ -426,7 +425,7 @@ pub fn blmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         deny: Deny::NullArray,
     };
     serve_or_park(ctx, w, |ctx, key, old, mut batch| {
-        let ks = &ctx.shared.ks;
+        let ks = &ctx.ks();
         let mut m = old;
         let got = list::pop_n(ks, &mut batch, key, &mut m, left, count)?;
         ks.put_collection(&mut batch, key, Some(&old), &m);
@@ -451,7 +450,7 @@ fn zpop_n(
     max: bool,
     count: u64,
 ) -> Result<Vec<Scored>, CmdError> {
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let mut m = old;
     let got = zset::pop_n(ks, &mut batch, key, &mut m, max, count)?;
     ks.put_collection(&mut batch, key, Some(&old), &m);
@@ -523,7 +522,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::keyspace::Keyspace;
+    use crate::keyspace::Store;
     use crate::resp::Out;
     use crate::{Config, SyncMode};
 
@@ -534,7 +533,7 @@ mod tests {
             ..Config::default()
         };
         Shared::new(
-            Keyspace::new(db, SyncMode::No).unwrap(),
+            Store::new(db, SyncMode::No, 16).unwrap(),
             config,
             0,
             Arc::new(crate::server::Stop::default()),
@@ -549,6 +548,7 @@ mod tests {
             shared: sh,
             session: s,
             out: &mut out,
+            exec: None,
         };
         super::super::dispatch(&mut ctx, &args);
         out.buf

@@ -41,7 +41,7 @@ fn read_range(
     if let Some(s) = snap {
         opts = opts.snapshot(s);
     }
-    let mut it = ks.db.iter(&opts)?;
+    let mut it = ks.db().iter(&opts)?;
     it.seek_to_first()?;
     let mut out = Vec::with_capacity((end - start).min(1 << 16) as usize);
     while it.valid() {
@@ -113,9 +113,9 @@ pub(super) fn pop_n(
 
 fn push(ctx: &mut Ctx<'_>, a: &[Vec<u8>], left: bool, only_existing: bool) -> CmdResult {
     let key = &a[1];
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let len = {
-        let _g = ks.locks.lock(key);
+        let _g = ks.locks().lock(key);
         let mut batch = Batch::with_capacity(a[2..].iter().map(|e| e.len() + 40).sum());
         let old = load_meta(ks, key, Kind::List, &mut batch)?;
         if old.is_none() && only_existing {
@@ -132,7 +132,7 @@ fn push(ctx: &mut Ctx<'_>, a: &[Vec<u8>], left: bool, only_existing: bool) -> Cm
         }
     };
     if len > 0 {
-        key_ready(ctx.shared, key);
+        key_ready(ctx.shared, &ctx.ks(), key);
     }
     ctx.out.int(len as i64);
     Ok(())
@@ -163,8 +163,8 @@ fn pop(ctx: &mut Ctx<'_>, a: &[Vec<u8>], left: bool) -> CmdResult {
     }
     let count = a.get(2).map(|c| positive_arg(c)).transpose()?;
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let Some(old) = load_meta(ks, key, Kind::List, &mut batch)? else {
         ks.write(batch)?;
@@ -204,7 +204,7 @@ pub fn rpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn llen(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let m = read_meta(&ctx.shared.ks, &a[1], Kind::List, &ReadOptions::new())?;
+    let m = read_meta(&ctx.ks(), &a[1], Kind::List, &ReadOptions::new())?;
     ctx.out.int(m.map_or(0, |m| m.count as i64));
     Ok(())
 }
@@ -230,7 +230,7 @@ fn clamp(len: u64, start: i64, end: i64) -> Option<(u64, u64)> {
 pub fn lrange(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let start = int_arg(&a[2])?;
     let end = int_arg(&a[3])?;
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (snap, opts) = snapshot(ks);
     let vals = match read_meta(ks, &a[1], Kind::List, &opts)? {
         Some(m) => match clamp(m.count, start, end) {
@@ -255,11 +255,11 @@ fn position(len: u64, i: i64) -> Option<u64> {
 
 pub fn lindex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let i = int_arg(&a[2])?;
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (_snap, opts) = snapshot(ks);
     let v = match read_meta(ks, &a[1], Kind::List, &opts)? {
         Some(m) => match position(m.count, i) {
-            Some(p) => ks.db.get_opt(lkey(&a[1], &m, p), &opts)?,
+            Some(p) => ks.db().get_opt(lkey(&a[1], &m, p), &opts)?,
             None => None,
         },
         None => None,
@@ -271,8 +271,8 @@ pub fn lindex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 pub fn lset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let i = int_arg(&a[2])?;
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let Some(m) = load_meta(ks, key, Kind::List, &mut batch)? else {
         ks.write(batch)?;
@@ -329,9 +329,9 @@ pub fn linsert(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         return err(SYNTAX);
     };
     let key = &a[1];
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let n = {
-        let _g = ks.locks.lock(key);
+        let _g = ks.locks().lock(key);
         let mut batch = Batch::new();
         let Some(old) = load_meta(ks, key, Kind::List, &mut batch)? else {
             ks.write(batch)?;
@@ -358,7 +358,7 @@ pub fn linsert(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.write(batch)?;
         m.count
     };
-    key_ready(ctx.shared, key);
+    key_ready(ctx.shared, &ctx.ks(), key);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -366,8 +366,8 @@ pub fn linsert(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 pub fn lrem(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let count = int_arg(&a[2])?;
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let Some(old) = load_meta(ks, key, Kind::List, &mut batch)? else {
         ks.write(batch)?;
@@ -413,8 +413,8 @@ pub fn ltrim(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let start = int_arg(&a[2])?;
     let end = int_arg(&a[3])?;
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     if let Some(old) = load_meta(ks, key, Kind::List, &mut batch)? {
         match clamp(old.count, start, end) {
@@ -466,7 +466,7 @@ pub fn lpos(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         i += 2;
     }
     let key = &a[1];
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (snap, opts) = snapshot(ks);
     let mut found = Vec::new();
     if let Some(m) = read_meta(ks, key, Kind::List, &opts)? {
@@ -480,7 +480,7 @@ pub fn lpos(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             .snapshot(&snap)
             .lower_bound(lkey(key, &m, 0))
             .upper_bound(lkey(key, &m, m.count));
-        let mut it = ks.db.iter(&opts)?;
+        let mut it = ks.db().iter(&opts)?;
         let forward = rank > 0;
         if forward {
             it.seek_to_first()?;
@@ -542,9 +542,9 @@ fn lmove_generic(
     from_left: bool,
     to_left: bool,
 ) -> CmdResult {
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let moved = {
-        let _g = ks.locks.lock_many([src, dst]);
+        let _g = ks.locks().lock_many([src, dst]);
         let mut batch = Batch::new();
         let Some(sold) = load_meta(ks, src, Kind::List, &mut batch)? else {
             ks.write(batch)?;
@@ -553,7 +553,7 @@ fn lmove_generic(
         };
         lmove_from(ks, batch, src, sold, dst, from_left, to_left)?
     };
-    key_ready(ctx.shared, dst);
+    key_ready(ctx.shared, &ctx.ks(), dst);
     ctx.out.bulk(&moved);
     Ok(())
 }
@@ -658,9 +658,9 @@ pub(super) fn mpop_args(
 
 pub fn lmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let (keys, left, count) = mpop_args(a, 1, side)?;
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     for key in keys {
-        let _g = ks.locks.lock(key);
+        let _g = ks.locks().lock(key);
         let mut batch = Batch::new();
         let old = load_meta(ks, key, Kind::List, &mut batch)?;
         let Some(old) = old else {

@@ -10,6 +10,7 @@ mod keys;
 mod list;
 pub mod meta;
 mod meta_table;
+mod multi;
 mod pubsub;
 mod server;
 mod set;
@@ -22,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use crate::keyspace::StoreError;
+use crate::keyspace::{Exec, Keyspace, StoreError};
 use crate::resp::Out;
 use crate::Shared;
 
@@ -93,18 +94,29 @@ pub struct Session {
     /// connection sends them before their replies ([`crate::deliver`]).
     pub posts: Vec<(crate::deliver::ClientRef, crate::deliver::Delivery)>,
     /// Blocking commands must not block (Redis's `CLIENT_DENY_BLOCKING`):
-    /// they answer as if their timeout passed at once. `EXEC` sets it
-    /// while it runs the queued commands.
+    /// they answer as if their timeout passed at once. Commands an `EXEC`
+    /// runs are denied blocking the same way, through [`Ctx::in_exec`].
     pub deny_blocking: bool,
     /// Where this connection is in a blocking command
     /// ([`crate::blocking`]).
     pub blocking: crate::blocking::BlockState,
+    /// The selected database (`SELECT`).
+    pub db: usize,
+    /// Between `MULTI` and `EXEC`/`DISCARD`: the queued commands.
+    pub multi: Option<multi::Queue>,
+    /// The keys `WATCH`ed since the last `EXEC`, `DISCARD` or `UNWATCH`.
+    pub watched: Vec<multi::Watched>,
 }
 
 impl Session {
     /// True while subscribed to any channel or pattern.
     pub fn in_pubsub(&self) -> bool {
         !self.channels.is_empty() || !self.patterns.is_empty()
+    }
+
+    /// True between `MULTI` and `EXEC`/`DISCARD`.
+    pub fn in_multi(&self) -> bool {
+        self.multi.is_some()
     }
 }
 
@@ -116,6 +128,29 @@ pub struct Ctx<'a> {
     pub session: &'a mut Session,
     /// Reply buffer.
     pub out: &'a mut Out,
+    /// The running `EXEC`, when this command is one of its queued
+    /// commands: it reads and writes through it ([`Ctx::ks`]), and a
+    /// blocking command must not block ([`Ctx::in_exec`]).
+    pub exec: Option<&'a Exec>,
+}
+
+impl<'a> Ctx<'a> {
+    /// The data as this command sees it: the connection's database,
+    /// through the running `EXEC` if any. Every handler reaches the store
+    /// through it.
+    pub fn ks(&self) -> Keyspace<'a> {
+        match self.exec {
+            Some(e) => self.shared.store.exec_view(self.session.db, e),
+            None => self.shared.store.view(self.session.db),
+        }
+    }
+
+    /// True when this command runs inside `EXEC`: blocking commands
+    /// (`BLPOP`, ...) answer at once as if their timeout had passed, as
+    /// Redis's do inside `MULTI`.
+    pub fn in_exec(&self) -> bool {
+        self.exec.is_some()
+    }
 }
 
 type Handler = fn(&mut Ctx<'_>, &[Vec<u8>]) -> CmdResult;
@@ -147,7 +182,7 @@ pub static COMMANDS: &[Command] = commands![
     "info" -1 server::info,
     "dbsize" 1 server::dbsize,
     "flushdb" -1 server::flushdb,
-    "flushall" -1 server::flushdb,
+    "flushall" -1 server::flushall,
     "type" 2 server::type_,
     "config" -2 server::config,
     "client" -2 server::client,
@@ -307,6 +342,13 @@ pub static COMMANDS: &[Command] = commands![
     "zdiffstore" -4 zset::zdiffstore,
     "zintercard" -3 zset::zintercard,
     "zscan" -3 zset::zscan,
+    "multi" 1 multi::multi,
+    "exec" 1 multi::exec,
+    "discard" 1 multi::discard,
+    "watch" -2 multi::watch,
+    "unwatch" 1 multi::unwatch,
+    "move" 3 multi::move_,
+    "swapdb" 3 multi::swapdb,
 ];
 
 fn table() -> &'static HashMap<&'static str, usize> {
@@ -354,17 +396,21 @@ fn unknown_command(args: &[Vec<u8>]) -> String {
     format!("ERR unknown command '{name}', with args beginning with: {rest}")
 }
 
+pub use coll::key_ready_now;
 pub use server::count_plain;
 pub use string::{answer_gets, commit_sets, is_plain_get, is_plain_set, reply_sets};
 
 /// Runs one request, appending exactly one reply to `ctx.out` (pub/sub
-/// commands append one per channel; `SHUTDOWN` none).
+/// commands append one per channel; `SHUTDOWN` none). Between `MULTI` and
+/// `EXEC` a command is checked and queued (`+QUEUED`); one refused then
+/// (unknown, wrong arity, not allowed) makes the `EXEC` fail.
 pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) {
     let Some(name) = args.first() else {
         return;
     };
     let Some(ix) = lookup_index(name) else {
         server::refuse(ctx, None, &unknown_command(args));
+        multi::flag(ctx.session);
         return;
     };
     let cmd = &COMMANDS[ix];
@@ -372,13 +418,29 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) {
     if (cmd.arity > 0 && n != cmd.arity) || (cmd.arity < 0 && n < -cmd.arity) {
         let msg = format!("ERR wrong number of arguments for '{}' command", cmd.name);
         server::refuse(ctx, Some(ix), &msg);
+        multi::flag(ctx.session);
         return;
     }
     // NOAUTH, RESP2 subscribe mode.
     if let Err(msg) = server::admit(ctx, cmd) {
         server::refuse(ctx, Some(ix), &msg);
+        multi::flag(ctx.session);
         return;
     }
+    if ctx.session.in_multi() && multi::queues(cmd) {
+        if let Err(msg) = multi::queue(ctx.session, ix, args) {
+            server::refuse(ctx, Some(ix), msg);
+            return;
+        }
+        ctx.out.simple("QUEUED");
+        return;
+    }
+    run(ctx, ix, args);
+}
+
+/// Runs command `ix` (admitted), accounting it.
+fn run(ctx: &mut Ctx<'_>, ix: usize, args: &[Vec<u8>]) {
+    let cmd = &COMMANDS[ix];
     let started = Instant::now();
     let mark = ctx.out.buf.len();
     let result = (cmd.handler)(ctx, args);
