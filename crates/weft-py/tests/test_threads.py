@@ -5,10 +5,10 @@ writing one database at once see consistent data.
 `test_gil_released_during` proves the release without timing: with a
 switch interval of a minute, a thread holding the GIL keeps it until it
 blocks or releases it on purpose, so a counting thread advances during a
-call only if that call released the GIL. `test_two_threads_*` shows what
-that buys: two threads' long calls overlap on two cores."""
+call only if that call released the GIL. What the release buys in time
+is measured by `bench/python`, not asserted here (timed tests fail on a
+busy machine and prove nothing on an idle one)."""
 
-import os
 import random
 import sys
 import threading
@@ -109,68 +109,6 @@ def test_gil_held_calls_let_no_thread_run(big, no_preemption):
         for k in keys[:20_000]:
             db._get_holding_gil(k)
         assert counter.count == before
-
-
-def _overlap_ratio(work, attempts=3):
-    """Best (lowest) of `attempts` ratios of two threads' time running
-    `work` at once to the time of running it twice in a row."""
-    best = float("inf")
-    for _ in range(attempts):
-        t0 = time.perf_counter()
-        work()
-        work()
-        serial = time.perf_counter() - t0
-        threads = [threading.Thread(target=work) for _ in range(2)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        parallel = time.perf_counter() - t0
-        best = min(best, parallel / serial)
-    return best
-
-
-def _free_cores_ratio():
-    """The same ratio for work known to run outside the GIL (hashlib
-    releases it while hashing a large buffer): how far two threads can
-    overlap on this machine right now, other processes' load included."""
-    import hashlib
-
-    data = os.urandom(32 << 20)
-    return _overlap_ratio(lambda: hashlib.sha256(data).digest())
-
-
-def _assert_overlaps(work, bound, what):
-    free = _free_cores_ratio()
-    if free > 0.7:
-        pytest.skip(
-            f"two cores are not free now: GIL-free hashing in two threads took "
-            f"{free:.2f}x the time of two in a row"
-        )
-    ratio = _overlap_ratio(work)
-    assert ratio < bound, (
-        f"two {what} at once took {ratio:.2f}x the time of two in a row "
-        f"(GIL-free hashing: {free:.2f}x)"
-    )
-
-
-def test_two_threads_scanning_finish_sooner_than_serialized(big):
-    db, _ = big
-
-    def scan():
-        # keys(): the engine's stepping, done in batches with the GIL
-        # released, is most of the work; the GIL is held to make one small
-        # bytes object per key.
-        for _ in db.keys():
-            pass
-
-    _assert_overlaps(scan, 0.9, "scans")
-
-
-def test_two_threads_get_many_finish_sooner_than_serialized(big):
-    db, keys = big
-    _assert_overlaps(lambda: db.get_many(keys), 0.8, "get_many calls")
 
 
 def test_writers_and_readers_at_once(path):
