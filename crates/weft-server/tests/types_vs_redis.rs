@@ -898,6 +898,24 @@ MIGRATE 127.0.0.1 1 enc2 0 100
 EXISTS enc2
 MIGRATE 127.0.0.1 1 enc2 0
 DBSIZE
+SET cpa 1
+RPUSH cpl a b c
+COPY cpa cpa
+COPY cpa cpa DB 16
+COPY cpa cpa DB -1
+COPY cpa cpa DB x
+COPY cpa cpa DB 3
+COPY cpl cpl DB 3
+COPY cpa cpa DB 3
+SET cpa 2
+COPY cpa cpa DB 3 REPLACE
+SELECT 3
+GET cpa
+LRANGE cpl 0 -1
+COPY cpl cpl2 DB 0
+SELECT 0
+LRANGE cpl2 0 -1
+DBSIZE
 "#;
 
 fn run_script(weft: &mut Raw, redis: &mut Raw, proto: &str) {

@@ -416,10 +416,14 @@ pub fn renamenx(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     rename_generic(ctx, a, true)
 }
 
-/// `COPY src dst [DB n] [REPLACE]`: only database 0 exists, so `DB` takes
-/// 0 alone (any other index is out of range, as in Redis).
+/// `COPY src dst [DB n] [REPLACE]`: the value (and deadline) of `src`
+/// copied to `dst` of database `n` (the connection's by default), in one
+/// batch under both keys' locks (one atomic write across the two
+/// databases' keyspaces when they differ, as `MOVE`).
 pub fn copy(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let ks = ctx.ks();
     let mut replace = false;
+    let mut to = ks.index();
     let mut i = 3;
     while i < a.len() {
         if is(&a[i], "replace") {
@@ -429,9 +433,10 @@ pub fn copy(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             if i32::try_from(n).is_err() {
                 return err(super::NOT_INT);
             }
-            if n != 0 {
-                return err("ERR DB index is out of range");
-            }
+            to = usize::try_from(n)
+                .ok()
+                .filter(|&n| n < ks.store().databases())
+                .ok_or(CmdError("ERR DB index is out of range".into()))?;
             i += 1;
         } else {
             return err(SYNTAX);
@@ -439,32 +444,39 @@ pub fn copy(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         i += 1;
     }
     let (src, dst) = (&a[1][..], &a[2][..]);
-    if src == dst {
+    if src == dst && to == ks.index() {
         return err("ERR source and destination objects are the same");
     }
-    let ks = &ctx.ks();
-    let g = ks.locks().lock_many([src, dst]);
+    let dks = ks.with_db(to);
+    let same_db = to == ks.index();
+    let g = ks.locks().lock_across(&[(ks.index(), src), (to, dst)]);
     let mut batch = Batch::new();
+    let mut dst_batch = Batch::new();
     let Some(e) = ks.load_for_write(src, &mut batch)? else {
         ks.write(batch)?;
         ctx.out.int(0);
         return Ok(());
     };
-    let old_dst = ks.load_for_write(dst, &mut batch)?;
-    if old_dst.is_some() && !replace {
+    let old_dst = dks.load_for_write(dst, if same_db { &mut batch } else { &mut dst_batch })?;
+    let copied = old_dst.is_none() || replace;
+    if copied {
+        let v = value::load(&ks, src, &e, None)?;
+        let out = if same_db { &mut batch } else { &mut dst_batch };
+        if let Some(d) = &old_dst {
+            dks.delete_into(out, dst, &d.meta)?;
+        }
+        value::store(&dks, out, dst, &v, e.meta.expire_at);
+    }
+    if same_db {
         ks.write(batch)?;
-        ctx.out.int(0);
-        return Ok(());
+    } else {
+        ks.write_with(batch, &dks, dst_batch)?;
     }
-    let v = value::load(ks, src, &e, None)?;
-    if let Some(d) = &old_dst {
-        ks.delete_into(&mut batch, dst, &d.meta)?;
-    }
-    value::store(ks, &mut batch, dst, &v, e.meta.expire_at);
-    ks.write(batch)?;
     drop(g);
-    super::coll::key_ready(ctx.shared, &ctx.ks(), dst);
-    ctx.out.int(1);
+    if copied {
+        super::coll::key_ready(ctx.shared, &dks, dst);
+    }
+    ctx.out.int(i64::from(copied));
     Ok(())
 }
 
