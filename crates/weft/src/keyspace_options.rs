@@ -1,5 +1,5 @@
 //! Per-keyspace options (DESIGN §4.14): what a keyspace may set apart from
-//! the database's [`Options`] — each layer's compression and the blob
+//! the database's [`Options`](crate::Options) — each layer's compression and the blob
 //! threshold — how they are stored in its registry row, and the lookup
 //! from a stored key to the options its write or job applies.
 //!
@@ -31,12 +31,11 @@
 
 use crate::compression::Compression;
 use crate::keyspace_prefix::RESERVED;
-use crate::options::Options;
 
 /// The options of one keyspace ([`crate::Db::create_keyspace`]), each
-/// `None` (the default) to follow the database's [`Options`] at each open,
+/// `None` (the default) to follow the database's [`Options`](crate::Options) at each open,
 /// or set to apply to this keyspace's keys only. Builder-style like
-/// [`Options`]. Kept in the keyspace's registry row, so they are
+/// [`Options`](crate::Options). Kept in the keyspace's registry row, so they are
 /// recovered at open (a read-only open's too) and travel with checkpoints
 /// and backups.
 ///
@@ -64,20 +63,20 @@ use crate::options::Options;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct KeyspaceOptions {
-    /// [`Options::unsorted_compression`] for this keyspace's blocks in
+    /// [`Options::unsorted_compression`](crate::Options::unsorted_compression) for this keyspace's blocks in
     /// UnsortedStore tables (flushes, consolidations).
     pub unsorted_compression: Option<Compression>,
-    /// [`Options::sorted_compression`] for this keyspace's blocks in
+    /// [`Options::sorted_compression`](crate::Options::sorted_compression) for this keyspace's blocks in
     /// SortedStore tables (merges, GC, splits).
     pub sorted_compression: Option<Compression>,
-    /// [`Options::value_log_compression`] for this keyspace's values in
+    /// [`Options::value_log_compression`](crate::Options::value_log_compression) for this keyspace's values in
     /// value logs (logged in the WAL, separated by merges, moved by GC).
     pub value_log_compression: Option<Compression>,
-    /// [`Options::min_blob_size`] for this keyspace's values: from this
+    /// [`Options::min_blob_size`](crate::Options::min_blob_size) for this keyspace's values: from this
     /// size they are logged in the WAL (with `values_in_wal`) and
     /// separated by merges; `usize::MAX` keeps every value inline.
     pub min_blob_size: Option<usize>,
-    /// [`Options::values_in_wal`] for this keyspace's values.
+    /// [`Options::values_in_wal`](crate::Options::values_in_wal) for this keyspace's values.
     pub values_in_wal: Option<bool>,
 }
 
@@ -105,7 +104,7 @@ impl KeyspaceOptions {
         self
     }
 
-    /// Sets every layer's compression (as [`Options::compression`]).
+    /// Sets every layer's compression (as [`Options::compression`](crate::Options::compression)).
     ///
     /// ```
     /// use weft::{Compression, KeyspaceOptions};
@@ -147,7 +146,7 @@ impl KeyspaceOptions {
         *self == KeyspaceOptions::default()
     }
 
-    /// Checks that every field set is in range (as [`Options`]' own).
+    /// Checks that every field set is in range (as [`Options`](crate::Options)' own).
     pub(crate) fn validate(&self) -> crate::Result<()> {
         if self.min_blob_size == Some(0) {
             return Err(crate::Error::InvalidArgument(
@@ -310,8 +309,10 @@ pub(crate) struct Resolved {
 }
 
 impl Resolved {
-    /// `ks` over `options`.
-    pub fn of(options: &Options, ks: &KeyspaceOptions) -> Resolved {
+    /// `ks` over the database's options (`Options::keyspace_defaults`:
+    /// `options` is the database's own `Resolved`, so this leaf needs no
+    /// `Options`, which imports the store).
+    pub fn of(options: &Resolved, ks: &KeyspaceOptions) -> Resolved {
         Resolved {
             unsorted_compression: ks
                 .unsorted_compression
@@ -356,10 +357,11 @@ pub(crate) struct KeyspaceSettings {
 }
 
 impl KeyspaceSettings {
-    /// The settings of a database with `options` and the keyspaces
-    /// `keyspaces` (`(id, options)`).
+    /// The settings of a database whose own options are `options`
+    /// (`Options::keyspace_defaults`) and the keyspaces `keyspaces`
+    /// (`(id, options)`).
     pub fn new(
-        options: &Options,
+        options: &Resolved,
         keyspaces: impl IntoIterator<Item = (u32, KeyspaceOptions)>,
     ) -> KeyspaceSettings {
         let default = Resolved::of(options, &KeyspaceOptions::default());
@@ -461,7 +463,7 @@ mod tests {
 
     #[test]
     fn the_lookup_finds_each_keyspace_and_defaults_elsewhere() {
-        let opts = Options::default();
+        let opts = crate::options::Options::default().keyspace_defaults();
         let zstd = KeyspaceOptions::new().sorted_compression(Compression::ZSTD);
         let s = KeyspaceSettings::new(
             &opts,
@@ -484,7 +486,12 @@ mod tests {
         assert_eq!(s.for_key(&key(7)).min_blob_size, 10);
         assert_eq!(s.min_logged_from(), 10);
         assert_eq!(s.for_key(RESERVED), s.default_options());
-        let none = KeyspaceSettings::new(&opts.clone().values_in_wal(false), []);
+        let none = KeyspaceSettings::new(
+            &crate::options::Options::default()
+                .values_in_wal(false)
+                .keyspace_defaults(),
+            [],
+        );
         assert_eq!(none.min_logged_from(), usize::MAX);
         assert!(none.is_uniform());
     }

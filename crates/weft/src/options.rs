@@ -340,6 +340,18 @@ impl Options {
         }
     }
 
+    /// The options a keyspace created without its own falls back to
+    /// (DESIGN §4.14).
+    pub(crate) fn keyspace_defaults(&self) -> crate::keyspace_options::Resolved {
+        crate::keyspace_options::Resolved {
+            unsorted_compression: self.unsorted_compression,
+            sorted_compression: self.sorted_compression,
+            value_log_compression: self.value_log_compression,
+            min_blob_size: self.min_blob_size,
+            values_in_wal: self.values_in_wal,
+        }
+    }
+
     /// Sets every layer's compression ([`Options::unsorted_compression`],
     /// [`Options::sorted_compression`], [`Options::value_log_compression`])
     /// to `compression`, as db_bench's `--compression_type` does.

@@ -587,7 +587,7 @@ impl Core {
         lifetime: crate::stats_file::Lifetime,
     ) -> Core {
         let table_options = options.table_options();
-        let settings = KeyspaceSettings::new(&options, []);
+        let settings = KeyspaceSettings::new(&options.keyspace_defaults(), []);
         let min_logged_from = AtomicUsize::new(settings.min_logged_from());
         let throttled = background_behind(&options, &state);
         let read_tracker = Arc::new(ReadTracker::default());

@@ -130,7 +130,10 @@ impl Registry {
 
     /// The options of every keyspace, for the write path and the jobs.
     pub(crate) fn settings(&self, options: &crate::Options) -> KeyspaceSettings {
-        KeyspaceSettings::new(options, self.by_name.values().map(|e| (e.id, e.options)))
+        KeyspaceSettings::new(
+            &options.keyspace_defaults(),
+            self.by_name.values().map(|e| (e.id, e.options)),
+        )
     }
 
     /// The names of the keyspaces, the default one first, the rest sorted.
