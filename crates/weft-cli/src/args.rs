@@ -208,6 +208,11 @@ pub struct ServeArgs {
     /// warns at start.
     #[arg(long, value_name = "PASSWORD")]
     pub requirepass: Option<String>,
+    /// Start as a replica of the primary at HOST PORT (Redis's
+    /// `replicaof`; `REPLICAOF` changes it at run time) [default: a
+    /// primary]
+    #[arg(long, num_args = 1..=2, value_names = ["HOST", "PORT"])]
+    pub replicaof: Option<Vec<String>>,
 }
 
 fn parse_sync(s: &str) -> Result<weft_server::SyncMode, String> {

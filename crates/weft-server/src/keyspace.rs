@@ -199,6 +199,24 @@ impl Batch {
     }
 }
 
+impl Batch {
+    /// A batch made elsewhere with its tally: a replica applying its
+    /// primary's batch counts the metadata records it creates and deletes
+    /// itself (`repl::replica`).
+    pub(crate) fn with_tally(batch: WriteBatch, keys: i64, expires: i64) -> Batch {
+        Batch {
+            batch,
+            keys,
+            expires,
+        }
+    }
+
+    /// The engine batch, its tally dropped.
+    pub(crate) fn into_inner(self) -> WriteBatch {
+        self.batch
+    }
+}
+
 impl Deref for Batch {
     type Target = WriteBatch;
     fn deref(&self) -> &WriteBatch {
@@ -603,6 +621,15 @@ impl Keyspace {
             batch.delete_range([ns], [ns + 1]);
         }
         self.write(batch)
+    }
+
+    /// Counts the keys again (one scan): after a replica replaced its data
+    /// with a full sync, or applied a range delete over the metadata.
+    pub(crate) fn recount(&self) -> StoreResult<()> {
+        let (keys, expires) = count_records(&self.db)?;
+        self.keys.store(keys as i64, Ordering::Relaxed);
+        self.expires.store(expires as i64, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Registers a cursor resuming at engine key `at`; returns its id.

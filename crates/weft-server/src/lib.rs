@@ -140,6 +140,7 @@ pub mod keyspace;
 pub mod locks;
 mod poll;
 pub mod pubsub;
+pub mod repl;
 pub mod resp;
 mod save;
 mod server;
@@ -279,6 +280,19 @@ pub struct Config {
     /// stays over the soft limit for the soft seconds, is disconnected.
     /// Default 32 MiB, 8 MiB, 60 s (Redis's).
     pub pubsub_output_limit: OutputLimit,
+    /// Follow this primary at start (`--replicaof host port`, Redis's
+    /// `replicaof`); `None`: a primary. `REPLICAOF` changes it at run
+    /// time (`docs/DESIGN.md` §1.11).
+    pub replicaof: Option<(String, u16)>,
+    /// A replica refuses writes (`-READONLY`). Default true (Redis's
+    /// `replica-read-only yes`).
+    pub replica_read_only: bool,
+    /// Bytes of flushed WALs the replication backlog may keep for
+    /// replicas that are not connected (`repl-backlog-size`; disk, not
+    /// memory). Default 64 MiB.
+    pub repl_backlog_size: u64,
+    /// `replica-priority` (Sentinel's; 0: never promoted). Default 100.
+    pub replica_priority: u32,
     /// Engine options.
     pub db_options: weft::Options,
 }
@@ -320,6 +334,10 @@ impl Default for Config {
             save_dir: None,
             requirepass: None,
             pubsub_output_limit: OutputLimit::PUBSUB_DEFAULT,
+            replicaof: None,
+            replica_read_only: true,
+            repl_backlog_size: 64 << 20,
+            replica_priority: 100,
             db_options: weft::Options::default(),
         }
     }
@@ -407,6 +425,8 @@ pub struct Shared {
     pub(crate) stop: Arc<server::Stop>,
     /// A random id of this run (`INFO server` `run_id`).
     pub run_id: String,
+    /// Replication: role, replicas, the link to a primary ([`repl`]).
+    pub repl: Arc<repl::Replication>,
 }
 
 /// Settings `CONFIG SET` changes while the server runs (read with relaxed
@@ -469,6 +489,7 @@ impl Shared {
         config: Config,
         port: u16,
         stop: Arc<server::Stop>,
+        repl: repl::Replication,
     ) -> Result<Shared, Error> {
         let save_dir =
             (config.save_dir.clone()).unwrap_or_else(|| save::default_save_dir(&config.dir));
@@ -487,6 +508,7 @@ impl Shared {
             runtime: Runtime::new(&config),
             stop,
             run_id: random_run_id(),
+            repl: Arc::new(repl),
             config,
         })
     }
