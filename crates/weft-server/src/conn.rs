@@ -556,10 +556,7 @@ impl Conn {
                     let plain = self.session.authenticated
                         && !self.session.in_pubsub()
                         && !shared.clients.monitoring();
-                    if plain
-                        && cmd::is_plain_set(max_bulk, &args)
-                        && !shared.repl.gated()
-                    {
+                    if plain && cmd::is_plain_set(max_bulk, &args) && !shared.repl.gated() {
                         self.answer_gets(shared, &mut gets);
                         if run_keys >= MAX_RUN_KEYS {
                             self.commit_run(shared, &mut run);

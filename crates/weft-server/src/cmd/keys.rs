@@ -657,4 +657,3 @@ pub fn object(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     }
     Ok(())
 }
-

@@ -123,7 +123,10 @@ impl Sender {
         self.link.sent.store(next - 1, Ordering::Release);
         self.link.acked.fetch_max(0, Ordering::Relaxed);
         self.link.state.store(2, Ordering::Release);
-        let mut feed = self.db.changes_from(next, FeedLimit::Visible).map_err(eng)?;
+        let mut feed = self
+            .db
+            .changes_from(next, FeedLimit::Visible)
+            .map_err(eng)?;
         let mut buf = Vec::new();
         let mut last_sent = Instant::now();
         let mut idle_sleep = Duration::from_micros(100);

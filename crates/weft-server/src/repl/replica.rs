@@ -129,9 +129,7 @@ pub(crate) fn run(shared: &Arc<Shared>, stop: &Arc<Stop>) {
                 repl.link.state.store(1, Ordering::Relaxed);
                 let r = Link::connect(shared, stop, &master, generation).and_then(|l| l.follow());
                 repl.link.state.store(0, Ordering::Relaxed);
-                repl.link
-                    .down_since_ms
-                    .store(now_ms(), Ordering::Relaxed);
+                repl.link.down_since_ms.store(now_ms(), Ordering::Relaxed);
                 repl.set_loading(false);
                 if let Err(e) = r {
                     if repl.generation() == generation && !stop.stopped() {
@@ -301,7 +299,9 @@ impl<'a> Link<'a> {
         };
         repl.link.state.store(3, Ordering::Relaxed);
         repl.link.down_since_ms.store(0, Ordering::Relaxed);
-        repl.link.master_offset.fetch_max(applied, Ordering::Relaxed);
+        repl.link
+            .master_offset
+            .fetch_max(applied, Ordering::Relaxed);
         let mut applier = Applier::new(&self.shared.ks, id)?;
         applier.applied = applied;
         self.ack(applied)?;
@@ -334,7 +334,9 @@ impl<'a> Link<'a> {
                 }
                 wire::HEARTBEAT => {
                     let through = u64::from_be_bytes(payload[..].try_into().map_err(eng)?);
-                    repl.link.master_offset.fetch_max(through, Ordering::Relaxed);
+                    repl.link
+                        .master_offset
+                        .fetch_max(through, Ordering::Relaxed);
                     // Everything through `through` was sent: sequences
                     // not in any batch (gaps) count as applied.
                     if through > applier.applied {
@@ -579,7 +581,8 @@ impl<'a> Applier<'a> {
                     }
                     if key.first() == Some(&encoding::META) {
                         let old = self.meta_state(key, &overlay).map_err(e)?;
-                        let new = encoding::decode(value).is_some_and(|(m, _)| m.expire_at.is_some());
+                        let new =
+                            encoding::decode(value).is_some_and(|(m, _)| m.expire_at.is_some());
                         keys += i64::from(old.is_none());
                         expires += i64::from(new) - i64::from(old == Some(true));
                         overlay.insert(key.to_vec(), Some(new));
