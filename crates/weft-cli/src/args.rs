@@ -79,11 +79,18 @@ pub enum Command {
         json: bool,
     },
     /// Prints the change feed (committed batches, in sequence order) from
-    /// SEQ: a `batch FIRST-LAST` line per batch, then one
-    /// `SEQ<TAB>put<TAB>key<TAB>value` or `SEQ<TAB>delete<TAB>key` line
-    /// per operation, bytes escaped as `scan` escapes them. Batches are
-    /// kept for the feed only while a hold needs them (`Db::hold_changes`);
-    /// a SEQ no longer held is an error naming the oldest one held.
+    /// SEQ: a `batch FIRST-LAST` line per batch, then one line per
+    /// operation: `SEQ<TAB>put<TAB>KEYSPACE<TAB>key<TAB>value`,
+    /// `SEQ<TAB>delete<TAB>KEYSPACE<TAB>key`,
+    /// `SEQ<TAB>delete_range<TAB>KEYSPACE<TAB>start<TAB>end` (an empty end:
+    /// to the keyspace's end), `SEQ<TAB>create_keyspace<TAB>NAME<TAB>ID<TAB>OPTIONS`,
+    /// `SEQ<TAB>drop_keyspace<TAB>NAME` or `SEQ<TAB>registry` (the
+    /// keyspace registry's bookkeeping); keys are a keyspace's own (no
+    /// stored prefix), bytes escaped as `scan` escapes them, and a
+    /// keyspace whose name the feed and the database no longer know is
+    /// `#ID`. Batches are kept for the feed only while a hold needs them
+    /// (`Db::hold_changes`); a SEQ no longer held is an error naming the
+    /// oldest one held.
     Changes {
         /// First sequence to print.
         #[arg(long)]

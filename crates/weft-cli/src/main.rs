@@ -359,6 +359,11 @@ fn scan(db: &Db, args: &ScanArgs, out: &mut dyn Write) -> CliResult<()> {
 /// `weft changes`: up to `limit` batches of the change feed from `from`
 /// (the durable limit: everything an open recovered is durable).
 fn changes(db: &Db, from: u64, limit: u64, out: &mut dyn Write) -> CliResult<()> {
+    use weft::KeyspaceOp;
+    // Keyspace names by id: those the feed creates (and drops: a drop's
+    // range delete follows its registry row's), then the live ones.
+    let mut names: std::collections::HashMap<u32, String> = Default::default();
+    let mut dropping: Option<String> = None;
     for group in db
         .changes_from(from, weft::FeedLimit::Durable)?
         .take(limit as usize)
@@ -366,22 +371,56 @@ fn changes(db: &Db, from: u64, limit: u64, out: &mut dyn Write) -> CliResult<()>
         let group = group?;
         writeln!(out, "batch {}-{}", group.first_seq(), group.last_seq())?;
         for (seq, op) in (group.first_seq()..).zip(group.ops()) {
+            let op = op.keyspace_op();
+            let dropped = dropping.take();
+            let name = |names: &std::collections::HashMap<u32, String>, id: u32| {
+                (names.get(&id).cloned())
+                    .or_else(|| db.keyspace_name(id))
+                    .unwrap_or_else(|| format!("#{id}"))
+            };
             match op {
-                weft::ChangeOp::Put { key, value } => writeln!(
+                KeyspaceOp::Put {
+                    keyspace,
+                    key,
+                    value,
+                } => writeln!(
                     out,
-                    "{seq}\tput\t{}\t{}",
+                    "{seq}\tput\t{}\t{}\t{}",
+                    name(&names, keyspace),
                     key.escape_ascii(),
                     value.escape_ascii()
                 )?,
-                weft::ChangeOp::Delete { key } => {
-                    writeln!(out, "{seq}\tdelete\t{}", key.escape_ascii())?
-                }
-                weft::ChangeOp::DeleteRange { start, end } => writeln!(
+                KeyspaceOp::Delete { keyspace, key } => writeln!(
                     out,
-                    "{seq}\tdelete_range\t{}\t{}",
-                    start.escape_ascii(),
-                    end.escape_ascii()
+                    "{seq}\tdelete\t{}\t{}",
+                    name(&names, keyspace),
+                    key.escape_ascii()
                 )?,
+                KeyspaceOp::DeleteRange {
+                    keyspace,
+                    start,
+                    end,
+                } => {
+                    if let Some(n) = dropped {
+                        names.insert(keyspace, n);
+                    }
+                    writeln!(
+                        out,
+                        "{seq}\tdelete_range\t{}\t{}\t{}",
+                        name(&names, keyspace),
+                        start.escape_ascii(),
+                        end.unwrap_or_default().escape_ascii()
+                    )?
+                }
+                KeyspaceOp::Created { name, id, options } => {
+                    names.insert(id, name.to_string());
+                    writeln!(out, "{seq}\tcreate_keyspace\t{name}\t{id}\t{options}")?
+                }
+                KeyspaceOp::Dropped { name } => {
+                    dropping = Some(name.to_string());
+                    writeln!(out, "{seq}\tdrop_keyspace\t{name}")?
+                }
+                _ => writeln!(out, "{seq}\tregistry")?,
             }
         }
     }

@@ -632,10 +632,30 @@ fn changes_prints_the_held_batches() {
     let out = ok(&db, &["changes", "--from", "1"]);
     assert_eq!(
         out,
-        "batch 1-1\n1\tput\ta\t1\nbatch 2-2\n2\tdelete\tb\\n\nbatch 3-3\n3\tput\tc\t3\n"
+        "batch 1-1\n1\tput\tdefault\ta\t1\nbatch 2-2\n2\tdelete\tdefault\tb\\n\n\
+         batch 3-3\n3\tput\tdefault\tc\t3\n"
     );
     let out = ok(&db, &["changes", "--from", "2", "--limit", "1"]);
-    assert_eq!(out, "batch 2-2\n2\tdelete\tb\\n\n");
+    assert_eq!(out, "batch 2-2\n2\tdelete\tdefault\tb\\n\n");
+    // Keyspaces: names and their own keys, creates with their options,
+    // drops naming the keyspace their range delete covers.
+    {
+        let d = weft::Db::open(&db, weft::Options::default()).unwrap();
+        let opts = weft::KeyspaceOptions::new().sorted_compression(weft::Compression::Lz4);
+        let logs = d.create_keyspace("logs", opts).unwrap();
+        logs.put("k1", "v1").unwrap();
+        logs.delete_range("a", "b").unwrap();
+        d.drop_keyspace("logs").unwrap();
+        d.close().unwrap();
+    }
+    let out = ok(&db, &["changes", "--from", "4"]);
+    assert_eq!(
+        out,
+        "batch 4-5\n4\tcreate_keyspace\tlogs\t1\tsorted_compression=lz4\n5\tregistry\n\
+         batch 6-6\n6\tput\tlogs\tk1\tv1\n\
+         batch 7-7\n7\tdelete_range\tlogs\ta\tb\n\
+         batch 8-9\n8\tdrop_keyspace\tlogs\n9\tdelete_range\tlogs\t\t\n"
+    );
     let table = ok(&db, &["stats"]);
     assert!(table.contains("change feed holds: 1"), "{table}");
     assert!(table.contains("\"cli\""), "{table}");

@@ -149,12 +149,24 @@ impl WriteBatch {
         logged_from: usize,
         compression: Compression,
     ) -> Option<WriteBatch> {
+        self.with_puts_logged_by(|_| Some((logged_from, compression)))
+    }
+
+    /// [`WriteBatch::with_puts_logged_from`] with the threshold and codec
+    /// of each put's key (its keyspace's, `crate::keyspace_options`):
+    /// `logging(key)` is `None` for a key whose values are not logged (a
+    /// put already logged is then copied as it is).
+    pub(crate) fn with_puts_logged_by(
+        &self,
+        logging: impl Fn(&[u8]) -> Option<(usize, Compression)>,
+    ) -> Option<WriteBatch> {
         let to_encode = |op: &BatchOp<'_>| {
             op.kind == ValueKind::Put
                 && op.codec == CODEC_NONE
-                && match op.logged {
-                    None => op.value.len() >= logged_from,
-                    Some(_) => compression != Compression::None,
+                && match (op.logged, logging(op.key)) {
+                    (_, None) => false,
+                    (None, Some((from, _))) => op.value.len() >= from,
+                    (Some(_), Some((_, compression))) => compression != Compression::None,
                 }
         };
         if !self.iter().flatten().any(|op| to_encode(&op)) {
@@ -167,14 +179,24 @@ impl WriteBatch {
                 out.delete_range(op.key, end);
                 continue;
             }
-            match op.kind {
-                ValueKind::Put if op.codec != CODEC_NONE => {
-                    out.push_compressed_logged_put(op.key, op.codec, op.value)
-                }
-                ValueKind::Put if op.logged.is_some() || op.value.len() >= logged_from => {
+            if op.kind == ValueKind::Put && op.codec != CODEC_NONE {
+                out.push_compressed_logged_put(op.key, op.codec, op.value);
+                continue;
+            }
+            let logging = match op.kind {
+                ValueKind::Put => logging(op.key),
+                _ => None,
+            };
+            match (op.kind, logging) {
+                (ValueKind::Put, Some((from, compression)))
+                    if op.logged.is_some() || op.value.len() >= from =>
+                {
                     out.push_logged_put(op.key, op.value, compression)
                 }
-                kind => {
+                (ValueKind::Put, None) if op.logged.is_some() => {
+                    out.push_logged_put(op.key, op.value, Compression::None)
+                }
+                (kind, _) => {
                     let value = (kind == ValueKind::Put).then_some(op.value);
                     out.push_parts(kind, &[op.key], value.as_ref().map(std::slice::from_ref))
                 }
@@ -449,13 +471,32 @@ impl WriteBatch {
     }
 
     /// Checks the limits of DESIGN "Semantics" for every operation.
+    #[cfg(test)]
     pub(crate) fn validate(&self) -> Result<()> {
+        self.validate_naming(&|id| format!("#{id}"))
+    }
+
+    /// [`WriteBatch::validate`], its errors about a key of a keyspace
+    /// other than the default one quoting the key as its keyspace knows it
+    /// (without the stored prefix) and naming the keyspace
+    /// (`keyspace_name(id)`, called only for an error).
+    pub(crate) fn validate_naming(&self, keyspace_name: &dyn Fn(u32) -> String) -> Result<()> {
+        // `(prefix length, " in keyspace \"name\"")` of a stored key.
+        let shown = |key: &[u8]| match crate::keyspace_prefix::split(key) {
+            Some((id, user)) if id != 0 => (
+                key.len() - user.len(),
+                format!(" in keyspace \"{}\"", keyspace_name(id)),
+            ),
+            _ => (0, String::new()),
+        };
         for op in self.iter() {
             let op = op?;
             if op.key.len() > MAX_KEY_SIZE {
+                let (p, within) = shown(op.key);
                 return Err(Error::InvalidArgument(format!(
-                    "key of {} bytes exceeds the limit of {MAX_KEY_SIZE} bytes",
-                    op.key.len()
+                    "key of {} bytes{within} exceeds the limit of {} bytes",
+                    op.key.len() - p,
+                    MAX_KEY_SIZE - p
                 )));
             }
             if op.value.len() > MAX_VALUE_SIZE {
@@ -466,17 +507,19 @@ impl WriteBatch {
             }
             if let Some(end) = op.range_end {
                 if end.len() > MAX_KEY_SIZE {
+                    let (p, within) = shown(end);
                     return Err(Error::InvalidArgument(format!(
-                        "range delete end key of {} bytes exceeds the limit of {MAX_KEY_SIZE} \
-                         bytes",
-                        end.len()
+                        "range delete end key of {} bytes{within} exceeds the limit of {} bytes",
+                        end.len() - p,
+                        MAX_KEY_SIZE - p
                     )));
                 }
                 if op.key > end {
+                    let (p, within) = shown(op.key);
                     return Err(Error::InvalidArgument(format!(
-                        "range delete start \"{}\" is past its end \"{}\"",
-                        op.key.escape_ascii(),
-                        end.escape_ascii()
+                        "range delete start \"{}\" is past its end \"{}\"{within}",
+                        op.key[p..].escape_ascii(),
+                        end.get(p..).unwrap_or(end).escape_ascii()
                     )));
                 }
             }

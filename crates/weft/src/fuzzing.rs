@@ -357,6 +357,32 @@ pub fn read_table(
     Ok(out)
 }
 
+/// The data blocks of the table at `path` (of `size` bytes), in order:
+/// each block's type byte (0 uncompressed, else its codec: 1 LZ4, 2 zstd)
+/// and the distinct user keys of its entries. The keyspace tests read it
+/// to see which codec each keyspace's blocks were stored with.
+pub fn table_data_blocks(path: &Path, size: u64) -> Result<Vec<(u8, Vec<Vec<u8>>)>> {
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let table = Table::open(&*real(), path, 1, size, cache, BlockReads::Cached)?;
+    let mut out = Vec::new();
+    for (block_type, block) in table.data_blocks_with_types()? {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut it = BlockIter::new(Arc::new(block));
+        it.seek_to_first()
+            .map_err(|r| crate::Error::corruption(path, 0, r.to_string()))?;
+        while it.valid() {
+            let user = crate::key::user_key_of(it.key());
+            if keys.last().map(Vec::as_slice) != Some(user) {
+                keys.push(user.to_vec());
+            }
+            it.next_entry()
+                .map_err(|r| crate::Error::corruption(path, 0, r.to_string()))?;
+        }
+        out.push((block_type, keys));
+    }
+    Ok(out)
+}
+
 /// A block's contents (trailer stripped) built by the engine's
 /// [`BlockBuilder`] from `entries` (encoded internal keys in internal
 /// order, values).

@@ -47,6 +47,7 @@ mod filename;
 mod fuzzing;
 mod iter;
 mod key;
+mod keyspace_options;
 mod keyspace_prefix;
 mod manifest;
 mod memtable;
@@ -71,6 +72,7 @@ pub use db::{
 };
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_SIZE, MAX_VALUE_SIZE};
+pub use keyspace_options::KeyspaceOptions;
 pub use memtable::MemtableKind;
 pub use options::{prefix_successor, CloseOptions, Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;

@@ -66,8 +66,10 @@ use crate::wal::{LogRead, LogReader, LogWriter};
 /// batches or unknown tags. 7: keyspaces (`db::keyspace`): keys of
 /// keyspaces other than the default one and the keyspace registry stored
 /// under a reserved prefix, which a format-6 build would show as keys of
-/// its one key space.
-pub const FORMAT_VERSION: u64 = 7;
+/// its one key space. 8: per-keyspace options (`crate::keyspace_options`):
+/// a registry row may hold options after the id, which a format-7 build
+/// would report as a damaged row rather than as a newer store.
+pub const FORMAT_VERSION: u64 = 8;
 
 /// Tag of the format-version field.
 const FORMAT_VERSION_TAG: u8 = 12;

@@ -99,7 +99,9 @@ pub struct Options {
     /// Values of at least this many bytes are moved to a value log when a
     /// merge writes them into the SortedStore, which then keeps a pointer
     /// (UniKV's partial key-value separation); smaller values stay inline.
-    /// `usize::MAX` disables separation. Default 256.
+    /// `usize::MAX` disables separation. Default 256. A keyspace may set
+    /// its own ([`crate::KeyspaceOptions`]), as it may each layer's
+    /// compression and `values_in_wal`.
     pub min_blob_size: usize,
     /// Keep values of at least `min_blob_size` bytes where the WAL wrote
     /// them (EvenDB's and WiscKey's "values written once"): such a value is

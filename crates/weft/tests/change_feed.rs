@@ -646,7 +646,7 @@ fn keyspace_ops_replay_every_keyspace() {
                         k.as_slice() < start || end.is_some_and(|e| k.as_slice() >= e)
                     });
                 }
-                KeyspaceOp::Created { name, id } => {
+                KeyspaceOp::Created { name, id, .. } => {
                     created += 1;
                     names_by_id.insert(id, name.to_string());
                 }

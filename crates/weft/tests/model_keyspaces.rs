@@ -14,6 +14,16 @@
 //! broken across keyspaces) matches no prefix, and a rolled-back or
 //! conflicting transaction that left anything matches none either.
 //!
+//! Keyspaces are created with random options (`Db::create_keyspace`: each
+//! layer's codec, `min_blob_size`, `values_in_wal`, or none set through
+//! `Db::keyspace`), which the recovered database must report as the model
+//! has them; a create of a live name with other options must fail.
+//!
+//! A second test aims power cuts at the registry's own writes: a scripted
+//! history of creates (with options) and drops between plain writes,
+//! batches, a flush and WAL syncs, cut at every file-system operation in
+//! turn, each recovery checked against a prefix of the history.
+//!
 //! Knobs: `WEFT_SEED` (one seed), `WEFT_KS_MODEL_CYCLES` (cycles per seed,
 //! default 25), `WEFT_KS_MODEL_STEPS` (steps per cycle, default 150).
 
@@ -22,13 +32,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
 use common::*;
 use weft::internals::fs::{FaultFs, FileSystem};
-use weft::{Db, Error, Keyspace, WriteBatch, WriteOptions};
+use weft::{Compression, Db, Error, Keyspace, KeyspaceOptions, WriteBatch, WriteOptions};
 
 /// The named keyspaces the test creates and drops (besides "default").
 const NAMES: &[&str] = &["a", "b", "c"];
@@ -37,12 +47,15 @@ const DEFAULT: &str = "default";
 /// Every live keyspace's content, by name ("default" always present).
 type State = BTreeMap<String, Model>;
 
+/// Every live keyspace's options, by name ("default": none set).
+type Opts = BTreeMap<String, KeyspaceOptions>;
+
 /// One write of the history, as the model applies it: each is one batch.
 #[derive(Clone, Debug)]
 enum Unit {
     /// Writes to keyspaces, in order (a batch, a commit, a plain write).
     Ops(Vec<(String, Op)>),
-    Create(String),
+    Create(String, KeyspaceOptions),
     Drop(String),
 }
 
@@ -54,13 +67,54 @@ fn apply(state: &mut State, unit: &Unit) {
                 apply_ops(m, std::slice::from_ref(op));
             }
         }
-        Unit::Create(name) => {
+        Unit::Create(name, _) => {
             state.entry(name.clone()).or_default();
         }
         Unit::Drop(name) => {
             state.remove(name);
         }
     }
+}
+
+/// `unit`'s effect on the keyspaces' options.
+fn apply_opts(opts: &mut Opts, unit: &Unit) {
+    match unit {
+        Unit::Ops(_) => {}
+        Unit::Create(name, o) => {
+            opts.entry(name.clone()).or_insert(*o);
+        }
+        Unit::Drop(name) => {
+            opts.remove(name);
+        }
+    }
+}
+
+/// Random options for a keyspace: each field unset or set, the codecs
+/// among all three, thresholds below, inside and above the values' sizes.
+fn random_keyspace_options(rng: &mut StdRng) -> KeyspaceOptions {
+    let codecs = [
+        None,
+        Some(Compression::None),
+        Some(Compression::Lz4),
+        Some(Compression::ZSTD),
+    ];
+    let mut o = KeyspaceOptions::new();
+    if let Some(c) = codecs[rng.gen_range(0..4)] {
+        o = o.unsorted_compression(c);
+    }
+    if let Some(c) = codecs[rng.gen_range(0..4)] {
+        o = o.sorted_compression(c);
+    }
+    if let Some(c) = codecs[rng.gen_range(0..4)] {
+        o = o.value_log_compression(c);
+    }
+    if let Some(m) = [None, Some(16), Some(100), Some(usize::MAX)][rng.gen_range(0..4)] {
+        o = o.min_blob_size(m);
+    }
+    if let Some(on) = [None, Some(true), Some(false)][rng.gen_range(0..3)] {
+        o = o.values_in_wal(on);
+    }
+    o
 }
 
 /// `ops` for a trace or a failure message: keys shown, values by length.
@@ -76,13 +130,17 @@ fn show_ops(ops: &[(String, Op)]) -> String {
 fn show_unit(unit: &Unit) -> String {
     match unit {
         Unit::Ops(ops) => show_ops(ops),
-        Unit::Create(n) => format!("create {n}"),
+        Unit::Create(n, o) => format!("create {n} ({o})"),
         Unit::Drop(n) => format!("drop {n}"),
     }
 }
 
 fn initial_state() -> State {
     State::from([(DEFAULT.to_string(), Model::new())])
+}
+
+fn initial_opts() -> Opts {
+    Opts::from([(DEFAULT.to_string(), KeyspaceOptions::new())])
 }
 
 fn key(rng: &mut StdRng) -> Vec<u8> {
@@ -129,6 +187,17 @@ fn read_state(db: &Db, ctx: &str) -> State {
     state
 }
 
+/// Every listed keyspace's options.
+fn read_opts(db: &Db) -> Opts {
+    db.keyspaces()
+        .into_iter()
+        .map(|name| {
+            let o = db.keyspace(&name).unwrap().options();
+            (name, o)
+        })
+        .collect()
+}
+
 fn describe(state: &State) -> String {
     state
         .iter()
@@ -157,6 +226,8 @@ struct Harness {
     trace: Trace,
     /// The state all of `history` before `base_len` produced.
     base: State,
+    /// The keyspaces' options there.
+    base_opts: Opts,
     base_len: usize,
     /// The writes since the base.
     history: Vec<Unit>,
@@ -164,6 +235,8 @@ struct Harness {
     durable: usize,
     /// The state after the whole history (what a live database shows).
     state: State,
+    /// The keyspaces' options after the whole history.
+    opts: Opts,
     /// Counts, for the coverage asserts.
     commits: usize,
     rollbacks: usize,
@@ -172,9 +245,35 @@ struct Harness {
     drops: usize,
     cuts: usize,
     reopens: usize,
+    /// Keyspaces created with some option set.
+    created_with_options: usize,
 }
 
 impl Harness {
+    fn new(seed: u64, test: &str) -> Harness {
+        Harness {
+            dir: tempfile::tempdir().unwrap(),
+            fs: FaultFs::new(seed),
+            rng: rng(seed),
+            trace: Trace::new(test, seed),
+            base: initial_state(),
+            base_opts: initial_opts(),
+            base_len: 0,
+            history: Vec::new(),
+            durable: 0,
+            state: initial_state(),
+            opts: initial_opts(),
+            commits: 0,
+            rollbacks: 0,
+            conflicts: 0,
+            cross_keyspace_commits: 0,
+            drops: 0,
+            cuts: 0,
+            reopens: 0,
+            created_with_options: 0,
+        }
+    }
+
     fn open(&mut self, ctx: &str) -> Db {
         let kinds = kinds();
         let kind = kinds[self.rng.gen_range(0..kinds.len())];
@@ -192,6 +291,7 @@ impl Harness {
     /// (acknowledged), moves the live state on.
     fn record(&mut self, unit: Unit, sync: bool) {
         apply(&mut self.state, &unit);
+        apply_opts(&mut self.opts, &unit);
         self.history.push(unit);
         if sync {
             self.durable = self.total_len();
@@ -469,10 +569,32 @@ impl Harness {
             }
             r
         } else {
-            self.trace.push(format!("create {name}"));
-            let r = db.keyspace(&name).map(drop);
-            self.record(Unit::Create(name), false);
-            r
+            // A third through `keyspace` (no option set), the rest with
+            // random options.
+            let o = match self.rng.gen_ratio(1, 3) {
+                true => KeyspaceOptions::new(),
+                false => random_keyspace_options(&mut self.rng),
+            };
+            self.trace.push(format!("create {name} ({o})"));
+            let r = match o == KeyspaceOptions::new() && self.rng.gen_bool(0.5) {
+                true => db.keyspace(&name),
+                false => db.create_keyspace(&name, o),
+            };
+            self.record(Unit::Create(name.clone(), o), false);
+            let ks = r?;
+            self.created_with_options += usize::from(o != KeyspaceOptions::new());
+            assert_eq!(ks.options(), o, "{name}: options as created");
+            // Asking again: the same options open it, others fail and
+            // change nothing.
+            let other = o.min_blob_size(o.min_blob_size.map_or(7, |m| m.saturating_sub(1).max(1)));
+            if other != o {
+                assert!(matches!(
+                    db.create_keyspace(&name, other),
+                    Err(Error::InvalidArgument(_))
+                ));
+            }
+            assert_eq!(db.create_keyspace(&name, o)?.id(), ks.id());
+            Ok(())
         }
     }
 
@@ -505,13 +627,16 @@ impl Harness {
     /// there and the base moves to it.
     fn check_recovered(&mut self, db: &Db, ctx: &str) {
         let got = read_state(db, ctx);
+        let got_opts = read_opts(db);
         let mut at = self.base.clone();
+        let mut at_opts = self.base_opts.clone();
         let mut matched = None;
         for n in self.base_len..=self.total_len() {
             if n > self.base_len {
                 apply(&mut at, &self.history[n - self.base_len - 1]);
+                apply_opts(&mut at_opts, &self.history[n - self.base_len - 1]);
             }
-            if n >= self.durable && at == got {
+            if n >= self.durable && at == got && at_opts == got_opts {
                 matched = Some(n);
             }
         }
@@ -535,18 +660,23 @@ impl Harness {
                     .map(show_unit)
                     .collect::<Vec<_>>()
             );
+            eprintln!("{ctx}: recovered options {got_opts:?}");
             assert_state_eq(&got, &want, &format!("{ctx}: against the durable prefix"));
             panic!("{ctx}: recovered state matches no prefix of the history");
         };
         let mut base = self.base.clone();
+        let mut base_opts = self.base_opts.clone();
         for u in &self.history[..n - self.base_len] {
             apply(&mut base, u);
+            apply_opts(&mut base_opts, u);
         }
         self.history.clear();
         self.base = base.clone();
+        self.base_opts = base_opts.clone();
         self.base_len = n;
         self.durable = n;
         self.state = base;
+        self.opts = base_opts;
     }
 }
 
@@ -570,27 +700,10 @@ fn dedup_last(ops: Vec<(String, Op)>) -> Vec<(String, Op)> {
 
 fn run_seed(seed: u64, cycles: usize, steps: usize) -> Harness {
     let _guard = SeedGuard::new(format!("keyspace model WEFT_SEED={seed}"));
-    let mut h = Harness {
-        dir: tempfile::tempdir().unwrap(),
-        fs: FaultFs::new(seed),
-        rng: rng(seed),
-        trace: Trace::new(
-            "keyspaces_and_transactions_match_the_model_across_power_cuts",
-            seed,
-        ),
-        base: initial_state(),
-        base_len: 0,
-        history: Vec::new(),
-        durable: 0,
-        state: initial_state(),
-        commits: 0,
-        rollbacks: 0,
-        conflicts: 0,
-        cross_keyspace_commits: 0,
-        drops: 0,
-        cuts: 0,
-        reopens: 0,
-    };
+    let mut h = Harness::new(
+        seed,
+        "keyspaces_and_transactions_match_the_model_across_power_cuts",
+    );
     for cycle in 0..cycles {
         let ctx = format!("seed {seed} cycle {cycle}");
         let db = h.open(&ctx);
@@ -615,6 +728,7 @@ fn run_seed(seed: u64, cycles: usize, steps: usize) -> Harness {
         } else {
             // A clean close: everything acknowledged survives.
             read_and_compare(&db, &h.state, &format!("{ctx}: before close"));
+            assert_eq!(read_opts(&db), h.opts, "{ctx}: options before close");
             db.close().unwrap();
             h.durable = h.total_len();
             h.reopens += 1;
@@ -637,6 +751,7 @@ fn keyspaces_and_transactions_match_the_model_across_power_cuts() {
     let steps = env_usize("WEFT_KS_MODEL_STEPS", 150);
     let (mut commits, mut cross, mut rollbacks, mut conflicts, mut drops, mut cuts) =
         (0, 0, 0, 0, 0, 0);
+    let mut with_options = 0;
     for seed in seeds(&[1, 2, 3]) {
         let h = run_seed(seed, cycles, steps);
         commits += h.commits;
@@ -645,6 +760,7 @@ fn keyspaces_and_transactions_match_the_model_across_power_cuts() {
         conflicts += h.conflicts;
         drops += h.drops;
         cuts += h.cuts;
+        with_options += h.created_with_options;
         eprintln!(
             "keyspace model seed={seed}: {} commits ({} across keyspaces), {} rollbacks, \
              {} conflicts, {} drops, {} power cuts, {} clean reopens",
@@ -663,5 +779,188 @@ fn keyspaces_and_transactions_match_the_model_across_power_cuts() {
         "rollbacks, conflicts and drops all ran"
     );
     assert!(cuts > 0, "no power cut");
+    assert!(with_options > 0, "no keyspace was created with options");
+    assert_eq!(panic_count(), 0, "an engine thread panicked");
+}
+
+/// One step of the scripted history of [`registry_writes_survive_a_power_cut_anywhere`]:
+/// creates (with options) and drops of the registry between writes to
+/// the keyspaces they make, a flush and WAL syncs. `false` past the end.
+fn scripted_step(h: &mut Harness, db: &Db, i: usize) -> Option<Result<(), Error>> {
+    let big = |tag: &str| format!("{tag}:").repeat(80).into_bytes();
+    let zstd = KeyspaceOptions::new()
+        .compression(Compression::ZSTD)
+        .min_blob_size(16);
+    let lz4 = KeyspaceOptions::new()
+        .compression(Compression::Lz4)
+        .values_in_wal(false);
+    let inline = KeyspaceOptions::new().min_blob_size(usize::MAX);
+    let create = |h: &mut Harness, name: &str, o: KeyspaceOptions| {
+        let r = db.create_keyspace(name, o).map(drop);
+        h.record(Unit::Create(name.to_string(), o), false);
+        r
+    };
+    let drop_ks = |h: &mut Harness, name: &str| {
+        let r = db.drop_keyspace(name);
+        h.record(Unit::Drop(name.to_string()), false);
+        r
+    };
+    let put = |h: &mut Harness, name: &str, k: &str, v: Vec<u8>| {
+        let r = db.keyspace(name).and_then(|ks| ks.put(k, &v));
+        h.record(
+            Unit::Ops(vec![(name.to_string(), Op::Put(k.as_bytes().to_vec(), v))]),
+            false,
+        );
+        r
+    };
+    let sync = |h: &mut Harness| {
+        let r = db.sync_wal();
+        if r.is_ok() {
+            h.durable = h.total_len();
+        }
+        r
+    };
+    Some(match i {
+        0 => create(h, "a", zstd),
+        1 => put(h, "a", "k1", big("a1")),
+        2 => {
+            let r = db.keyspace("b").map(drop);
+            h.record(Unit::Create("b".into(), KeyspaceOptions::new()), false);
+            r
+        }
+        3 => {
+            let (a, b) = match (db.keyspace("a"), db.keyspace("b")) {
+                (Ok(a), Ok(b)) => (a, b),
+                (Err(e), _) | (_, Err(e)) => return Some(Err(e)),
+            };
+            let mut batch = WriteBatch::new();
+            batch
+                .put_in(&a, "k2", big("a2"))
+                .put_in(&b, "k1", "b1")
+                .put("d1", big("d1"));
+            let r = db.write(batch, &WriteOptions::default());
+            h.record(
+                Unit::Ops(vec![
+                    ("a".into(), Op::Put(b"k2".to_vec(), big("a2"))),
+                    ("b".into(), Op::Put(b"k1".to_vec(), b"b1".to_vec())),
+                    (DEFAULT.into(), Op::Put(b"d1".to_vec(), big("d1"))),
+                ]),
+                false,
+            );
+            r
+        }
+        4 => sync(h),
+        5 => drop_ks(h, "a"),
+        6 => create(h, "a", lz4),
+        7 => put(h, "a", "k3", big("a3")),
+        8 => {
+            let r = db.flush();
+            if r.is_ok() {
+                h.durable = h.total_len();
+            }
+            r
+        }
+        9 => create(h, "c", inline),
+        10 => drop_ks(h, "b"),
+        11 => put(h, "c", "k1", big("c1")),
+        12 => create(h, "b", zstd),
+        13 => put(h, "b", "k9", big("b9")),
+        14 => sync(h),
+        15 => drop_ks(h, "c"),
+        16 => create(h, "d", lz4.min_blob_size(32)),
+        17 => put(h, DEFAULT, "d2", big("d2")),
+        _ => return None,
+    })
+}
+
+/// Power cuts aimed at the registry's own writes (DESIGN §4.14): the
+/// scripted history is run once whole to count its steps and file-system
+/// operations, then again from a fresh directory for each operation with
+/// the power cut there, and for each step with the power cut right after
+/// it (the WAL is mapped: its appends are no operations of their own, and
+/// the power loss keeps a random, maybe torn, part of what was not synced,
+/// so each of those cuts runs under several seeds). Every recovery must
+/// equal a prefix of the history
+/// — keyspaces, their options and their contents — no shorter than what
+/// was synced; a keyspace created after the recovery starts empty.
+#[test]
+fn registry_writes_survive_a_power_cut_anywhere() {
+    install_panic_counter();
+    let seed = seeds(&[11])[0];
+    let _guard = SeedGuard::new(format!("registry power cuts WEFT_SEED={seed}"));
+    let (steps, ops) = {
+        let mut h = Harness::new(seed, "registry_writes_survive_a_power_cut_anywhere");
+        let db = h.open("dry run");
+        let start = h.fs.ops();
+        let mut i = 0;
+        while let Some(r) = scripted_step(&mut h, &db, i) {
+            r.unwrap();
+            i += 1;
+        }
+        let ops = h.fs.ops() - start;
+        read_and_compare(&db, &h.state, "dry run");
+        assert_eq!(read_opts(&db), h.opts, "dry run: options");
+        db.close().unwrap();
+        (i, ops)
+    };
+    assert!(ops > 5, "the script made only {ops} file-system operations");
+    enum Cut {
+        AtOperation(u64),
+        AfterStep(usize),
+    }
+    let cuts = (1..=ops)
+        .map(|n| (Cut::AtOperation(n), seed.wrapping_add(n)))
+        .chain((0..steps).flat_map(|i| {
+            (0..4u64).map(move |k| {
+                (
+                    Cut::AfterStep(i),
+                    seed.wrapping_add(1000 + 10 * i as u64 + k),
+                )
+            })
+        }));
+    let mut recovered_writes = BTreeSet::new();
+    for (cut, run_seed) in cuts {
+        let mut h = Harness::new(run_seed, "registry_writes_survive_a_power_cut_anywhere");
+        let ctx = match cut {
+            Cut::AtOperation(n) => format!("cut at operation {n} of {ops} (seed {run_seed})"),
+            Cut::AfterStep(i) => format!("cut after step {i} of {steps} (seed {run_seed})"),
+        };
+        let db = h.open(&ctx);
+        if let Cut::AtOperation(n) = cut {
+            h.fs.cut_power_at(h.fs.ops() + n);
+        }
+        let mut i = 0;
+        while let Some(r) = scripted_step(&mut h, &db, i) {
+            if r.is_err() || matches!(cut, Cut::AfterStep(last) if last == i) {
+                break;
+            }
+            i += 1;
+        }
+        h.fs.cut_power_now();
+        let _ = db.close();
+        h.fs.apply_power_loss().unwrap();
+        let db = h.open(&ctx);
+        h.check_recovered(&db, &ctx);
+        recovered_writes.insert(h.base_len);
+        let fresh = db.keyspace("fresh").unwrap();
+        assert_eq!(fresh.range::<&str, _>(..).unwrap().count(), 0, "{ctx}");
+        for name in h.live_names() {
+            if name != DEFAULT {
+                let o = h.opts[&name];
+                let other = o.min_blob_size(o.min_blob_size.map_or(3, |m| m / 2 + 1));
+                assert!(
+                    other == o || db.create_keyspace(&name, other).is_err(),
+                    "{ctx}: {name} recovered, and took other options"
+                );
+            }
+        }
+        db.close().unwrap();
+    }
+    // The cuts landed all along the history, the registry's writes among
+    // them: recoveries ended after many different prefixes.
+    assert!(
+        recovered_writes.len() >= 6,
+        "recoveries matched only the prefixes {recovered_writes:?}"
+    );
     assert_eq!(panic_count(), 0, "an engine thread panicked");
 }

@@ -12,7 +12,9 @@ use crate::db::core::{Core, Counters, EngineState};
 use crate::error::Result;
 use crate::iter::MergedEntries;
 use crate::manifest::VersionEdit;
-use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
+use crate::store::compaction::{
+    write_tables, JobStats, KeyspaceOutputs, Layer, OutputSpec, RetentionPolicy,
+};
 use crate::store::{change_index, Partition, Placement};
 
 /// A partition whose UnsortedStore has more than `scan_merge_limit` tables
@@ -63,6 +65,7 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
         snapshots: core.snapshots.sequences(),
         bottommost: false,
     };
+    let settings = core.keyspace_settings.load_full();
     let spec = OutputSpec {
         fs: &core.job_fs,
         dir: &core.dir,
@@ -75,6 +78,11 @@ pub(super) fn consolidate_unsorted(core: &Arc<Core>, pid: u64) -> Result<()> {
         range_tombstones: None,
         collect_keys: true,
         logged: None,
+        keyspaces: Some(KeyspaceOutputs {
+            settings: &settings,
+            layer: Layer::Unsorted,
+            separates: false,
+        }),
     };
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();

@@ -13,9 +13,12 @@ use crate::db::core::{Core, Counters};
 use crate::error::Result;
 use crate::iter::MergedEntries;
 use crate::key::MAX_SEQUENCE;
+use crate::keyspace_options::KeyspaceSettings;
 use crate::manifest::{RetainedWal, VersionEdit};
 use crate::memtable::Memtable;
-use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
+use crate::store::compaction::{
+    write_tables, JobStats, KeyspaceOutputs, Layer, OutputSpec, RetentionPolicy,
+};
 use crate::store::logged_values::LoggedValues;
 use crate::store::value_log::ValueLogFile;
 use crate::store::{
@@ -45,6 +48,7 @@ pub(crate) fn write_memtable(
     partitions: &[PartitionBounds],
     snapshots: Vec<u64>,
     logged: Option<&LoggedValues>,
+    keyspaces: Option<&KeyspaceSettings>,
     new_file: &mut dyn FnMut() -> u64,
     stats: &mut JobStats,
 ) -> Result<Vec<(u64, FileMeta)>> {
@@ -71,6 +75,11 @@ pub(crate) fn write_memtable(
             range_tombstones: None,
             collect_keys: true,
             logged,
+            keyspaces: keyspaces.map(|settings| KeyspaceOutputs {
+                settings,
+                layer: Layer::Unsorted,
+                separates: false,
+            }),
         };
         let logged_before = stats.logged_bytes;
         let files = write_tables(&mut input, &policy, &spec, new_file, stats)?;
@@ -142,6 +151,7 @@ pub(super) fn flush_oldest(core: &Arc<Core>) -> Result<()> {
         &bounds,
         core.snapshots.sequences(),
         logged.as_ref().filter(|l| !l.is_empty()),
+        Some(&core.keyspace_settings.load_full()),
         &mut new_file,
         &mut stats,
     )?;

@@ -54,9 +54,12 @@ pub(super) fn pick_merge(core: &Core, st: &mut EngineState) -> Option<(u64, bool
     // table then holds keys and pointers, tens of times smaller than the
     // data it stands for, so the byte limit alone would leave merges to
     // the slowdown trigger.
-    let due_by_count = match core.logged_from(true) {
-        Some(_) => (opts.unsorted_slowdown_tables / 2).max(2),
-        None => usize::MAX,
+    let due_by_count = match core
+        .min_logged_from
+        .load(std::sync::atomic::Ordering::Acquire)
+    {
+        usize::MAX => usize::MAX,
+        _ => (opts.unsorted_slowdown_tables / 2).max(2),
     };
     // A partition with a munk standing for it reads from memory, not from
     // its UnsortedStore tables: its merge waits for a larger UnsortedStore

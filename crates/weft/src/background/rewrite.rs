@@ -17,7 +17,9 @@ use crate::key::SequenceNumber;
 use crate::manifest::VersionEdit;
 use crate::range_delete::{RangeTombstone, RangeTombstoneSet};
 use crate::stats::ReadPurpose;
-use crate::store::compaction::{write_tables, JobFilter, JobStats, OutputSpec, RetentionPolicy};
+use crate::store::compaction::{
+    write_tables, JobFilter, JobStats, KeyspaceOutputs, Layer, OutputSpec, RetentionPolicy,
+};
 use crate::store::gc::ResolvingIter;
 use crate::store::sorted_run::SortedRunIter;
 use crate::store::value_log::ValueLogFile;
@@ -173,6 +175,7 @@ fn rewrite_partition_once(
             filter,
             resolve: &resolve,
         });
+    let settings = core.keyspace_settings.load_full();
     let spec = OutputSpec {
         fs: &core.job_fs,
         dir: &core.dir,
@@ -185,6 +188,11 @@ fn rewrite_partition_once(
         range_tombstones: (!range_delete_set.is_empty()).then_some(&range_delete_set),
         collect_keys: false,
         logged: None,
+        keyspaces: Some(KeyspaceOutputs {
+            settings: &settings,
+            layer: Layer::Sorted,
+            separates: true,
+        }),
     };
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();

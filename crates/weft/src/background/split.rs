@@ -12,7 +12,9 @@ use crate::iter::{InternalIterator, MergedEntries};
 use crate::key::MAX_SEQUENCE;
 use crate::manifest::VersionEdit;
 use crate::stats::ReadPurpose;
-use crate::store::compaction::{write_tables, JobStats, OutputSpec, RetentionPolicy};
+use crate::store::compaction::{
+    write_tables, JobStats, KeyspaceOutputs, Layer, OutputSpec, RetentionPolicy,
+};
 use crate::store::munk::Munk;
 use crate::store::{Partition, Placement, TableFile};
 
@@ -89,6 +91,7 @@ fn cut_table(core: &Core, t: &TableFile, new_files: &mut NewFiles<'_>) -> Result
     };
     let mut stats = JobStats::default();
     let mut new_file = || core.state.lock().new_file_number();
+    let settings = core.keyspace_settings.load_full();
     let spec = |upper| OutputSpec {
         fs: &core.job_fs,
         dir: &core.dir,
@@ -103,6 +106,11 @@ fn cut_table(core: &Core, t: &TableFile, new_files: &mut NewFiles<'_>) -> Result
         range_tombstones: None,
         collect_keys: false,
         logged: None,
+        keyspaces: Some(KeyspaceOutputs {
+            settings: &settings,
+            layer: Layer::Sorted,
+            separates: false,
+        }),
     };
     let mut input = MergedEntries::new(vec![Box::new(t.table.iter_for(ReadPurpose::Background))]);
     input.seek_to_first()?;

@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,7 @@ use super::watermark::ReadTracker;
 use crate::cache::row_cache::RowCache;
 use crate::error::{Error, Result};
 use crate::key::SequenceNumber;
+use crate::keyspace_options::KeyspaceSettings;
 use crate::manifest::{holds_pin, ManifestWriter, RetainedWal};
 use crate::memtable::Memtable;
 use crate::options::Options;
@@ -486,6 +487,15 @@ pub(crate) struct Core {
     pub job_fs: crate::util::fs::Fs,
     pub options: Options,
     pub table_options: TableOptions,
+    /// Each keyspace's compression and blob threshold
+    /// (`crate::keyspace_options`), replaced by the registry's read at open
+    /// and by every create and drop; read once per job, and by a write
+    /// only when it may log a value ([`Core::min_logged_from`]).
+    pub keyspace_settings: ArcSwap<KeyspaceSettings>,
+    /// [`KeyspaceSettings::min_logged_from`] of the settings installed: a
+    /// write whose batch is smaller logs no value and reads nothing more.
+    /// Written only with the settings, so no writer writes its line.
+    pub min_logged_from: AtomicUsize,
     pub cache: Arc<BlockCache>,
     /// Values gets read from storage (`None` when
     /// [`Options::row_cache_size`] is 0): consulted after the memtables,
@@ -577,6 +587,8 @@ impl Core {
         lifetime: crate::stats_file::Lifetime,
     ) -> Core {
         let table_options = options.table_options();
+        let settings = KeyspaceSettings::new(&options, []);
+        let min_logged_from = AtomicUsize::new(settings.min_logged_from());
         let throttled = background_behind(&options, &state);
         let read_tracker = Arc::new(ReadTracker::default());
         // Recovery starts with an empty row cache: it is memory only.
@@ -601,6 +613,8 @@ impl Core {
             },
             options,
             table_options,
+            keyspace_settings: ArcSwap::from_pointee(settings),
+            min_logged_from,
             row_cache,
             cache,
             snapshots: Arc::new(SnapshotList::default()),
@@ -628,6 +642,14 @@ impl Core {
             read_only: false,
             refresh_lock: Mutex::new(()),
         }
+    }
+
+    /// Installs the keyspaces' options (under the registry mutex, so
+    /// installs happen in the order of the writes that made them).
+    pub fn set_keyspace_settings(&self, settings: KeyspaceSettings) {
+        let min = settings.min_logged_from();
+        self.keyspace_settings.store(Arc::new(settings));
+        self.min_logged_from.store(min, Ordering::Release);
     }
 
     /// True when munks are on ([`Options::munk_cache_size`] above zero).

@@ -132,12 +132,15 @@ pub enum KeyspaceOp<'a> {
         /// The first key past the range, `None` for none.
         end: Option<&'a [u8]>,
     },
-    /// Keyspace `name` was created with id `id` ([`crate::Db::keyspace`]).
+    /// Keyspace `name` was created with id `id` ([`crate::Db::keyspace`],
+    /// [`crate::Db::create_keyspace`]).
     Created {
         /// Its name.
         name: &'a str,
         /// Its id.
         id: u32,
+        /// The options it was created with (none set by `Db::keyspace`).
+        options: crate::KeyspaceOptions,
     },
     /// Keyspace `name` was dropped ([`crate::Db::drop_keyspace`]); the
     /// same batch's range delete of its keyspace follows.
@@ -193,9 +196,15 @@ impl ChangeOp {
                     value,
                 },
                 Some((REGISTRY_ID, name)) => {
-                    let id = <[u8; 4]>::try_from(value.as_slice()).map(u32::from_be_bytes);
-                    match (std::str::from_utf8(name), id) {
-                        (Ok(name), Ok(id)) if !name.is_empty() => KeyspaceOp::Created { name, id },
+                    // The id, then the options (DESIGN §4.14).
+                    let row = value.split_at_checked(4).and_then(|(id, options)| {
+                        let id = u32::from_be_bytes(id.try_into().ok()?);
+                        Some((id, crate::KeyspaceOptions::decode(options).ok()?))
+                    });
+                    match (std::str::from_utf8(name), row) {
+                        (Ok(name), Some((id, options))) if !name.is_empty() => {
+                            KeyspaceOp::Created { name, id, options }
+                        }
                         _ => KeyspaceOp::Registry,
                     }
                 }

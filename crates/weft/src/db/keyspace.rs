@@ -10,8 +10,9 @@
 //! over the span with one seek and its range deletes skip it.
 //!
 //! The registry is data too, in the span of id 0 (never a keyspace's id):
-//! `RESERVED | 0 | name` → id, and `RESERVED | 0` (the empty name) → the
-//! next id to give out. Creating a keyspace is one batch (its row and the
+//! `RESERVED | 0 | name` → id and the keyspace's options
+//! (`crate::keyspace_options`, none set: the id alone), and `RESERVED | 0`
+//! (the empty name) → the next id to give out. Creating a keyspace is one batch (its row and the
 //! next id), dropping one is one batch (its row's delete and a range delete
 //! of its span): both atomic through the WAL like any write, recovered by
 //! the WAL replay and read back by name at open. A drop costs O(1) whatever
@@ -28,6 +29,7 @@ use super::{Db, DbIterator, Range};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::{ValueKind, MAX_KEY_SIZE};
+use crate::keyspace_options::{KeyspaceOptions, KeyspaceSettings};
 use crate::keyspace_prefix::{RESERVED, RESERVED_END};
 use crate::options::{ReadOptions, WriteOptions};
 
@@ -54,9 +56,7 @@ pub(crate) fn span_end(id: u32) -> Vec<u8> {
 /// `None` for a key of the default keyspace, or one too short to hold an
 /// id (no write makes such a key).
 pub(crate) fn split_stored(stored: &[u8]) -> Option<(u32, &[u8])> {
-    let rest = stored.strip_prefix(RESERVED)?;
-    let id = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?);
-    Some((id, &rest[4..]))
+    crate::keyspace_prefix::split(stored)
 }
 
 /// The registry row of `name`.
@@ -69,6 +69,8 @@ fn registry_key(name: &str) -> Vec<u8> {
 /// One live keyspace in the registry.
 struct Entry {
     id: u32,
+    /// Its options, as created.
+    options: KeyspaceOptions,
     /// Set when the keyspace is dropped: its handles then refuse every call.
     dropped: Arc<AtomicBool>,
 }
@@ -91,23 +93,25 @@ impl Registry {
             next_id: 1,
         };
         for (name, value) in db.read_span_uncounted(&span_start(REGISTRY_ID))? {
-            let id = <[u8; 4]>::try_from(value.as_slice())
-                .map(u32::from_be_bytes)
-                .map_err(|_| {
-                    Error::corruption(
-                        db.path(),
-                        0,
-                        format!(
-                            "keyspace registry row \"{}\" holds {} bytes, not a 4-byte id",
-                            name.escape_ascii(),
-                            value.len()
-                        ),
-                    )
-                })?;
+            let bad_row = |why: String| {
+                Error::corruption(
+                    db.path(),
+                    0,
+                    format!("keyspace registry row \"{}\": {why}", name.escape_ascii()),
+                )
+            };
+            let (id, options) = value.split_at_checked(4).ok_or_else(|| {
+                bad_row(format!("{} bytes, shorter than a 4-byte id", value.len()))
+            })?;
+            let id = u32::from_be_bytes([id[0], id[1], id[2], id[3]]);
             if name.is_empty() {
+                if !options.is_empty() {
+                    return Err(bad_row(format!("{} bytes, not a 4-byte id", value.len())));
+                }
                 reg.next_id = reg.next_id.max(id);
                 continue;
             }
+            let options = KeyspaceOptions::decode(options).map_err(bad_row)?;
             let name = String::from_utf8(name).map_err(|e| {
                 Error::corruption(db.path(), 0, format!("keyspace name is not UTF-8: {e}"))
             })?;
@@ -116,11 +120,17 @@ impl Registry {
                 name,
                 Entry {
                     id,
+                    options,
                     dropped: Arc::new(AtomicBool::new(false)),
                 },
             );
         }
         Ok(reg)
+    }
+
+    /// The options of every keyspace, for the write path and the jobs.
+    pub(crate) fn settings(&self, options: &crate::Options) -> KeyspaceSettings {
+        KeyspaceSettings::new(options, self.by_name.values().map(|e| (e.id, e.options)))
     }
 
     /// The names of the keyspaces, the default one first, the rest sorted.
@@ -142,10 +152,34 @@ impl Registry {
             .map(|(name, _)| name.clone())
     }
 
-    /// The handle of `name`, creating the keyspace (one write) if needed.
-    pub(crate) fn open(&mut self, db: &Db, name: &str) -> Result<Keyspace> {
+    /// The handle of `name`, creating the keyspace (one write) if needed,
+    /// with `options` (`None`: a keyspace that exists keeps its own, a new
+    /// one gets none set). With `Some`, a keyspace that exists with other
+    /// options is `InvalidArgument`.
+    pub(crate) fn open(
+        &mut self,
+        db: &Db,
+        name: &str,
+        options: Option<&KeyspaceOptions>,
+    ) -> Result<Keyspace> {
+        if let Some(o) = options {
+            o.validate()?;
+        }
         if name == DEFAULT_KEYSPACE {
-            return Ok(Keyspace::new(db, name, 0, Arc::new(AtomicBool::new(false))));
+            if options.is_some_and(|o| !o.is_unset()) {
+                return Err(Error::InvalidArgument(
+                    "the default keyspace's options are the database's (Options): \
+                     create_keyspace(\"default\") takes KeyspaceOptions::new() only"
+                        .into(),
+                ));
+            }
+            return Ok(Keyspace::new(
+                db,
+                name,
+                0,
+                KeyspaceOptions::default(),
+                Arc::new(AtomicBool::new(false)),
+            ));
         }
         if name.is_empty() {
             return Err(Error::InvalidArgument(
@@ -153,15 +187,30 @@ impl Registry {
             ));
         }
         if let Some(e) = self.by_name.get(name) {
-            return Ok(Keyspace::new(db, name, e.id, Arc::clone(&e.dropped)));
+            if let Some(o) = options.filter(|o| **o != e.options) {
+                return Err(Error::InvalidArgument(format!(
+                    "keyspace \"{name}\" exists with other options ({}) than asked for ({o})",
+                    e.options
+                )));
+            }
+            return Ok(Keyspace::new(
+                db,
+                name,
+                e.id,
+                e.options,
+                Arc::clone(&e.dropped),
+            ));
         }
+        let options = options.copied().unwrap_or_default();
         let id = self.next_id;
         let next = id
             .checked_add(1)
             .ok_or_else(|| Error::InvalidArgument("every keyspace id has been given out".into()))?;
+        let mut row = id.to_be_bytes().to_vec();
+        options.encode_to(&mut row);
         let mut batch = WriteBatch::new();
         batch
-            .put_unchecked(&registry_key(name), &id.to_be_bytes())
+            .put_unchecked(&registry_key(name), &row)
             .put_unchecked(&span_start(REGISTRY_ID), &next.to_be_bytes());
         db.write(batch, &WriteOptions::default())?;
         self.next_id = next;
@@ -170,10 +219,14 @@ impl Registry {
             name.to_string(),
             Entry {
                 id,
+                options,
                 dropped: Arc::clone(&dropped),
             },
         );
-        Ok(Keyspace::new(db, name, id, dropped))
+        // Before the handle exists, so before any of its keys is written.
+        db.core()
+            .set_keyspace_settings(self.settings(&db.core().options));
+        Ok(Keyspace::new(db, name, id, options, dropped))
     }
 
     /// Drops `name`: one batch of its registry row's delete and a range
@@ -202,6 +255,8 @@ impl Registry {
             return Err(e);
         }
         self.by_name.remove(name);
+        db.core()
+            .set_keyspace_settings(self.settings(&db.core().options));
         Ok(())
     }
 }
@@ -230,6 +285,7 @@ pub struct Keyspace {
     name: Arc<str>,
     /// `RESERVED | id`, empty for the default keyspace.
     prefix: Arc<[u8]>,
+    options: KeyspaceOptions,
     dropped: Arc<AtomicBool>,
 }
 
@@ -242,7 +298,13 @@ impl std::fmt::Debug for Keyspace {
 }
 
 impl Keyspace {
-    fn new(db: &Db, name: &str, id: u32, dropped: Arc<AtomicBool>) -> Keyspace {
+    fn new(
+        db: &Db,
+        name: &str,
+        id: u32,
+        options: KeyspaceOptions,
+        dropped: Arc<AtomicBool>,
+    ) -> Keyspace {
         let prefix: Arc<[u8]> = if id == 0 {
             Arc::from(&[][..])
         } else {
@@ -252,6 +314,7 @@ impl Keyspace {
             db: db.clone(),
             name: Arc::from(name),
             prefix,
+            options,
             dropped,
         }
     }
@@ -259,6 +322,26 @@ impl Keyspace {
     /// Its name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The options it was created with ([`Db::create_keyspace`]), as
+    /// recovered from its registry row; a field left `None` follows the
+    /// database's [`crate::Options`]. The default keyspace and those made
+    /// by [`Db::keyspace`] have none set.
+    ///
+    /// ```
+    /// use weft::{Compression, Db, KeyspaceOptions, Options};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::default()).unwrap();
+    /// let opts = KeyspaceOptions::new().compression(Compression::Lz4);
+    /// db.create_keyspace("logs", opts).unwrap();
+    /// drop(db);
+    /// let db = Db::open(dir.path(), Options::default()).unwrap();
+    /// assert_eq!(db.keyspace("logs").unwrap().options(), opts);
+    /// assert_eq!(db.keyspace("default").unwrap().options(), KeyspaceOptions::new());
+    /// ```
+    pub fn options(&self) -> KeyspaceOptions {
+        self.options
     }
 
     /// Its id: 0 for the default keyspace, then 1, 2, ... in order of

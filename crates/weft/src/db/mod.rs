@@ -31,6 +31,7 @@ use crate::error::{Error, Result};
 use crate::iter::visible::VisibleIter;
 use crate::iter::MergingIter;
 use crate::key::{SequenceNumber, ValueKind, MAX_KEY_SIZE};
+use crate::keyspace_options::KeyspaceOptions;
 use crate::options::{prefix_successor, CloseOptions, Options, ReadOptions, WriteOptions};
 use crate::snapshot::Snapshot;
 use crate::stats::ReadPurpose;
@@ -272,11 +273,15 @@ fn reserved_key_error() -> Error {
 
 /// The checks of a batch and its options before a write (`Db::write`, a
 /// transaction's commit).
-fn check_write(batch: &WriteBatch, opts: &WriteOptions) -> Result<()> {
+fn check_write(
+    batch: &WriteBatch,
+    opts: &WriteOptions,
+    keyspace_name: &dyn Fn(u32) -> String,
+) -> Result<()> {
     if batch.default_in_reserved() {
         return Err(reserved_key_error());
     }
-    batch.validate()?;
+    batch.validate_naming(keyspace_name)?;
     if batch.approximate_size() > u32::MAX as usize / 2 {
         return Err(Error::InvalidArgument(format!(
             "write batch of {} bytes exceeds the 2 GiB limit",
@@ -306,28 +311,28 @@ impl Db {
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         let opened = crate::util::fs::activity("open", || open::open(path.as_ref(), options))?;
         let core = opened.core;
-        let mut threads = Vec::new();
-        let loops = crate::background::thread_loops(&core);
-        for (name, run) in loops {
-            let spawned = std::thread::Builder::new().name(name).spawn(run);
-            match spawned {
-                Ok(h) => threads.push(h),
-                Err(e) => {
-                    // Stop the thread already started before failing.
-                    let _ = shutdown(&core, &Mutex::new(threads), false);
-                    return Err(Error::io("starting a background thread", e));
-                }
-            }
-        }
         let db = Db {
             inner: Arc::new(DbHandle {
-                core,
-                background: Mutex::new(threads),
+                core: Arc::clone(&core),
+                background: Mutex::new(Vec::new()),
                 lock: Mutex::new(Some(opened.lock)),
                 keyspaces: Mutex::new(keyspace::Registry::default()),
             }),
         };
+        // Before the background threads start: their first flush or merge
+        // already writes each keyspace with its own options.
         db.load_keyspaces()?;
+        let loops = crate::background::thread_loops(&core);
+        for (name, run) in loops {
+            let spawned = std::thread::Builder::new().name(name).spawn(run);
+            match spawned {
+                Ok(h) => db.inner.background.lock().push(h),
+                Err(e) => {
+                    // Dropping `db` stops the threads already started.
+                    return Err(Error::io("starting a background thread", e));
+                }
+            }
+        }
         Ok(db)
     }
 
@@ -380,7 +385,9 @@ impl Db {
     /// refresh).
     fn load_keyspaces(&self) -> Result<()> {
         let registry = keyspace::Registry::load(self)?;
-        *self.inner.keyspaces.lock() = registry;
+        let mut current = self.inner.keyspaces.lock();
+        *current = registry;
+        (self.core()).set_keyspace_settings(current.settings(&self.core().options));
         Ok(())
     }
 
@@ -399,7 +406,40 @@ impl Db {
     /// ```
     pub fn keyspace(&self, name: &str) -> Result<Keyspace> {
         self.core().check_open()?;
-        self.inner.keyspaces.lock().open(self, name)
+        self.inner.keyspaces.lock().open(self, name, None)
+    }
+
+    /// The handle of keyspace `name`, created with `options` (one write,
+    /// atomic and durable like any) if it does not exist: its own
+    /// compression per layer and blob threshold, each unset field the
+    /// database's [`Options`]. A keyspace that exists with the same
+    /// options is returned as it is; with other options, or `"default"`
+    /// with any option set, the call fails with
+    /// [`Error::InvalidArgument`] and changes nothing. The options are
+    /// kept in the keyspace's registry row: recovered at open, carried by
+    /// checkpoints and backups. See [`KeyspaceOptions`].
+    ///
+    /// ```
+    /// use weft::{Compression, Db, KeyspaceOptions, Options};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::default()).unwrap();
+    /// let cold = KeyspaceOptions::new().compression(Compression::ZSTD);
+    /// let events = db.create_keyspace("events", cold).unwrap();
+    /// events.put("e1", "login ".repeat(100)).unwrap();
+    /// // The same options again: the same keyspace.
+    /// assert_eq!(db.create_keyspace("events", cold).unwrap().id(), events.id());
+    /// // Other options: refused.
+    /// let hot = KeyspaceOptions::new().compression(Compression::None);
+    /// assert!(matches!(
+    ///     db.create_keyspace("events", hot),
+    ///     Err(weft::Error::InvalidArgument(_))
+    /// ));
+    /// // `keyspace` opens it with the options it has.
+    /// assert_eq!(db.keyspace("events").unwrap().options(), cold);
+    /// ```
+    pub fn create_keyspace(&self, name: &str, options: KeyspaceOptions) -> Result<Keyspace> {
+        self.core().check_open()?;
+        self.inner.keyspaces.lock().open(self, name, Some(&options))
     }
 
     /// The names of the keyspaces: `"default"` first, the others sorted.
@@ -431,6 +471,17 @@ impl Db {
     /// ```
     pub fn keyspace_name(&self, id: u32) -> Option<String> {
         self.inner.keyspaces.lock().name_of(id)
+    }
+
+    /// The name of keyspace `id` for an error message: `#id` when it has
+    /// none any more, or when the registry is held (a create or drop is
+    /// writing: never wait for it on an error path).
+    fn keyspace_label(&self, id: u32) -> String {
+        self.inner
+            .keyspaces
+            .try_lock()
+            .and_then(|r| r.name_of(id))
+            .unwrap_or_else(|| format!("#{id}"))
     }
 
     /// Drops keyspace `name` with one write whatever it holds: its name
@@ -513,10 +564,10 @@ impl Db {
     /// keyspace's put).
     pub(crate) fn put_any(&self, key: &[u8], value: &[u8], opts: &WriteOptions) -> Result<()> {
         let core = self.core();
-        let batch = match core.logged_from(!opts.disable_wal) {
+        let batch = match core.logged_put_for(key, !opts.disable_wal) {
             // Compressed or not, the write path encodes the WAL's copy of a
             // large value from the plain batch, which fills the memtable.
-            Some(from) if core.options.value_log_compression == crate::Compression::None => {
+            Some((from, crate::Compression::None)) => {
                 WriteBatch::of_put_logged_from(key, value, from)
             }
             _ => WriteBatch::of_put(key, value),
@@ -569,7 +620,7 @@ impl Db {
 
     /// Applies `batch` atomically: after any crash, all of it or none.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
-        check_write(&batch, opts)?;
+        check_write(&batch, opts, &|id| self.keyspace_label(id))?;
         let batch = batch.with_reserved_cut()?;
         self.core()
             .write(batch, opts.sync, !opts.disable_wal, false)

@@ -689,6 +689,9 @@ fn flush_recovered(
         &bounds,
         Vec::new(),
         None,
+        // The registry is read after recovery: the replayed keys of every
+        // keyspace get the database's codec here (DESIGN §4.14).
+        None,
         &mut new_file,
         &mut JobStats::default(),
     )?;

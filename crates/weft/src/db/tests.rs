@@ -505,6 +505,65 @@ fn open_refuses_a_newer_store_format_and_upgrades_an_unversioned_one() {
     assert_eq!(upgraded.format_version, FORMAT_VERSION);
 }
 
+/// A format-7 store (keyspaces whose registry rows hold the id alone)
+/// opens with this build: its keyspaces are recovered with no option set,
+/// new ones take options, and the fresh manifest upgrades it to this
+/// build's format (§3: 7 → 8 needs no rewrite).
+#[test]
+fn a_format_7_store_opens_with_its_keyspaces_and_is_upgraded() {
+    use crate::manifest::{self, VersionEdit, FORMAT_VERSION};
+    use crate::wal::LogWriter;
+    use crate::{Compression, KeyspaceOptions};
+
+    assert_eq!(
+        FORMAT_VERSION, 8,
+        "this test writes the store of the step before"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    // What a format-7 build wrote: `keyspace` makes the 4-byte rows.
+    db.keyspace("flushed").unwrap().put(b"k", b"1").unwrap();
+    db.flush().unwrap();
+    db.keyspace("logged").unwrap().put(b"k", b"2").unwrap();
+    db.close_with(&crate::CloseOptions::new().flush(false))
+        .unwrap();
+    let (number, state) = manifest::recover(&*crate::util::fs::real(), dir.path()).unwrap();
+    let mut edit: VersionEdit = state.snapshot_edit();
+    edit.format_version = Some(7);
+    let path = crate::filename::manifest_path(dir.path(), number);
+    let mut log = LogWriter::create(&*crate::util::fs::real(), &path).unwrap();
+    log.add_record(&edit.encode()).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    assert_eq!(
+        manifest::recover(&*crate::util::fs::real(), dir.path())
+            .unwrap()
+            .1
+            .format_version,
+        7
+    );
+
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.keyspaces(), vec!["default", "flushed", "logged"]);
+    for (name, v) in [("flushed", b"1"), ("logged", b"2")] {
+        let ks = db.keyspace(name).unwrap();
+        assert_eq!(ks.options(), KeyspaceOptions::new(), "{name}");
+        assert_eq!(ks.get(b"k").unwrap().as_deref(), Some(&v[..]), "{name}");
+    }
+    let o = KeyspaceOptions::new().compression(Compression::Lz4);
+    db.create_keyspace("new", o)
+        .unwrap()
+        .put(b"k", b"3")
+        .unwrap();
+    db.close().unwrap();
+    let upgraded = manifest::recover(&*crate::util::fs::real(), dir.path())
+        .unwrap()
+        .1;
+    assert_eq!(upgraded.format_version, FORMAT_VERSION);
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.keyspace("new").unwrap().options(), o);
+}
+
 /// A WAL started by a rotation names the WAL before it and that WAL's
 /// length (`wal::LogLink`): when the older WAL lost its last records at a
 /// record boundary — a machine crash that wrote back the newer WAL's pages

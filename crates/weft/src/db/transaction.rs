@@ -718,7 +718,12 @@ impl<'db> Transaction<'db> {
         }
         keys.sort_unstable();
         keys.dedup();
-        check_write(&batch, &self.write_options)?;
+        let name_of = |id: u32| {
+            (keyspaces.iter())
+                .find(|ks| ks.id() == id)
+                .map_or_else(|| format!("#{id}"), |ks| ks.name().to_string())
+        };
+        check_write(&batch, &self.write_options, &name_of)?;
         let snapshot = self.snapshot.sequence();
         let clean_store = core
             .check_commit_unlocked(&keys, snapshot, &self.begin_store)

@@ -149,18 +149,21 @@ impl Core {
         // The batch the memtable is filled from, when the WAL gets a
         // re-encoded one: its values as given, never compressed.
         let mut given = None;
-        if let Some(from) = self.logged_from(logged) {
+        // Each value's keyspace decides (`crate::keyspace_options`); a
+        // batch smaller than the smallest threshold of any keyspace holds
+        // no value that large, and reads nothing more.
+        let min_from = self.min_logged_from.load(Ordering::Acquire);
+        if logged && batch.approximate_size() >= min_from {
             // On the writer's own thread, outside the WAL lock: `Db::put`
             // builds its batch logged already; a user's batch is copied
-            // (and compressed, `Options::value_log_compression`). A batch
-            // smaller than the threshold holds no value that large.
-            if batch.approximate_size() >= from {
-                let compression = self.options.value_log_compression;
-                if let Some(logged) = batch.with_puts_logged_from(from, compression) {
-                    given = Some(std::mem::replace(&mut batch, logged));
-                }
-                has_logged_puts = batch.iter().flatten().any(|op| op.logged.is_some());
+            // (and compressed, `Options::value_log_compression`).
+            let settings = self.keyspace_settings.load();
+            if let Some(logged) =
+                batch.with_puts_logged_by(|key| settings.for_key(key).logged_put())
+            {
+                given = Some(std::mem::replace(&mut batch, logged));
             }
+            has_logged_puts = batch.iter().flatten().any(|op| op.logged.is_some());
         }
         let appended = self.append(&mut batch, sync, logged, has_logged_puts, check)?;
         if !logged {
@@ -202,11 +205,18 @@ impl Core {
         synced
     }
 
-    /// The size from which a value written to the WAL goes as a logged put
-    /// (`Options::values_in_wal`), for a write that is `logged`.
-    pub(crate) fn logged_from(&self, logged: bool) -> Option<usize> {
-        let o = &self.options;
-        (logged && o.values_in_wal && o.min_blob_size != usize::MAX).then_some(o.min_blob_size)
+    /// How a logged write's value of the stored key `key` goes to the WAL
+    /// (`Options::values_in_wal`, per keyspace): `(from, codec)`, or
+    /// `None` when it stays in the batch.
+    pub(crate) fn logged_put_for(
+        &self,
+        key: &[u8],
+        logged: bool,
+    ) -> Option<(usize, crate::Compression)> {
+        if !logged || self.min_logged_from.load(Ordering::Acquire) == usize::MAX {
+            return None;
+        }
+        self.keyspace_settings.load().for_key(key).logged_put()
     }
 
     /// Takes the batch's sequences and appends it to the WAL, under the WAL

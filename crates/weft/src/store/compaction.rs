@@ -28,6 +28,7 @@ use crate::compaction_filter::{CompactionFilter, FilterDecision, FilterEntry, Re
 use crate::error::Result;
 use crate::iter::MergedEntries;
 use crate::key::{SequenceNumber, ValueKind};
+use crate::keyspace_options::KeyspaceSettings;
 use crate::range_delete::RangeTombstoneSet;
 use crate::table::{TableBuilder, TableOptions};
 
@@ -76,10 +77,63 @@ pub struct OutputSpec<'a> {
     /// Record each output table's distinct user keys in
     /// [`JobStats::table_keys`] (flushes, for the hash index).
     pub collect_keys: bool,
+    /// Each keyspace's options, applied to its keys (DESIGN §4.14); `None`
+    /// writes every key with the options above (the open's recovery
+    /// flush, which runs before the registry is read, and unit tests).
+    pub keyspaces: Option<KeyspaceOutputs<'a>>,
     /// A flush of a memtable whose WAL holds logged puts: a put logged
     /// there is written as a pointer into the WAL, not as its value
     /// (`Options::values_in_wal`).
     pub logged: Option<&'a super::logged_values::LoggedValues>,
+}
+
+/// Which of a key's keyspace options a job applies
+/// (`crate::keyspace_options`). The options above in [`OutputSpec`] are
+/// the default keyspace's; a key of another keyspace set apart gets its
+/// own codec for the layer (a data block is cut where the codec changes,
+/// so each block has one) and, in a job that separates values, its own
+/// threshold and value-log codec (each record names its codec).
+#[derive(Clone, Copy)]
+pub struct KeyspaceOutputs<'a> {
+    /// The keyspaces' options, as the job found them when it started.
+    pub settings: &'a KeyspaceSettings,
+    /// The layer the tables are written to: which codec applies.
+    pub layer: Layer,
+    /// The job separates values (merges, GC): each keyspace's
+    /// `min_blob_size` and value-log codec apply. Flushes, splits and
+    /// consolidations keep values where they are.
+    pub separates: bool,
+}
+
+/// The layer a job writes tables to.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Layer {
+    /// UnsortedStore tables (flushes, consolidations).
+    Unsorted,
+    /// SortedStore tables (merges, GC, splits).
+    Sorted,
+}
+
+/// How the current key's versions are written: its keyspace's options.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct KeyOutput {
+    /// The data blocks' codec.
+    codec: crate::Compression,
+    /// Separate values of at least this size; `None`: keep them inline.
+    min_blob_size: Option<usize>,
+    /// The codec of values separated into the value log.
+    value_log_compression: crate::Compression,
+}
+
+impl KeyOutput {
+    /// What `spec` says for the default keyspace.
+    fn of_spec(spec: &OutputSpec<'_>) -> KeyOutput {
+        KeyOutput {
+            codec: spec.table.compression,
+            min_blob_size: spec.min_blob_size,
+            value_log_compression: spec.value_log_compression,
+        }
+    }
 }
 
 /// A job's compaction filter and the way to read the separated values
@@ -140,6 +194,8 @@ pub fn write_tables(
         value_log: None,
         keys: Vec::new(),
         logged_bytes: 0,
+        default_output: KeyOutput::of_spec(spec),
+        current: KeyOutput::of_spec(spec),
     };
     let result = run(input, policy, &mut out, new_file, stats).and_then(|()| out.finish_current());
     let result = result.and_then(|()| match out.value_log.take() {
@@ -368,6 +424,10 @@ struct Outputs<'a> {
     keys: Vec<(u64, super::KeyList)>,
     /// See [`JobStats::logged_bytes`].
     logged_bytes: u64,
+    /// How the default keyspace's keys are written.
+    default_output: KeyOutput,
+    /// How the current key is written (its keyspace's options).
+    current: KeyOutput,
 }
 
 struct Building {
@@ -391,6 +451,7 @@ impl Outputs<'_> {
                     self.finish_current()?;
                 }
             }
+            self.current = self.output_for(key);
         }
         if self.builder.is_none() {
             let number = new_file();
@@ -404,6 +465,10 @@ impl Outputs<'_> {
         if let Some((_, keys)) = self.keys.last_mut() {
             keys.push_distinct(key);
         }
+        if let Some(b) = self.builder.as_mut() {
+            // Ends the block where the codec changes (a keyspace boundary).
+            b.builder.set_compression(self.current.codec)?;
+        }
         let logged = match (kind, self.spec.logged) {
             (ValueKind::Put, Some(l)) => l.pointer(seq, value.len()),
             _ => None,
@@ -414,7 +479,7 @@ impl Outputs<'_> {
             return b.builder.add(key, seq, ValueKind::Pointer, &ptr.encode());
         }
         let separate =
-            kind == ValueKind::Put && self.spec.min_blob_size.is_some_and(|m| value.len() >= m);
+            kind == ValueKind::Put && self.current.min_blob_size.is_some_and(|m| value.len() >= m);
         if separate {
             if self.value_log.is_none() {
                 self.value_log = Some(ValueLogWriter::create_compressed(
@@ -425,12 +490,36 @@ impl Outputs<'_> {
                 )?);
             }
             let log = self.value_log.as_mut().expect("value log was just created");
-            let ptr = log.append(value)?;
+            let ptr = log.append_compressed(value, self.current.value_log_compression)?;
             let b = self.builder.as_mut().expect("builder was just created");
             return b.builder.add(key, seq, ValueKind::Pointer, &ptr.encode());
         }
         let b = self.builder.as_mut().expect("builder was just created");
         b.builder.add(key, seq, kind, value)
+    }
+
+    /// How the versions of `key` are written: its keyspace's options
+    /// where the job applies them, else the spec's.
+    #[inline]
+    fn output_for(&self, key: &[u8]) -> KeyOutput {
+        let Some(ks) = self.spec.keyspaces.filter(|k| !k.settings.is_uniform()) else {
+            return self.default_output;
+        };
+        let r = ks.settings.for_key(key);
+        if std::ptr::eq(r, ks.settings.default_options()) {
+            return self.default_output;
+        }
+        KeyOutput {
+            codec: match ks.layer {
+                Layer::Unsorted => r.unsorted_compression,
+                Layer::Sorted => r.sorted_compression,
+            },
+            min_blob_size: match ks.separates {
+                true => r.separate_from(),
+                false => None,
+            },
+            value_log_compression: r.value_log_compression,
+        }
     }
 
     fn finish_current(&mut self) -> Result<()> {

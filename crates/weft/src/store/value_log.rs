@@ -168,6 +168,17 @@ impl ValueLogWriter {
 
     /// Appends `value`, returning where it went.
     pub fn append(&mut self, value: &[u8]) -> Result<ValuePointer> {
+        self.append_compressed(value, self.compression)
+    }
+
+    /// Appends `value` compressed with `compression` where that saves
+    /// enough (a keyspace's own codec: the pointer names the codec of its
+    /// record, so records of several codecs mix in one log).
+    pub fn append_compressed(
+        &mut self,
+        value: &[u8],
+        compression: Compression,
+    ) -> Result<ValuePointer> {
         if u32::try_from(value.len()).is_err() {
             return Err(Error::InvalidArgument(format!(
                 "value of {} bytes is too large for a value log",
@@ -175,7 +186,7 @@ impl ValueLogWriter {
             )));
         }
         self.scratch.clear();
-        let codec = compression::compress(self.compression, value, &mut self.scratch);
+        let codec = compression::compress(compression, value, &mut self.scratch);
         let stored = if codec == CODEC_NONE {
             value
         } else {

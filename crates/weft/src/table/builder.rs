@@ -234,6 +234,18 @@ impl TableBuilder {
         Ok(())
     }
 
+    /// Compresses the data blocks from the next entry on with
+    /// `compression`, ending the block in progress first when its codec
+    /// differs: each block has one codec, named by its type byte (a
+    /// keyspace's own compression, `crate::keyspace_options`).
+    pub fn set_compression(&mut self, compression: Compression) -> Result<()> {
+        if compression != self.options.compression {
+            self.flush_data_block()?;
+            self.options.compression = compression;
+        }
+        Ok(())
+    }
+
     /// Entries added so far.
     #[cfg(test)]
     pub fn entries(&self) -> u64 {

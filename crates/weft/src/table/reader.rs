@@ -211,6 +211,29 @@ impl Table {
         Ok(blocks + 1)
     }
 
+    /// Every data block read from disk, in order, with its type byte
+    /// (uncompressed, or the codec it is stored with): what the tests read
+    /// to see which codec each keyspace's blocks got.
+    pub(crate) fn data_blocks_with_types(&self) -> Result<Vec<(u8, Block)>> {
+        let mut out = Vec::new();
+        let mut index = BlockIter::new(self.index.clone());
+        index.seek_to_first().map_err(|r| self.corrupt_index(r))?;
+        while index.valid() {
+            let handle = self.data_handle(index.value())?;
+            let len = usize::try_from(handle.size)
+                .ok()
+                .and_then(|n| n.checked_add(BLOCK_TRAILER_SIZE))
+                .ok_or_else(|| {
+                    Error::corruption(&self.path, handle.offset, "block size overflows")
+                })?;
+            let raw = read_exact_at(&self.file, &self.path, len, handle.offset)?;
+            let block_type = raw[raw.len() - BLOCK_TRAILER_SIZE];
+            out.push((block_type, decode_data_block(&raw, &self.path, handle)?));
+            index.next_entry().map_err(|r| self.corrupt_index(r))?;
+        }
+        Ok(out)
+    }
+
     /// The table's file number.
     #[cfg(test)]
     pub fn file_number(&self) -> u64 {
