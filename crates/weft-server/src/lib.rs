@@ -489,7 +489,6 @@ impl Shared {
         config: Config,
         port: u16,
         stop: Arc<server::Stop>,
-        repl: repl::Replication,
     ) -> Result<Shared, Error> {
         let save_dir =
             (config.save_dir.clone()).unwrap_or_else(|| save::default_save_dir(&config.dir));
@@ -508,7 +507,7 @@ impl Shared {
             runtime: Runtime::new(&config),
             stop,
             run_id: random_run_id(),
-            repl: Arc::new(repl),
+            repl: Arc::new(repl::Replication::new(&config, None)),
             config,
         })
     }

@@ -114,13 +114,9 @@ impl Server {
         let stop = Arc::new(Stop::default());
         let ks = Keyspace::new(db, config.sync)?;
         let repl = crate::repl::open(&ks, &config)?;
-        let shared = Arc::new(Shared::new(
-            ks,
-            config,
-            addr.port(),
-            Arc::clone(&stop),
-            repl,
-        )?);
+        let mut shared = Shared::new(ks, config, addr.port(), Arc::clone(&stop))?;
+        shared.repl = Arc::new(repl);
+        let shared = Arc::new(shared);
         Ok(Server {
             listener,
             shared,

@@ -45,7 +45,7 @@ pub fn role(ctx: &mut Ctx<'_>, _a: &[Vec<u8>]) -> CmdResult {
 /// `REPLCONF listening-port p | ip-address a | capa c ... | ACK offset |
 /// GETACK *`.
 pub fn replconf(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    if a.len() % 2 == 0 {
+    if a.len().is_multiple_of(2) {
         return err("ERR syntax error");
     }
     let mut i = 1;
