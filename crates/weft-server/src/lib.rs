@@ -12,7 +12,8 @@
 //! PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB CHANNELS|NUMSUB|NUMPAT` ([`pubsub`];
 //! delivery between event loops: [`deliver`]). Passwords: [`auth`].
 //! Counters, slow log, latency: [`stats`]. `COMMAND` metadata:
-//! [`cmd::meta`].
+//! [`cmd::meta`]. Replication: `REPLICAOF SLAVEOF ROLE REPLCONF PSYNC
+//! WAIT` ([`repl`]; `docs/DESIGN.md` §1.11).
 //! Strings: `GET SET [EX|PX|EXAT|PXAT|KEEPTTL] [NX|XX] [GET] SETNX GETSET
 //! SETEX PSETEX GETEX [EX|PX|EXAT|PXAT|PERSIST] GETDEL MGET MSET MSETNX
 //! INCR INCRBY DECR DECRBY INCRBYFLOAT APPEND STRLEN GETRANGE SUBSTR
