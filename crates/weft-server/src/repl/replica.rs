@@ -346,8 +346,10 @@ impl<'a> Link<'a> {
                 }
                 t => return Err(other(format!("an unknown frame {t:#04x}"))),
             }
-            // Acknowledge once what has arrived is applied.
-            if self.reader.buffer().is_empty() && applier.applied != acked {
+            // Acknowledge once what has arrived is applied, and at least
+            // on every heartbeat (the primary's `lag` is the time since).
+            let heartbeat = header[0] == wire::HEARTBEAT;
+            if self.reader.buffer().is_empty() && (applier.applied != acked || heartbeat) {
                 self.shared.ks.db.flush_wal().map_err(eng)?;
                 self.ack(applier.applied)?;
                 acked = applier.applied;
