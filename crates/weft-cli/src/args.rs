@@ -220,6 +220,10 @@ pub struct ServeArgs {
     /// primary]
     #[arg(long, num_args = 1..=2, value_names = ["HOST", "PORT"])]
     pub replicaof: Option<Vec<String>>,
+    /// Databases SELECT chooses among, as Redis's `databases`; database n
+    /// (n >= 1) is the engine keyspace "db<n>", made on its first write
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub databases: u32,
 }
 
 fn parse_sync(s: &str) -> Result<weft_server::SyncMode, String> {
@@ -854,6 +858,7 @@ mod tests {
                 assert!(s.threads.is_none());
                 assert!(s.busy_poll_us.is_none());
                 assert!(s.requirepass.is_none());
+                assert_eq!(s.databases, 16);
             }
             other => panic!("{other:?}"),
         }
@@ -870,6 +875,7 @@ mod tests {
             "--threads=3",
             "--busy-poll-us=0",
             "--requirepass=s3cret",
+            "--databases=4",
         ])
         .unwrap();
         match cli.command {
@@ -881,6 +887,7 @@ mod tests {
                 assert_eq!(s.dir, Some(PathBuf::from("/d")));
                 assert_eq!(s.sync, weft_server::SyncMode::Always);
                 assert_eq!(s.maxclients, 5);
+                assert_eq!(s.databases, 4);
             }
             other => panic!("{other:?}"),
         }

@@ -248,6 +248,7 @@ fn serve(args: args::ServeArgs, default_dir: PathBuf) -> CliResult {
         })?;
         config.replicaof = Some((host.to_string(), port));
     }
+    config.databases = args.databases as usize;
     let server = weft_server::Server::bind(config)?;
     let handle = server.shutdown_handle();
     {

@@ -53,8 +53,12 @@ pub struct ClientInfo {
     pub monitor: AtomicBool,
     /// Killed: no longer listed, its loop closes it.
     pub killed: AtomicBool,
+    /// Parked in a blocking command (`flags=b`).
+    pub blocked: AtomicBool,
     /// Reply bytes waiting for the client, as of its last wake-up.
     pub omem: AtomicU64,
+    /// The selected database (`SELECT`).
+    pub db: AtomicUsize,
 }
 
 impl ClientInfo {
@@ -74,7 +78,9 @@ impl ClientInfo {
             resp: AtomicU8::new(2),
             monitor: AtomicBool::new(false),
             killed: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
             omem: AtomicU64::new(0),
+            db: AtomicUsize::new(0),
         }
     }
 
@@ -102,6 +108,9 @@ impl ClientInfo {
         if self.is_pubsub() {
             flags.push('P');
         }
+        if self.blocked.load(Ordering::Relaxed) {
+            flags.push('b');
+        }
         if flags.is_empty() {
             flags.push('N');
         }
@@ -114,7 +123,7 @@ impl ClientInfo {
         let mut s = String::with_capacity(256);
         let _ = write!(
             s,
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db=0 sub={} psub={} \
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} \
              ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 \
              omem={omem} tot-mem={omem} events=r cmd={cmd} user=default redir=-1 resp={}",
             self.at.id,
@@ -124,6 +133,7 @@ impl ClientInfo {
             String::from_utf8_lossy(&name),
             age.as_secs(),
             idle_ms / 1000,
+            self.db.load(Ordering::Relaxed),
             self.subs.load(Ordering::Relaxed),
             self.psubs.load(Ordering::Relaxed),
             self.resp.load(Ordering::Relaxed),

@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use crate::clients::ClientInfo;
 use crate::cmd::{self, Ctx, Session};
-use crate::deliver::{ClientRef, Delivery, Post};
+use crate::deliver::{ClientRef, Delivery, Post, Wake};
 use crate::poll::Interest;
 use crate::resp::{Args, Limits, Out, Parser};
 use crate::Shared;
@@ -121,6 +121,14 @@ pub(crate) struct Conn {
     /// Since when the unsent output of a subscriber has been above the
     /// soft pub/sub limit.
     over_soft_since: Option<Instant>,
+    /// The request of the blocking command this connection is parked in
+    /// (`session.blocking.parked`), kept to re-run it when woken.
+    blocked_args: Option<Args>,
+    /// Wake-ups delivered in this loop wake-up, acted on by [`Conn::retry`].
+    wakes: Vec<Wake>,
+    /// The time of this connection's entry in the loop's timer heap, if it
+    /// has one that has not fired.
+    pub timer_armed: Option<Instant>,
 }
 
 impl Conn {
@@ -172,6 +180,9 @@ impl Conn {
             paused: false,
             eof: false,
             over_soft_since: None,
+            blocked_args: None,
+            wakes: Vec::new(),
+            timer_armed: None,
         }
     }
 
@@ -185,21 +196,36 @@ impl Conn {
         client_label(&self.session)
     }
 
-    /// Until when the connection is held (a slowed `AUTH`): it reads,
-    /// runs and writes nothing before then.
-    pub fn held_until(&self) -> Option<Instant> {
-        self.session.hold_until
+    /// When the loop must call [`Conn::on_timer`]: the end of a hold (a
+    /// slowed `AUTH`: it reads, runs and writes nothing before then) or
+    /// the deadline of a blocking command.
+    pub fn timer(&self) -> Option<Instant> {
+        let deadline = self
+            .session
+            .blocking
+            .parked
+            .as_ref()
+            .and_then(|p| p.deadline);
+        match (self.session.hold_until, deadline) {
+            (Some(h), Some(d)) => Some(h.min(d)),
+            (h, d) => h.or(d),
+        }
     }
 
-    /// Ends a hold whose time has come: sends what waited and runs the
-    /// requests that arrived meanwhile.
-    pub fn resume(
+    /// The loop's timer entry for `when` fired: ends a hold whose time has
+    /// come (sends what waited), or times a blocking command out (its null
+    /// reply), and runs the requests that arrived meanwhile.
+    pub fn on_timer(
         &mut self,
         shared: &Shared,
+        when: Instant,
         now: Instant,
         group: &mut PendingSets,
         local: &mut Vec<Post>,
     ) {
+        if self.timer_armed == Some(when) {
+            self.timer_armed = None;
+        }
         if self.session.hold_until.is_some_and(|t| t > now) {
             return;
         }
@@ -207,14 +233,63 @@ impl Conn {
         if crate::repl::wait_resume(shared, &mut self.session, &mut self.out, now) {
             return; // WAIT goes on: held again
         }
+        if let Some(p) = &self.session.blocking.parked {
+            if p.deadline.is_none_or(|d| d > now) {
+                return;
+            }
+            let mut ctx = Ctx {
+                shared,
+                session: &mut self.session,
+                out: &mut self.out,
+                exec: None,
+            };
+            cmd::blocking::time_out(&mut ctx);
+            if let Some(args) = self.blocked_args.take() {
+                self.parser.recycle(args);
+            }
+        }
         if self.state == State::Open {
             self.run_requests(shared, group, local);
         }
     }
 
+    /// Acts on the wake-ups delivered to this connection: re-runs the
+    /// blocking command it is parked in, and if that answers, the requests
+    /// that arrived meanwhile. Wake-ups it cannot use are passed on.
+    pub fn retry(&mut self, shared: &Shared, group: &mut PendingSets, local: &mut Vec<Post>) {
+        if self.wakes.is_empty() {
+            return;
+        }
+        let wakes = std::mem::take(&mut self.wakes);
+        let args = match self.blocked_args.take() {
+            Some(a) if self.state == State::Open => a,
+            other => {
+                self.blocked_args = other;
+                cmd::blocking::pass_on(shared, &wakes);
+                return;
+            }
+        };
+        let mut ctx = Ctx {
+            shared,
+            session: &mut self.session,
+            out: &mut self.out,
+            exec: None,
+        };
+        cmd::blocking::retry(&mut ctx, &args, &wakes);
+        if self.session.blocking.parked.is_some() {
+            self.blocked_args = Some(args);
+            return;
+        }
+        self.parser.recycle(args);
+        self.run_requests(shared, group, local);
+    }
+
     /// Takes a delivery from another connection ([`crate::deliver`]).
     pub fn deliver(&mut self, shared: &Shared, what: Delivery) {
         if self.state != State::Open {
+            if let Delivery::Wake(w) = what {
+                cmd::blocking::pass_on(shared, &[w]);
+            }
             return;
         }
         match what {
@@ -236,6 +311,7 @@ impl Conn {
                 }
             }
             Delivery::Kill => self.abort(),
+            Delivery::Wake(w) => self.wakes.push(w),
         }
     }
 
@@ -288,9 +364,12 @@ impl Conn {
         self.session.repl_link = Some(link);
     }
 
-    /// Called once the connection is dropped: leaves its subscriptions and
-    /// the client registry.
-    pub fn release(&self, shared: &Shared) {
+    /// Called once the connection is dropped: leaves its subscriptions,
+    /// the key FIFOs of a blocking command (passing on wake-ups it will not
+    /// take) and the client registry.
+    pub fn release(&mut self, shared: &Shared) {
+        cmd::blocking::depart(shared, &mut self.session, &self.wakes);
+        self.wakes.clear();
         if let Some(link) = &self.session.repl_link {
             link.closed.store(true, Ordering::Release);
         }
@@ -374,12 +453,25 @@ impl Conn {
                 if readable && !self.eof && self.unsent() < OUT_HIGH_WATER {
                     self.read_in(shared);
                 }
-                if self.state == State::Open {
+                if self.session.blocking.parked.is_some() {
+                    self.check_parked();
+                } else if self.state == State::Open {
                     self.run_requests(shared, group, local);
                 }
             }
             State::Lingering { .. } if readable => self.discard_input(),
             _ => {}
+        }
+    }
+
+    /// A parked connection keeps reading (what it reads waits in its
+    /// buffer) so that a client that hangs up is noticed: as Redis, it is
+    /// dropped at once, and so is one whose unread requests pass the query
+    /// buffer limit.
+    fn check_parked(&mut self) {
+        let held = self.parser.held().saturating_add(self.end - self.pos);
+        if self.eof || held > self.max_held {
+            self.close();
         }
     }
 
@@ -443,8 +535,11 @@ impl Conn {
         if self.over_soft_since.is_some() && self.state == State::Open {
             self.check_output_limit(shared, now);
         }
-        // Subscribers and monitors are never idle (as in Redis).
-        let listening = self.session.in_pubsub() || self.session.monitor;
+        // Subscribers, monitors and blocked clients are never idle (as in
+        // Redis).
+        let listening = self.session.in_pubsub()
+            || self.session.monitor
+            || self.session.blocking.parked.is_some();
         let expired = match self.state {
             State::Open if listening => false,
             State::Open => idle.is_some_and(|t| now.duration_since(self.last_active) > t),
@@ -520,8 +615,10 @@ impl Conn {
     /// Runs every complete request in the buffer, until the reply buffer
     /// reaches its high-water mark.
     fn run_requests(&mut self, shared: &Shared, group: &mut PendingSets, local: &mut Vec<Post>) {
-        if self.in_group {
-            // Its trailing run is not committed yet: nothing may overtake it.
+        if self.in_group || self.session.blocking.parked.is_some() {
+            // Its trailing run is not committed yet: nothing may overtake
+            // it. Or it is parked in a blocking command: nothing runs
+            // before that command answers.
             return;
         }
         self.paused = false;
@@ -539,7 +636,7 @@ impl Conn {
                 // Deliveries go before the replies that report them.
                 self.flush_posts(shared, local);
                 // These replies may acknowledge writes of this wake-up.
-                if shared.ks.db.flush_wal().is_err() {
+                if shared.store.db.flush_wal().is_err() {
                     self.abort();
                     return;
                 }
@@ -551,10 +648,12 @@ impl Conn {
             }
             match self.parser.next(&self.buf[..self.end], &mut self.pos) {
                 Ok(Some(args)) => {
-                    // Unauthenticated, subscribed and monitored clients take
-                    // the checked path for every command.
+                    // Unauthenticated, subscribed and monitored clients, and
+                    // those queuing a transaction, take the checked path for
+                    // every command.
                     let plain = self.session.authenticated
                         && !self.session.in_pubsub()
+                        && !self.session.in_multi()
                         && !shared.clients.monitoring();
                     if plain && cmd::is_plain_set(max_bulk, &args) && !shared.repl.gated() {
                         self.answer_gets(shared, &mut gets);
@@ -580,8 +679,14 @@ impl Conn {
                         shared,
                         session: &mut self.session,
                         out: &mut self.out,
+                        exec: None,
                     };
                     cmd::dispatch(&mut ctx, &args);
+                    if self.session.blocking.parked.is_some() {
+                        // Parked: nothing more until woken or timed out.
+                        self.blocked_args = Some(args);
+                        break;
+                    }
                     self.parser.recycle(args);
                     if self.session.psync.is_some() {
                         self.become_replica_link(shared);
@@ -619,7 +724,8 @@ impl Conn {
             self.state = State::Closing;
         }
         if !run.is_empty() {
-            if self.state == State::Open {
+            // The loop's group writes database 0.
+            if self.state == State::Open && self.session.db == 0 {
                 group.owners.push((self.token, run.len()));
                 group.keys += run_keys;
                 group.sets.append(&mut run);
@@ -627,6 +733,9 @@ impl Conn {
             } else {
                 self.commit_run(shared, &mut run);
             }
+        }
+        if self.session.blocking.parked.is_some() && self.state == State::Open {
+            self.check_parked();
         }
         // Shrink after a burst of large replies.
         if self.unsent() == 0 && self.out.buf.capacity() > 4 * OUT_HIGH_WATER {
@@ -642,7 +751,7 @@ impl Conn {
             return;
         }
         let started = Instant::now();
-        cmd::answer_gets(shared, gets, &mut self.out);
+        cmd::answer_gets(&shared.store.view(self.session.db), gets, &mut self.out);
         let ix = self.session.me.loop_ix as usize;
         let each = started.elapsed() / gets.len() as u32;
         let who = client_label(&self.session);
@@ -657,7 +766,7 @@ impl Conn {
             return;
         }
         let started = Instant::now();
-        let r = cmd::commit_sets(shared, run);
+        let r = cmd::commit_sets(&shared.store.view(self.session.db), run);
         let ix = self.session.me.loop_ix as usize;
         let each = started.elapsed() / run.len() as u32;
         let who = client_label(&self.session);
@@ -736,7 +845,7 @@ mod tests {
     use std::net::TcpListener;
 
     use super::*;
-    use crate::keyspace::Keyspace;
+    use crate::keyspace::Store;
     use crate::{Config, SyncMode};
 
     /// Sets a socket buffer size (which also turns off the kernel's
@@ -798,14 +907,18 @@ mod tests {
             ..Config::default()
         };
         let shared = Shared::new(
-            Keyspace::new(db, SyncMode::No).unwrap(),
+            Store::new(db, SyncMode::No, 16).unwrap(),
             config,
             0,
             Arc::new(crate::server::Stop::default()),
         )
         .unwrap();
         let value = vec![b'v'; 256 << 10];
-        cmd::commit_sets(&shared, &[vec![b"SET".to_vec(), b"big".to_vec(), value]]).unwrap();
+        cmd::commit_sets(
+            &shared.store.view(0),
+            &[vec![b"SET".to_vec(), b"big".to_vec(), value]],
+        )
+        .unwrap();
 
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();

@@ -18,7 +18,9 @@
 //!   by loop, slot *and* client id; a connection that closed (its slot maybe
 //!   reused) drops it. Nothing tells the poster: a poster that must know
 //!   (a blocking pop handing over an element) keeps the element itself and
-//!   only *wakes* the client, which then takes it on its own loop.
+//!   only *wakes* the client ([`Delivery::Wake`]), which then takes it on
+//!   its own loop; a wake-up that reaches nobody is passed on by the
+//!   departing client instead ([`crate::blocking`]).
 //! * **Cost.** Posting is one uncontended lock of the target loop's mailbox
 //!   and at most one `write` to its eventfd per time the loop drains it; a
 //!   connection batches the posts of one wake-up per target loop
@@ -62,6 +64,22 @@ pub enum Delivery {
     /// Close the connection without sending what it has queued
     /// (`CLIENT KILL`).
     Kill,
+    /// A key the connection waits on in a blocking pop got elements: it
+    /// re-runs its command ([`crate::blocking`]). The elements stay in the
+    /// key until it takes them.
+    Wake(Wake),
+}
+
+/// Which key woke a parked connection, and which parking of it the waker
+/// found registered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wake {
+    /// The key's database.
+    pub db: usize,
+    /// The key.
+    pub key: Vec<u8>,
+    /// The parking's [`crate::blocking::Waiter::ticket`].
+    pub ticket: u64,
 }
 
 /// A delivery on its way to a loop: the target slot and id, and what.

@@ -52,6 +52,8 @@
 //! work); it sends what is queued, waiting up to [`SHUTDOWN_WRITE`] for a
 //! slow reader, and closes its connections.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::{self, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -61,7 +63,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::conn::{Conn, PendingSets};
-use crate::deliver::Post;
+use crate::deliver::{Delivery, Post};
 use crate::poll::{Event, Interest, Poller};
 use crate::server::Stop;
 use crate::{cmd, Error, Shared};
@@ -131,8 +133,12 @@ struct EventLoop {
     local: Vec<Post>,
     /// Deliveries taken from the mailbox.
     incoming: Vec<Post>,
-    /// Connections held until a time (a slowed `AUTH`): (when, slot, id).
-    timers: Vec<(Instant, usize, u64)>,
+    /// Slots that were delivered a wake-up in this wake-up.
+    woken: Vec<usize>,
+    /// Connections waiting for a time (a slowed `AUTH`, a blocking
+    /// command's deadline): (when, slot, id), earliest first. An entry
+    /// whose connection moved on is dropped when it fires.
+    timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
     last_sweep: Instant,
 }
 
@@ -159,7 +165,8 @@ impl EventLoop {
             group: PendingSets::default(),
             local: Vec::new(),
             incoming: Vec::new(),
-            timers: Vec::new(),
+            woken: Vec::new(),
+            timers: BinaryHeap::new(),
             last_sweep: Instant::now(),
         })
     }
@@ -176,9 +183,8 @@ impl EventLoop {
                 Duration::ZERO
             } else {
                 self.timers
-                    .iter()
-                    .map(|t| t.0.saturating_duration_since(now))
-                    .min()
+                    .peek()
+                    .map(|t| t.0 .0.saturating_duration_since(now))
                     .map_or(TICK, |d| d.min(TICK))
             };
             self.poller
@@ -194,6 +200,7 @@ impl EventLoop {
                         t => self.on_event(t, ev.readable, ev.writable),
                     }
                 }
+                self.retry_woken();
                 self.commit_group();
                 self.flush_wal();
                 self.deliver_local();
@@ -226,42 +233,71 @@ impl EventLoop {
         Ok(())
     }
 
-    /// Resumes the held connections whose time has come; true if any.
+    /// Hands the connections whose time has come to them (a hold ends, a
+    /// blocking command times out); true if any timer fired.
     fn fire_timers(&mut self, now: Instant) -> bool {
-        if self.timers.iter().all(|t| t.0 > now) {
-            return false;
-        }
-        let mut due = Vec::new();
-        self.timers.retain(|&(when, slot, id)| {
-            if when <= now {
-                due.push((slot, id));
-                false
-            } else {
-                true
+        let mut fired = false;
+        while let Some(&Reverse((when, slot, id))) = self.timers.peek() {
+            if when > now {
+                break;
             }
-        });
-        for (slot, id) in due {
+            self.timers.pop();
+            fired = true;
             let Some(Some(conn)) = self.conns.get_mut(slot) else {
                 continue;
             };
             if conn.id() != id {
                 continue;
             }
-            conn.resume(&self.loops.shared, now, &mut self.group, &mut self.local);
+            conn.on_timer(
+                &self.loops.shared,
+                when,
+                now,
+                &mut self.group,
+                &mut self.local,
+            );
             self.touched.push(slot);
         }
-        true
+        fired
+    }
+
+    /// Lets the connections woken in this wake-up re-run their blocking
+    /// commands: after every delivery is in, before the group commit and
+    /// the WAL flush that their writes and replies need.
+    fn retry_woken(&mut self) {
+        if self.woken.is_empty() {
+            return;
+        }
+        let mut woken = std::mem::take(&mut self.woken);
+        woken.sort_unstable();
+        woken.dedup();
+        for &slot in &woken {
+            if let Some(Some(conn)) = self.conns.get_mut(slot) {
+                conn.retry(&self.loops.shared, &mut self.group, &mut self.local);
+                self.touched.push(slot);
+            }
+        }
+        woken.clear();
+        self.woken = woken;
     }
 
     /// Hands deliveries to this loop's connections.
     fn deliver(&mut self, posts: &mut Vec<Post>) {
         for p in posts.drain(..) {
             let slot = p.slot as usize;
-            let Some(Some(conn)) = self.conns.get_mut(slot) else {
-                continue;
+            let conn = match self.conns.get_mut(slot) {
+                Some(Some(c)) if c.id() == p.id => c,
+                _ => {
+                    // Closed (the slot may hold a later connection). A
+                    // wake-up goes to the next waiter instead.
+                    if let Delivery::Wake(w) = p.what {
+                        crate::cmd::blocking::pass_on(&self.loops.shared, &[w]);
+                    }
+                    continue;
+                }
             };
-            if conn.id() != p.id {
-                continue; // closed; the slot holds a later connection
+            if matches!(p.what, Delivery::Wake(_)) {
+                self.woken.push(slot);
             }
             conn.deliver(&self.loops.shared, p.what);
             self.touched.push(slot);
@@ -304,7 +340,8 @@ impl EventLoop {
             return;
         }
         let started = Instant::now();
-        let r = cmd::commit_sets(&self.loops.shared, &self.group.sets);
+        // Only connections on database 0 hand their runs over (`Conn::run_requests`).
+        let r = cmd::commit_sets(&self.loops.shared.store.view(0), &self.group.sets);
         let each = started.elapsed() / self.group.sets.len() as u32;
         let mut at = 0;
         for &(token, n) in &self.group.owners {
@@ -334,7 +371,7 @@ impl EventLoop {
     /// poisoned, and the touched connections are closed unanswered: their
     /// writes may be lost, so they get no `+OK`.
     fn flush_wal(&mut self) {
-        if self.loops.shared.ks.db.flush_wal().is_ok() {
+        if self.loops.shared.store.db.flush_wal().is_ok() {
             return;
         }
         for &slot in &self.touched {
@@ -370,10 +407,10 @@ impl EventLoop {
             self.remove(slot);
             return;
         }
-        if let Some(when) = conn.held_until() {
-            let id = conn.id();
-            if !self.timers.iter().any(|t| t.1 == slot && t.2 == id) {
-                self.timers.push((when, slot, id));
+        if let Some(when) = conn.timer() {
+            if conn.timer_armed != Some(when) {
+                self.timers.push(Reverse((when, slot, conn.id())));
+                conn.timer_armed = Some(when);
             }
         }
         let want = conn.wanted_interest();
@@ -390,7 +427,7 @@ impl EventLoop {
     }
 
     fn remove(&mut self, slot: usize) {
-        if let Some(conn) = self.conns[slot].take() {
+        if let Some(mut conn) = self.conns[slot].take() {
             let _ = self.poller.delete(conn.stream.as_raw_fd());
             conn.release(&self.loops.shared);
             self.free.push(slot);

@@ -3,7 +3,7 @@
 //! # Commands
 //!
 //! Connection/server: `PING ECHO HELLO [2|3 [AUTH u p] [SETNAME n]] AUTH
-//! [user] pass QUIT SELECT 0 COMMAND [COUNT|DOCS|INFO|LIST|GETKEYS] INFO
+//! [user] pass QUIT SELECT COMMAND [COUNT|DOCS|INFO|LIST|GETKEYS] INFO
 //! [section...|all|everything] DBSIZE FLUSHDB FLUSHALL TYPE CONFIG
 //! GET|SET|RESETSTAT CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|LIST|KILL TIME
 //! SAVE BGSAVE [SCHEDULE] LASTSAVE SLOWLOG GET|LEN|RESET LATENCY
@@ -13,7 +13,11 @@
 //! delivery between event loops: [`deliver`]). Passwords: [`auth`].
 //! Counters, slow log, latency: [`stats`]. `COMMAND` metadata:
 //! [`cmd::meta`]. Replication: `REPLICAOF SLAVEOF ROLE REPLCONF PSYNC
-//! WAIT` ([`repl`]; `docs/DESIGN.md` §1.11).
+//! WAIT` ([`repl`]; `docs/DESIGN.md` §1.11). Transactions: `MULTI EXEC
+//! DISCARD WATCH UNWATCH` (an `EXEC` is one atomic engine batch, isolated
+//! by its keys' stripe locks: [`keyspace`]'s *Transactions*). Databases:
+//! `SELECT MOVE FLUSHDB FLUSHALL` over `Config::databases` databases, each
+//! an engine keyspace (`SWAPDB` is refused).
 //! Strings: `GET SET [EX|PX|EXAT|PXAT|KEEPTTL] [NX|XX] [GET] SETNX GETSET
 //! SETEX PSETEX GETEX [EX|PX|EXAT|PXAT|PERSIST] GETDEL MGET MSET MSETNX
 //! INCR INCRBY DECR DECRBY INCRBYFLOAT APPEND STRLEN GETRANGE SUBSTR
@@ -29,14 +33,15 @@
 //! HGETALL HDEL HEXISTS HLEN HSTRLEN HKEYS HVALS HINCRBY HINCRBYFLOAT
 //! HRANDFIELD [count [WITHVALUES]] HSCAN [MATCH] [COUNT] [NOVALUES]`. Lists: `LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP [count] LLEN
 //! LRANGE LINDEX LSET LINSERT LREM LTRIM LPOS [RANK] [COUNT] [MAXLEN] LMOVE
-//! RPOPLPUSH LMPOP` (the blocking pops are not built yet). Sets: `SADD SREM
+//! RPOPLPUSH LMPOP BLPOP BRPOP BLMOVE BRPOPLPUSH BLMPOP` (blocking: see
+//! [`blocking`]). Sets: `SADD SREM
 //! SMEMBERS SISMEMBER SMISMEMBER SCARD SPOP SRANDMEMBER SMOVE SINTER SUNION
 //! SDIFF SINTERSTORE SUNIONSTORE SDIFFSTORE SINTERCARD SSCAN`. Sorted sets:
 //! `ZADD [NX|XX] [GT|LT] [CH] [INCR] ZINCRBY ZREM ZSCORE ZMSCORE ZCARD ZCOUNT
 //! ZLEXCOUNT ZRANGE [BYSCORE|BYLEX] [REV] [LIMIT] [WITHSCORES] ZRANGESTORE
 //! ZRANGEBYSCORE ZREVRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX ZREVRANGE ZRANK
-//! ZREVRANK ZPOPMIN ZPOPMAX ZMPOP ZRANDMEMBER ZREMRANGEBYSCORE
-//! ZREMRANGEBYRANK ZREMRANGEBYLEX ZUNION ZINTER ZDIFF ZUNIONSTORE
+//! ZREVRANK ZPOPMIN ZPOPMAX ZMPOP BZPOPMIN BZPOPMAX BZMPOP ZRANDMEMBER
+//! ZREMRANGEBYSCORE ZREMRANGEBYRANK ZREMRANGEBYLEX ZUNION ZINTER ZDIFF ZUNIONSTORE
 //! ZINTERSTORE ZDIFFSTORE ZINTERCARD ZSCAN` (Redis 7.0's replies in RESP2
 //! and RESP3). Weft: `WEFT.RANGE start end [LIMIT n] [REV]` returns the
 //! string keys in `[start, end)` (empty `end` = no upper bound) with their
@@ -85,10 +90,13 @@
 //!
 //! # Atomicity
 //!
-//! Every command's writes are one `WriteBatch`. Commands that read before
-//! they write hold their keys' stripe locks across the read and the batch
-//! ([`locks`]); multi-record reads (`MGET`, `HGETALL`, `WEFT.RANGE`, ...) use
-//! one engine snapshot.
+//! Every command's writes are one `WriteBatch`, and an `EXEC`'s are one
+//! for all its commands. Commands that read before they write hold their
+//! keys' stripe locks across the read and the batch ([`locks`]); an `EXEC`
+//! holds those of every key its commands name for its whole run;
+//! multi-record reads (`MGET`, `HGETALL`, `WEFT.RANGE`, ...) use one engine
+//! snapshot. Handlers reach the data through [`cmd::Ctx::ks`], a view of
+//! the connection's database that goes through the running `EXEC` if any.
 //!
 //! # Expiry
 //!
@@ -130,6 +138,7 @@
 //! up only itself, not the server's memory.
 
 pub mod auth;
+pub mod blocking;
 pub mod clients;
 pub mod cmd;
 mod conn;
@@ -294,6 +303,10 @@ pub struct Config {
     pub repl_backlog_size: u64,
     /// `replica-priority` (Sentinel's; 0: never promoted). Default 100.
     pub replica_priority: u32,
+    /// How many databases `SELECT` chooses among (Redis's `databases`).
+    /// Default 16. Database 0 is the engine's default keyspace, database
+    /// `n` the engine keyspace `"db<n>"`.
+    pub databases: usize,
     /// Engine options.
     pub db_options: weft::Options,
 }
@@ -339,6 +352,7 @@ impl Default for Config {
             replica_read_only: true,
             repl_backlog_size: 64 << 20,
             replica_priority: 100,
+            databases: 16,
             db_options: weft::Options::default(),
         }
     }
@@ -398,8 +412,9 @@ impl Default for Counters {
 
 /// State shared by every connection.
 pub struct Shared {
-    /// The key space over the engine.
-    pub ks: keyspace::Keyspace,
+    /// The data over the engine: its databases, key locks, key counts.
+    /// Commands reach it through a view ([`cmd::Ctx::ks`]).
+    pub store: keyspace::Store,
     /// The configuration.
     pub config: Config,
     /// The port actually bound.
@@ -416,6 +431,8 @@ pub struct Shared {
     pub hub: pubsub::Hub,
     /// Open connections (`CLIENT`), `MONITOR` clients.
     pub clients: clients::Registry,
+    /// Clients parked in blocking commands, by key.
+    pub waiters: blocking::Waiters,
     /// The password and the guessing gate.
     pub auth: auth::Auth,
     /// Per-loop command counters, slow log, latency monitor.
@@ -484,9 +501,9 @@ impl Runtime {
 }
 
 impl Shared {
-    /// The state of a server over `ks` with `config`, bound to `port`.
+    /// The state of a server over `store` with `config`, bound to `port`.
     pub(crate) fn new(
-        ks: keyspace::Keyspace,
+        store: keyspace::Store,
         config: Config,
         port: u16,
         stop: Arc<server::Stop>,
@@ -495,7 +512,7 @@ impl Shared {
             (config.save_dir.clone()).unwrap_or_else(|| save::default_save_dir(&config.dir));
         let loops = config.threads.max(1);
         Ok(Shared {
-            ks,
+            store,
             port,
             counters: Counters::default(),
             started: Instant::now(),
@@ -503,6 +520,7 @@ impl Shared {
             postal: deliver::Postal::new(loops).map_err(|e| Error::io("creating an eventfd", e))?,
             hub: pubsub::Hub::default(),
             clients: clients::Registry::default(),
+            waiters: blocking::Waiters::new(loops),
             auth: auth::Auth::new(config.requirepass.as_deref().map(str::as_bytes)),
             stats: stats::Stats::new(loops, cmd::COMMANDS.len()),
             runtime: Runtime::new(&config),

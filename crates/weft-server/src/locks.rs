@@ -1,17 +1,38 @@
-//! Striped key locks: the server's read-modify-write atomicity.
+//! Striped key locks: the server's read-modify-write atomicity, and the
+//! modification counters `WATCH` compares.
 //!
 //! The engine has atomic batches but no compare-and-set, so a command that
 //! reads before it writes (`INCR`, `APPEND`, `SET NX`, `HSET` updating the
 //! field count, ...) holds the lock of its key's stripe across the read and
 //! the batch write. Multi-key commands lock their stripes in ascending index
 //! order, so two of them can never deadlock. Readers take no lock: they read
-//! the engine, whose writes are atomic.
+//! the engine, whose writes are atomic. A key's stripe depends on its
+//! database (`SELECT`) too, so the same name in two databases is two keys.
+//!
+//! Each stripe also holds a *version*: a counter bumped, while the stripe
+//! is locked, by every holder that wrote something under it
+//! ([`crate::keyspace::KeyGuard`]). `WATCH` reads the versions of its keys'
+//! stripes and `EXEC`, holding those stripes, compares: a change means some
+//! key of the stripe was written since (a false alarm when it was another
+//! key of the same stripe, which Redis's per-key watch never gives; the
+//! client retries as after a real conflict). The counter sits beside its
+//! mutex, so bumping it writes the cache line the lock already wrote: no
+//! shared line is added per command.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
 
-/// A fixed table of mutexes indexed by a hash of the user key.
+/// One stripe: its mutex and its version.
+struct Stripe {
+    lock: Mutex<()>,
+    version: AtomicU64,
+}
+
+/// A fixed table of mutexes indexed by a hash of the database and user key.
 pub struct Locks {
-    stripes: Box<[Mutex<()>]>,
+    stripes: Box<[Stripe]>,
 }
 
 /// FNV-1a: fast, and good enough to spread keys over stripes.
@@ -28,33 +49,63 @@ impl Locks {
     /// `n` stripes (rounded up to at least 1).
     pub fn new(n: usize) -> Self {
         Locks {
-            stripes: (0..n.max(1)).map(|_| Mutex::new(())).collect(),
+            stripes: (0..n.max(1))
+                .map(|_| Stripe {
+                    lock: Mutex::new(()),
+                    version: AtomicU64::new(0),
+                })
+                .collect(),
         }
     }
 
-    fn index(&self, key: &[u8]) -> usize {
-        (hash(key) % self.stripes.len() as u64) as usize
+    /// How many stripes there are.
+    pub fn len(&self) -> usize {
+        self.stripes.len()
     }
 
-    /// Locks the stripe of one key.
-    pub fn lock(&self, key: &[u8]) -> MutexGuard<'_, ()> {
-        self.stripes[self.index(key)].lock()
+    /// Never: there is at least one stripe.
+    pub fn is_empty(&self) -> bool {
+        self.stripes.is_empty()
     }
 
-    /// Locks the stripes of all `keys`, in ascending stripe order.
-    pub fn lock_many<'a, I>(&self, keys: I) -> Vec<MutexGuard<'_, ()>>
-    where
-        I: IntoIterator<Item = &'a [u8]>,
-    {
-        let mut idx: Vec<usize> = keys.into_iter().map(|k| self.index(k)).collect();
-        idx.sort_unstable();
-        idx.dedup();
-        idx.into_iter().map(|i| self.stripes[i].lock()).collect()
+    /// The stripe of `key` in database `db` (database 0 keeps the stripes
+    /// it had before databases were added).
+    pub fn index(&self, db: usize, key: &[u8]) -> usize {
+        let h = hash(key) ^ (db as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h % self.stripes.len() as u64) as usize
     }
 
-    /// Locks every stripe (FLUSHDB).
-    pub fn lock_all(&self) -> Vec<MutexGuard<'_, ()>> {
-        self.stripes.iter().map(|m| m.lock()).collect()
+    /// Locks stripe `i`.
+    pub(crate) fn acquire(&self, i: usize) -> MutexGuard<'_, ()> {
+        self.stripes[i].lock.lock()
+    }
+
+    /// Locks stripe `i` unless it stays taken for `wait`.
+    pub(crate) fn try_acquire_for(&self, i: usize, wait: Duration) -> Option<MutexGuard<'_, ()>> {
+        self.stripes[i].lock.try_lock_for(wait)
+    }
+
+    /// Unlocks stripe `i`, whose guard was leaked.
+    ///
+    /// # Safety
+    ///
+    /// The caller's thread locked stripe `i` and leaked the guard
+    /// (`MutexGuard::leak`), and unlocks it only once.
+    pub(crate) unsafe fn release_leaked(&self, i: usize) {
+        // SAFETY: the caller's contract: this thread holds the lock through
+        // a leaked guard that will never unlock it.
+        unsafe { self.stripes[i].lock.force_unlock() }
+    }
+
+    /// Stripe `i`'s version: how many times a write was made under it.
+    pub fn version(&self, i: usize) -> u64 {
+        self.stripes[i].version.load(Ordering::Acquire)
+    }
+
+    /// Records a write under stripe `i`. The caller holds it, so the
+    /// increment lands on the line its lock just wrote.
+    pub(crate) fn bump(&self, i: usize) {
+        self.stripes[i].version.fetch_add(1, Ordering::Release);
     }
 }
 
@@ -63,34 +114,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lock_many_dedups_and_orders() {
-        let l = Locks::new(4);
-        let g = l.lock_many([&b"a"[..], b"a", b"b", b"c", b"d", b"e"]);
-        assert!(g.len() <= 4);
-        drop(g);
-        let _all = l.lock_all();
+    fn databases_spread_the_same_key() {
+        let l = Locks::new(4096);
+        let stripes: std::collections::HashSet<usize> =
+            (0..16).map(|db| l.index(db, b"key")).collect();
+        assert!(stripes.len() > 8, "{stripes:?}");
+        assert_eq!(l.index(0, b"key"), (hash(b"key") % 4096) as usize);
     }
 
     #[test]
-    fn opposite_orders_do_not_deadlock() {
-        let l = std::sync::Arc::new(Locks::new(64));
-        let keys: Vec<Vec<u8>> = (0..32).map(|i| format!("k{i}").into_bytes()).collect();
-        let hs: Vec<_> = (0..4)
-            .map(|t| {
-                let l = l.clone();
-                let mut ks = keys.clone();
-                if t % 2 == 1 {
-                    ks.reverse();
-                }
-                std::thread::spawn(move || {
-                    for _ in 0..2000 {
-                        let _g = l.lock_many(ks.iter().map(|k| k.as_slice()));
-                    }
-                })
-            })
-            .collect();
-        for h in hs {
-            h.join().unwrap();
-        }
+    fn versions_count_bumps() {
+        let l = Locks::new(4);
+        let before = l.version(1);
+        let g = l.acquire(1);
+        l.bump(1);
+        drop(g);
+        assert_eq!(l.version(1), before + 1);
+        assert_eq!(l.version(2), 0);
+    }
+
+    #[test]
+    fn leaked_guards_are_released() {
+        let l = Locks::new(2);
+        MutexGuard::leak(l.acquire(0));
+        assert!(l.try_acquire_for(0, Duration::from_millis(1)).is_none());
+        // SAFETY: this thread leaked stripe 0's guard just above.
+        unsafe { l.release_leaked(0) };
+        assert!(l.try_acquire_for(0, Duration::from_millis(1)).is_some());
     }
 }

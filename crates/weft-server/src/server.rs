@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::keyspace::Keyspace;
+use crate::keyspace::Store;
 use crate::{event_loop, Config, Error, Shared, SyncMode};
 
 const EXPIRE_EVERY: Duration = Duration::from_millis(100);
@@ -112,9 +112,9 @@ impl Server {
         }
         let db = weft::Db::open(&config.dir, db_options)?;
         let stop = Arc::new(Stop::default());
-        let ks = Keyspace::new(db, config.sync)?;
-        let repl = crate::repl::open(&ks, &config)?;
-        let mut shared = Shared::new(ks, config, addr.port(), Arc::clone(&stop))?;
+        let store = Store::new(db, config.sync, config.databases)?;
+        let repl = crate::repl::open(&store, &config)?;
+        let mut shared = Shared::new(store, config, addr.port(), Arc::clone(&stop))?;
         shared.repl = Arc::new(repl);
         let shared = Arc::new(shared);
         Ok(Server {
@@ -157,7 +157,7 @@ impl Server {
                     continue;
                 }
                 loop {
-                    match sh.ks.expire_cycle(EXPIRE_BATCH) {
+                    match sh.store.expire_cycle(EXPIRE_BATCH) {
                         Ok(n) if n >= EXPIRE_BATCH && !stop.stopped() => continue,
                         Ok(_) => break,
                         Err(e) => {
@@ -171,7 +171,7 @@ impl Server {
         if shared.config.sync == SyncMode::EverySec {
             background.push(spawn_bg("weft-fsync", &shared, &stop, |sh, stop| loop {
                 let stopping = stop.sleep(Duration::from_secs(1));
-                if let Err(e) = sh.ks.sync_if_dirty() {
+                if let Err(e) = sh.store.sync_if_dirty() {
                     eprintln!("weft serve: background fsync: {e:?}");
                 }
                 if stopping {
@@ -204,7 +204,7 @@ impl Server {
         }
         // A BGSAVE still running finishes before the database closes.
         shared.saves.join();
-        let db = shared.ks.db.clone();
+        let db = shared.store.db.clone();
         let flushed = db.flush();
         let closed = db.close();
         flushed?;

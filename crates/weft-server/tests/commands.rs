@@ -38,7 +38,16 @@ fn connection_commands() {
     assert_eq!(r.cmd(&["ping", "hi"]), V::bulk("hi"));
     assert_eq!(r.cmd(&["ECHO", "x y"]), V::bulk("x y"));
     assert_eq!(r.cmd(&["SELECT", "0"]), V::Simple("OK".into()));
-    assert_eq!(err(r.cmd(&["SELECT", "1"])), "ERR DB index is out of range");
+    assert_eq!(r.cmd(&["SELECT", "1"]), V::Simple("OK".into()));
+    assert_eq!(
+        err(r.cmd(&["SELECT", "16"])),
+        "ERR DB index is out of range"
+    );
+    assert_eq!(
+        err(r.cmd(&["SELECT", "-1"])),
+        "ERR DB index is out of range"
+    );
+    assert_eq!(r.cmd(&["SELECT", "0"]), V::Simple("OK".into()));
     assert_eq!(
         r.cmd(&["COMMAND", "COUNT"]),
         V::Int(weft_server::cmd::COMMANDS.len() as i64)

@@ -390,6 +390,83 @@ TYPE str
 TYPE z1
 TYPE sz
 TYPE l2
+RPUSH bl1 a b c
+BLPOP nokey bl1 0
+BRPOP bl1 0
+BLPOP nokey 0.01
+BRPOP nokey nokey2 0.01
+BLPOP nokey 0.0001
+BLPOP nokey -1
+BLPOP nokey abc
+BLPOP nokey inf
+BLPOP nokey -inf
+BLPOP nokey nan
+BLPOP nokey 1e30
+BLPOP onlykey
+SET bstr x
+BLPOP bstr 0
+BLPOP nokey bstr 0
+BLPOP bl1 bstr 0
+BRPOP bstr bl1 0
+RPUSH bl2 x y z
+BLMOVE bl2 bl3 LEFT RIGHT 0
+BLMOVE bl2 bl3 RIGHT RIGHT 0.5
+BLMOVE bl2 bstr LEFT RIGHT 0
+BLMOVE bstr bl3 LEFT RIGHT 0
+BLMOVE nokey bl3 LEFT RIGHT 0.01
+BLMOVE nokey bstr LEFT RIGHT 0.01
+BLMOVE bl2 bl3 UP RIGHT 0
+BLMOVE bl2 bl3 LEFT DOWN 0
+BLMOVE bl2 bl3 LEFT RIGHT -1
+BLMOVE bl2 bl3 LEFT RIGHT x
+BLMOVE bl2 bl3 LEFT 0
+BRPOPLPUSH bl2 bl3 0
+BRPOPLPUSH nokey bl3 0.01
+BRPOPLPUSH bstr bl3 0
+BRPOPLPUSH bl3 bl3 0
+BRPOPLPUSH bl3 bl3 -5
+LRANGE bl3 0 -1
+RPUSH bl4 1 2 3 4 5
+BLMPOP 0 2 nokey bl4 LEFT COUNT 2
+BLMPOP 0 1 bl4 RIGHT
+BLMPOP 0 1 bl4 RIGHT COUNT 100
+BLMPOP 0.01 1 nokey LEFT
+BLMPOP 0.01 2 nokey bl4 LEFT COUNT 3
+BLMPOP 0 0 bl4 LEFT
+BLMPOP 0 -1 bl4 LEFT
+BLMPOP 0 3 bl4 LEFT
+BLMPOP 0 1 bl4 UP
+BLMPOP 0 1 bl4 LEFT COUNT 0
+BLMPOP 0 1 bl4 LEFT COUNT x
+BLMPOP 0 1 bl4 LEFT COUNT 1 COUNT 1
+BLMPOP 0 1 bl4 LEFT EXTRA
+BLMPOP -1 1 bl4 LEFT
+BLMPOP x 1 bl4 LEFT
+BLMPOP -1 0 bl4 LEFT
+BLMPOP 0 1 bstr LEFT
+BLMPOP 0 1 bl4
+ZADD bz 1 a 2 b 3 c 4 d
+BZPOPMIN bz 0
+BZPOPMAX nokey bz 0
+BZPOPMIN nokey 0.01
+BZPOPMAX nokey nokey2 0.01
+BZPOPMIN bstr 0
+BZPOPMIN bl3 0
+BZPOPMIN nokey bstr 0
+BZPOPMIN bz -2
+BZPOPMIN bz none
+BLPOP bz 0
+BZMPOP 0 1 bz MIN COUNT 1
+BZMPOP 0 2 nokey bz MAX COUNT 5
+BZMPOP 0.01 1 bz MAX
+BZMPOP 0 1 bz MIDDLE
+BZMPOP 0 0 bz MIN
+BZMPOP 0 1 bz MIN COUNT 0
+BZMPOP 0 1 bz MIN COUNT 2 junk
+BZMPOP -1 1 bz MIN
+BZMPOP 0 1 bstr MIN
+BZMPOP 0 1 bl3 MAX
+EXISTS bz bl1 bl2 bl4
 ^SCAN 0 TYPE list COUNT 1000
 ^SCAN 0 TYPE set COUNT 1000
 ^SCAN 0 TYPE zset COUNT 1000
@@ -846,7 +923,114 @@ fn split_line(line: &str) -> Vec<String> {
     out
 }
 
+/// Transactions and databases: `MULTI`/`EXEC`/`DISCARD`, `EXECABORT`,
+/// `WATCH` against a second client's write (lines starting `2 ` run on a
+/// second connection to each server), `SELECT`, `MOVE`, `FLUSHDB`,
+/// `FLUSHALL`.
+const TX_SCRIPT: &str = r#"
+SET k v
+MULTI
+SET k v2
+INCR n
+INCR n
+LPUSH q a
+LPUSH q b
+LRANGE q 0 -1
+GET k
+EXEC
+LRANGE q 0 -1
+MULTI
+INCR k
+SET x 1
+EXEC
+MULTI
+NOSUCH a
+SET x 2
+EXEC
+GET x
+MULTI
+SET x
+EXEC
+MULTI
+MULTI
+WATCH k
+DISCARD
+DISCARD
+EXEC
+MULTI
+SAVE
+SET x 3
+EXEC
+GET x
+WATCH k
+2 SET k other
+MULTI
+SET k mine
+EXEC
+GET k
+WATCH k
+MULTI
+SET k mine
+EXEC
+WATCH k n
+2 GET k
+UNWATCH
+2 SET k theirs
+MULTI
+INCR n
+EXEC
+WATCH k
+SET k self
+MULTI
+INCR n
+EXEC
+MULTI
+SELECT 3
+SET k three
+DBSIZE
+SELECT 99
+EXEC
+GET k
+SELECT 0
+GET k
+DBSIZE
+SELECT 16
+SELECT -1
+SELECT x
+MOVE k 3
+MOVE n 3
+MOVE n 0
+MOVE n 99
+MOVE n x
+MOVE nosuch 3
+SELECT 3
+GET n
+DBSIZE
+FLUSHDB
+DBSIZE
+SET a 1
+SELECT 0
+DBSIZE
+FLUSHALL
+DBSIZE
+SELECT 3
+DBSIZE
+SELECT 0
+"#;
+
 fn run_lines(weft: &mut Raw, redis: &mut Raw, proto: &str, script: &str) {
+    run_lines_on(script, weft, redis, None, proto);
+}
+
+/// Runs `script` on both servers (on `second`'s connections for the
+/// lines starting `2 `), comparing every reply.
+fn run_lines_on(
+    script: &str,
+    weft: &mut Raw,
+    redis: &mut Raw,
+    mut second: Option<(&mut Raw, &mut Raw)>,
+    proto: &str,
+) {
     let mut bad = Vec::new();
     for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let (cmp, line) = match line.as_bytes()[0] {
@@ -854,9 +1038,16 @@ fn run_lines(weft: &mut Raw, redis: &mut Raw, proto: &str, script: &str) {
             b'~' => (Cmp::Shape, &line[1..]),
             _ => (Cmp::Exact, line),
         };
+        let (line, on_second) = match line.strip_prefix("2 ") {
+            Some(rest) => (rest, true),
+            None => (line, false),
+        };
         let args = split_line(line);
         let args: Vec<&str> = args.iter().map(|a| a.as_str()).collect();
-        let (w, r) = (weft.cmd(&args), redis.cmd(&args));
+        let (w, r) = match (&mut second, on_second) {
+            (Some((w2, r2)), true) => (w2.cmd(&args), r2.cmd(&args)),
+            _ => (weft.cmd(&args), redis.cmd(&args)),
+        };
         let (w, r) = match cmp {
             Cmp::Exact => (w, r),
             Cmp::Sorted => (sorted(w), sorted(r)),
@@ -1479,5 +1670,25 @@ fn scan_accepts_any_cursor() {
             a[1],
             V::Array(vec![V::bulk("a"), V::bulk("1"), V::bulk("b"), V::bulk("2")])
         );
+    }
+}
+
+#[test]
+fn transactions_and_databases_reply_as_redis_7_does() {
+    let redis = RedisServer::start();
+    let weft = TestServer::start();
+    for resp3 in [false, true] {
+        let mut w = weft.raw();
+        let mut r = Raw::connect(([127, 0, 0, 1], redis.port).into());
+        let mut w2 = weft.raw();
+        let mut r2 = Raw::connect(([127, 0, 0, 1], redis.port).into());
+        for c in [&mut w, &mut r] {
+            c.cmd(&["FLUSHALL"]);
+            if resp3 {
+                c.cmd(&["HELLO", "3"]);
+            }
+        }
+        let proto = if resp3 { "RESP3" } else { "RESP2" };
+        run_lines_on(TX_SCRIPT, &mut w, &mut r, Some((&mut w2, &mut r2)), proto);
     }
 }

@@ -1,6 +1,6 @@
 //! What the collection commands (hashes, lists, sets, sorted sets) share:
 //! typed metadata reads, the scan of a collection's elements, and the hook
-//! blocking commands will hang on.
+//! that wakes clients blocked on a key.
 
 use weft::{ReadOptions, Snapshot};
 
@@ -47,7 +47,7 @@ pub fn or_new(old: Option<Meta>, kind: Kind) -> Meta {
 /// A snapshot and read options at it, for commands reading several
 /// records.
 pub fn snapshot(ks: &Keyspace) -> (Snapshot, ReadOptions) {
-    let snap = ks.db.snapshot();
+    let snap = ks.db().snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
     (snap, opts)
 }
@@ -66,7 +66,7 @@ pub fn elements(
     if let Some(s) = snap {
         opts = opts.snapshot(s);
     }
-    let mut it = ks.db.iter(&opts)?;
+    let mut it = ks.db().iter(&opts)?;
     it.seek_to_first()?;
     let mut out = Vec::with_capacity(meta.count.min(1 << 16) as usize);
     while it.valid() {
@@ -76,12 +76,24 @@ pub fn elements(
     Ok(out)
 }
 
-/// Called after a write added elements to the list or sorted set `key`
-/// (pushes, LINSERT, LMOVE's destination, ZADD, ...), once the batch is
-/// in the engine and the key's lock released. The place for the blocking
-/// pops (BLPOP, BZPOPMIN, ...) to wake a client waiting on `key`; nothing
-/// waits yet, so it does nothing.
-pub fn key_ready(_shared: &Shared, _key: &[u8]) {}
+/// Called after a write added elements to the list or sorted set `key` of
+/// `ks`'s database (pushes, LINSERT, LMOVE's destination, ZADD, MOVE,
+/// RENAME, COPY, RESTORE, ...), once the batch is written and the key's
+/// lock released: reports it to [`key_ready_now`] at once, or, inside an
+/// `EXEC`, once the `EXEC`'s batch is in the engine.
+pub fn key_ready(shared: &Shared, ks: &Keyspace, key: &[u8]) {
+    if !ks.defer_ready(key) {
+        key_ready_now(shared, ks.index(), key);
+    }
+}
+
+/// Wakes the first client blocked on `key` of database `db` (BLPOP,
+/// BZPOPMIN, ...), whose new elements are in the engine, if any. With
+/// nobody waiting it costs one relaxed load of a counter nobody writes
+/// (`crate::blocking`).
+pub fn key_ready_now(shared: &Shared, db: usize, key: &[u8]) {
+    super::blocking::wake_next(shared, db, key);
+}
 
 /// A field or member and its record's value.
 pub type Pair = (Vec<u8>, Vec<u8>);
@@ -122,7 +134,7 @@ pub fn scan(
         if let Some(u) = upper {
             ropts = ropts.upper_bound(u);
         }
-        let mut it = ks.db.iter(&ropts)?;
+        let mut it = ks.db().iter(&ropts)?;
         it.seek_to_first()?;
         let mut visited = 0;
         while it.valid() {

@@ -609,7 +609,7 @@ fn intset(s: &[u8]) -> Res<Vec<Vec<u8>>> {
 // ---------------------------------------------------------------- commands
 
 pub fn dump(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (snap, opts) = super::coll::snapshot(ks);
     let Some(e) = ks.get(&a[1], &opts)? else {
         ctx.out.null();
@@ -651,8 +651,8 @@ pub fn restore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         i += 1;
     }
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let old = ks.load_for_write(key, &mut batch)?;
     if !replace && old.is_some() {
@@ -682,6 +682,9 @@ pub fn restore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         value::store(ks, &mut batch, key, &v, expire_at);
     }
     ks.write(batch)?;
+    drop(g);
+    // A restored list or sorted set serves its blocked clients.
+    super::coll::key_ready(ctx.shared, &ctx.ks(), key);
     ctx.out.ok();
     Ok(())
 }
@@ -754,11 +757,11 @@ pub fn migrate(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let db = int_arg(&a[4])?;
     let timeout = Duration::from_millis(if timeout <= 0 { 1000 } else { timeout as u64 });
 
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let mut sorted = keys.clone();
     sorted.sort_unstable();
     sorted.dedup();
-    let _g = ks.locks.lock_many(sorted.iter().copied());
+    let _g = ks.locks().lock_many(sorted.iter().copied());
     let (snap, opts) = super::coll::snapshot(ks);
     let mut found = Vec::new();
     for k in &keys {

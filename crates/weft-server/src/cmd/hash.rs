@@ -31,8 +31,8 @@ fn set_fields(
     pairs: &[Vec<u8>],
     only_new: bool,
 ) -> Result<i64, CmdError> {
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let old = load_meta(ks, key, Kind::Hash, &mut batch)?;
     let mut meta = or_new(old, Kind::Hash);
@@ -41,7 +41,7 @@ fn set_fields(
     for p in pairs.chunks(2) {
         let (f, v) = (&p[0], &p[1]);
         let fk = field_key(key, &meta, f);
-        let exists = seen.contains(f.as_slice()) || (old.is_some() && ks.db.get(&fk)?.is_some());
+        let exists = seen.contains(f.as_slice()) || (old.is_some() && ks.db().get(&fk)?.is_some());
         if exists && only_new {
             continue;
         }
@@ -89,11 +89,11 @@ pub fn hsetnx(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hget(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
-    let snap = ks.db.snapshot();
+    let ks = &ctx.ks();
+    let snap = ks.db().snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
     let v = match hash_entry(ks, &a[1], &opts)? {
-        Some(m) => ks.db.get_opt(field_key(&a[1], &m, &a[2]), &opts)?,
+        Some(m) => ks.db().get_opt(field_key(&a[1], &m, &a[2]), &opts)?,
         None => None,
     };
     ctx.out.opt_bulk(v.as_deref());
@@ -101,14 +101,14 @@ pub fn hget(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hmget(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
-    let snap = ks.db.snapshot();
+    let ks = &ctx.ks();
+    let snap = ks.db().snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
     let live = hash_entry(ks, &a[1], &opts)?;
     let mut vals = Vec::with_capacity(a.len() - 2);
     for f in &a[2..] {
         vals.push(match &live {
-            Some(m) => ks.db.get_opt(field_key(&a[1], m, f), &opts)?,
+            Some(m) => ks.db().get_opt(field_key(&a[1], m, f), &opts)?,
             None => None,
         });
     }
@@ -124,7 +124,7 @@ type Pair = (Vec<u8>, Vec<u8>);
 
 /// All `(field, value)` pairs of a hash, in field order, from one snapshot.
 fn all_fields(ks: &Keyspace, key: &[u8]) -> Result<Vec<Pair>, CmdError> {
-    let snap = ks.db.snapshot();
+    let snap = ks.db().snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
     match hash_entry(ks, key, &opts)? {
         None => Ok(Vec::new()),
@@ -133,7 +133,7 @@ fn all_fields(ks: &Keyspace, key: &[u8]) -> Result<Vec<Pair>, CmdError> {
 }
 
 pub fn hgetall(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let pairs = all_fields(&ctx.shared.ks, &a[1])?;
+    let pairs = all_fields(&ctx.ks(), &a[1])?;
     ctx.out.map(pairs.len());
     for (f, v) in &pairs {
         ctx.out.bulk(f);
@@ -143,7 +143,7 @@ pub fn hgetall(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hkeys(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let pairs = all_fields(&ctx.shared.ks, &a[1])?;
+    let pairs = all_fields(&ctx.ks(), &a[1])?;
     ctx.out.array(pairs.len());
     for (f, _) in &pairs {
         ctx.out.bulk(f);
@@ -152,7 +152,7 @@ pub fn hkeys(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hvals(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let pairs = all_fields(&ctx.shared.ks, &a[1])?;
+    let pairs = all_fields(&ctx.ks(), &a[1])?;
     ctx.out.array(pairs.len());
     for (_, v) in &pairs {
         ctx.out.bulk(v);
@@ -162,8 +162,8 @@ pub fn hvals(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 pub fn hdel(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let Some(old) = load_meta(ks, key, Kind::Hash, &mut batch)? else {
         ks.write(batch)?;
@@ -176,7 +176,7 @@ pub fn hdel(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let mut removed = 0u64;
     for f in fields {
         let fk = field_key(key, &old, f);
-        if ks.db.get(&fk)?.is_some() {
+        if ks.db().get(&fk)?.is_some() {
             batch.delete(fk);
             removed += 1;
         }
@@ -194,11 +194,14 @@ pub fn hdel(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hexists(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
-    let snap = ks.db.snapshot();
+    let ks = &ctx.ks();
+    let snap = ks.db().snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
     let found = match hash_entry(ks, &a[1], &opts)? {
-        Some(m) => ks.db.get_opt(field_key(&a[1], &m, &a[2]), &opts)?.is_some(),
+        Some(m) => ks
+            .db()
+            .get_opt(field_key(&a[1], &m, &a[2]), &opts)?
+            .is_some(),
         None => false,
     };
     ctx.out.int(i64::from(found));
@@ -206,7 +209,7 @@ pub fn hexists(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hlen(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let e = hash_entry(&ctx.shared.ks, &a[1], &ReadOptions::new())?;
+    let e = hash_entry(&ctx.ks(), &a[1], &ReadOptions::new())?;
     ctx.out.int(e.map_or(0, |m| m.count as i64));
     Ok(())
 }
@@ -214,14 +217,14 @@ pub fn hlen(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 pub fn hincrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let (key, field) = (&a[1], &a[2]);
     let by = int_arg(&a[3])?;
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let old = load_meta(ks, key, Kind::Hash, &mut batch)?;
     let mut meta = or_new(old, Kind::Hash);
     let fk = field_key(key, &meta, field);
     let cur = match &old {
-        Some(_) => ks.db.get(&fk)?,
+        Some(_) => ks.db().get(&fk)?,
         None => None,
     };
     let base = match &cur {
@@ -244,14 +247,8 @@ pub fn hincrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 pub fn hscan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let cursor = cursor_arg(&a[2])?;
     let o = scan_opts(&a[3..], false)?;
-    let (next_id, found) = super::coll::scan(
-        &ctx.shared.ks,
-        &a[1],
-        Kind::Hash,
-        encoding::HASH,
-        cursor,
-        &o,
-    )?;
+    let (next_id, found) =
+        super::coll::scan(&ctx.ks(), &a[1], Kind::Hash, encoding::HASH, cursor, &o)?;
     ctx.out.array(2);
     ctx.out.bulk(next_id.to_string().as_bytes());
     ctx.out.array(if o.novalues {
@@ -269,11 +266,11 @@ pub fn hscan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hstrlen(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (_snap, opts) = super::coll::snapshot(ks);
     let n = match hash_entry(ks, &a[1], &opts)? {
         Some(m) => ks
-            .db
+            .db()
             .get_opt(field_key(&a[1], &m, &a[2]), &opts)?
             .map_or(0, |v| v.len()),
         None => 0,
@@ -295,14 +292,14 @@ pub fn hincrbyfloat(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         }
         Some(_) => {}
     }
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let old = load_meta(ks, key, Kind::Hash, &mut batch)?;
     let mut meta = or_new(old, Kind::Hash);
     let fk = field_key(key, &meta, field);
     let cur = match &old {
-        Some(_) => ks.db.get(&fk)?,
+        Some(_) => ks.db().get(&fk)?,
         None => None,
     };
     let base = cur.as_deref().unwrap_or(b"0");
@@ -341,7 +338,7 @@ pub fn hrandfield(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         return err("ERR value is out of range");
     }
     let key = &a[1];
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (snap, opts) = super::coll::snapshot(ks);
     let m = hash_entry(ks, key, &opts)?;
     let n = count.map_or(1, |c| c.unsigned_abs());

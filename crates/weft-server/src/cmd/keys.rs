@@ -15,11 +15,11 @@ use crate::glob;
 use crate::keyspace::{decode_entry, meta_range, now_ms, Batch, Entry, Keyspace};
 
 pub fn del(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let mut keys: Vec<&[u8]> = a[1..].iter().map(|k| k.as_slice()).collect();
     keys.sort_unstable();
     keys.dedup();
-    let _g = ks.locks.lock_many(keys.iter().copied());
+    let _g = ks.locks().lock_many(keys.iter().copied());
     let mut batch = Batch::new();
     let mut n = 0;
     for k in keys {
@@ -34,8 +34,8 @@ pub fn del(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn exists(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
-    let snap = ks.db.snapshot();
+    let ks = &ctx.ks();
+    let snap = ks.db().snapshot();
     let opts = ReadOptions::new().snapshot(&snap);
     let mut n = 0;
     for k in &a[1..] {
@@ -51,7 +51,7 @@ pub fn keys(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let now = now_ms();
     let all = pattern.as_slice() == b"*";
     let mut found = Vec::new();
-    for kv in ctx.shared.ks.db.range(lower..upper)? {
+    for kv in ctx.ks().db().range(lower..upper)? {
         let (k, v) = kv?;
         let user = &k[1..];
         let e = decode_entry(user, v)?;
@@ -69,7 +69,7 @@ pub fn keys(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 pub fn scan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let cursor = cursor_arg(&a[1])?;
     let o = scan_opts(&a[2..], true)?;
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let prefix = o
         .pattern
         .as_deref()
@@ -89,7 +89,7 @@ pub fn scan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let mut next = None;
     let mut visited = 0;
     if lower < upper {
-        for kv in ks.db.range(lower..upper)? {
+        for kv in ks.db().range(lower..upper)? {
             let (k, v) = kv?;
             if visited == o.count {
                 next = Some(k);
@@ -171,8 +171,8 @@ fn expire_core(
         .checked_mul(unit as i64)
         .and_then(|ms| ms.checked_add(base))
         .ok_or_else(bad)?;
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let Some(e) = ks.load_for_write(key, &mut batch)? else {
         ks.write(batch)?;
@@ -217,7 +217,7 @@ pub fn pexpire(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn ttl_generic(ctx: &mut Ctx<'_>, key: &[u8], seconds: bool) -> CmdResult {
-    let n = match ctx.shared.ks.get(key, &ReadOptions::new())? {
+    let n = match ctx.ks().get(key, &ReadOptions::new())? {
         None => -2,
         Some(e) => match e.meta.expire_at {
             None => -1,
@@ -245,8 +245,8 @@ pub fn pttl(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 pub fn persist(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let e = ks.load_for_write(key, &mut batch)?;
     let done = match e {
@@ -294,7 +294,7 @@ pub fn weft_range(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     if lower < upper && limit > 0 {
         let now = now_ms();
-        let range = ctx.shared.ks.db.range(lower..upper)?;
+        let range = ctx.ks().db().range(lower..upper)?;
         let mut take = |kv: weft::Result<(Vec<u8>, Vec<u8>)>| -> Result<bool, CmdError> {
             let (k, v) = kv?;
             let e = decode_entry(&k[1..], v)?;
@@ -336,7 +336,7 @@ pub fn pexpireat(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn expiretime_generic(ctx: &mut Ctx<'_>, key: &[u8], ms: bool) -> CmdResult {
-    let n = match ctx.shared.ks.get(key, &ReadOptions::new())? {
+    let n = match ctx.ks().get(key, &ReadOptions::new())? {
         None => -2,
         Some(e) => match e.meta.expire_at {
             None => -1,
@@ -368,8 +368,8 @@ pub fn touch(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 /// keys carry the user key): O(elements), see `value.rs`.
 fn rename_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], nx: bool) -> CmdResult {
     let (src, dst) = (&a[1][..], &a[2][..]);
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock_many([src, dst]);
+    let ks = &ctx.ks();
+    let g = ks.locks().lock_many([src, dst]);
     let mut batch = Batch::new();
     let Some(e) = ks.load_for_write(src, &mut batch)? else {
         ks.write(batch)?;
@@ -393,6 +393,9 @@ fn rename_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], nx: bool) -> CmdResult {
     }
     value::store(ks, &mut batch, dst, &v, e.meta.expire_at);
     ks.write(batch)?;
+    drop(g);
+    // A list or sorted set arriving at `dst` serves its blocked clients.
+    super::coll::key_ready(ctx.shared, &ctx.ks(), dst);
     reply_rename(ctx, nx, true);
     Ok(())
 }
@@ -439,8 +442,8 @@ pub fn copy(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     if src == dst {
         return err("ERR source and destination objects are the same");
     }
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock_many([src, dst]);
+    let ks = &ctx.ks();
+    let g = ks.locks().lock_many([src, dst]);
     let mut batch = Batch::new();
     let Some(e) = ks.load_for_write(src, &mut batch)? else {
         ks.write(batch)?;
@@ -459,6 +462,8 @@ pub fn copy(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     }
     value::store(ks, &mut batch, dst, &v, e.meta.expire_at);
     ks.write(batch)?;
+    drop(g);
+    super::coll::key_ready(ctx.shared, &ctx.ks(), dst);
     ctx.out.int(1);
     Ok(())
 }
@@ -471,7 +476,7 @@ const RANDOMKEY_READ_ALL: u64 = 1024;
 
 pub fn randomkey(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let _ = a;
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (_snap, opts) = super::coll::snapshot(ks);
     let now = now_ms();
     let (lower, upper) = meta_range(b"");
@@ -483,7 +488,7 @@ pub fn randomkey(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     if keys <= RANDOMKEY_READ_ALL {
         let mut all = Vec::new();
         let mut it = ks
-            .db
+            .db()
             .iter(&opts.clone().lower_bound(lower).upper_bound(upper))?;
         it.seek_to_first()?;
         while it.valid() {
@@ -496,7 +501,7 @@ pub fn randomkey(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         return Ok(());
     }
     let mut it = ks
-        .db
+        .db()
         .iter(&opts.clone().lower_bound(lower).upper_bound(upper))?;
     it.seek_to_first()?;
     if !it.valid() {
@@ -638,7 +643,7 @@ pub fn object(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             format!("ERR wrong number of arguments for 'object|{name}' command").into(),
         ));
     }
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let Some(e) = ks.get(&a[2], &ReadOptions::new())? else {
         ctx.out.null();
         return Ok(());

@@ -41,7 +41,7 @@ fn read_range(
     if let Some(s) = snap {
         opts = opts.snapshot(s);
     }
-    let mut it = ks.db.iter(&opts)?;
+    let mut it = ks.db().iter(&opts)?;
     it.seek_to_first()?;
     let mut out = Vec::with_capacity((end - start).min(1 << 16) as usize);
     while it.valid() {
@@ -90,7 +90,7 @@ fn push_one(batch: &mut Batch, key: &[u8], m: &mut Meta, left: bool, e: &[u8]) -
 
 /// Removes up to `n` elements from the head (`left`) or the tail of `m`
 /// into `batch`, returning them in pop order.
-fn pop_n(
+pub(super) fn pop_n(
     ks: &Keyspace,
     batch: &mut Batch,
     key: &[u8],
@@ -113,9 +113,9 @@ fn pop_n(
 
 fn push(ctx: &mut Ctx<'_>, a: &[Vec<u8>], left: bool, only_existing: bool) -> CmdResult {
     let key = &a[1];
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let len = {
-        let _g = ks.locks.lock(key);
+        let _g = ks.locks().lock(key);
         let mut batch = Batch::with_capacity(a[2..].iter().map(|e| e.len() + 40).sum());
         let old = load_meta(ks, key, Kind::List, &mut batch)?;
         if old.is_none() && only_existing {
@@ -132,7 +132,7 @@ fn push(ctx: &mut Ctx<'_>, a: &[Vec<u8>], left: bool, only_existing: bool) -> Cm
         }
     };
     if len > 0 {
-        key_ready(ctx.shared, key);
+        key_ready(ctx.shared, &ctx.ks(), key);
     }
     ctx.out.int(len as i64);
     Ok(())
@@ -163,8 +163,8 @@ fn pop(ctx: &mut Ctx<'_>, a: &[Vec<u8>], left: bool) -> CmdResult {
     }
     let count = a.get(2).map(|c| positive_arg(c)).transpose()?;
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let Some(old) = load_meta(ks, key, Kind::List, &mut batch)? else {
         ks.write(batch)?;
@@ -204,7 +204,7 @@ pub fn rpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn llen(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let m = read_meta(&ctx.shared.ks, &a[1], Kind::List, &ReadOptions::new())?;
+    let m = read_meta(&ctx.ks(), &a[1], Kind::List, &ReadOptions::new())?;
     ctx.out.int(m.map_or(0, |m| m.count as i64));
     Ok(())
 }
@@ -230,7 +230,7 @@ fn clamp(len: u64, start: i64, end: i64) -> Option<(u64, u64)> {
 pub fn lrange(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let start = int_arg(&a[2])?;
     let end = int_arg(&a[3])?;
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (snap, opts) = snapshot(ks);
     let vals = match read_meta(ks, &a[1], Kind::List, &opts)? {
         Some(m) => match clamp(m.count, start, end) {
@@ -255,11 +255,11 @@ fn position(len: u64, i: i64) -> Option<u64> {
 
 pub fn lindex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let i = int_arg(&a[2])?;
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (_snap, opts) = snapshot(ks);
     let v = match read_meta(ks, &a[1], Kind::List, &opts)? {
         Some(m) => match position(m.count, i) {
-            Some(p) => ks.db.get_opt(lkey(&a[1], &m, p), &opts)?,
+            Some(p) => ks.db().get_opt(lkey(&a[1], &m, p), &opts)?,
             None => None,
         },
         None => None,
@@ -271,8 +271,8 @@ pub fn lindex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 pub fn lset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let i = int_arg(&a[2])?;
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let Some(m) = load_meta(ks, key, Kind::List, &mut batch)? else {
         ks.write(batch)?;
@@ -329,9 +329,9 @@ pub fn linsert(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         return err(SYNTAX);
     };
     let key = &a[1];
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let n = {
-        let _g = ks.locks.lock(key);
+        let _g = ks.locks().lock(key);
         let mut batch = Batch::new();
         let Some(old) = load_meta(ks, key, Kind::List, &mut batch)? else {
             ks.write(batch)?;
@@ -358,7 +358,7 @@ pub fn linsert(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.write(batch)?;
         m.count
     };
-    key_ready(ctx.shared, key);
+    key_ready(ctx.shared, &ctx.ks(), key);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -366,8 +366,8 @@ pub fn linsert(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 pub fn lrem(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let count = int_arg(&a[2])?;
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let Some(old) = load_meta(ks, key, Kind::List, &mut batch)? else {
         ks.write(batch)?;
@@ -413,8 +413,8 @@ pub fn ltrim(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let start = int_arg(&a[2])?;
     let end = int_arg(&a[3])?;
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     if let Some(old) = load_meta(ks, key, Kind::List, &mut batch)? {
         match clamp(old.count, start, end) {
@@ -466,7 +466,7 @@ pub fn lpos(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         i += 2;
     }
     let key = &a[1];
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (snap, opts) = snapshot(ks);
     let mut found = Vec::new();
     if let Some(m) = read_meta(ks, key, Kind::List, &opts)? {
@@ -480,7 +480,7 @@ pub fn lpos(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             .snapshot(&snap)
             .lower_bound(lkey(key, &m, 0))
             .upper_bound(lkey(key, &m, m.count));
-        let mut it = ks.db.iter(&opts)?;
+        let mut it = ks.db().iter(&opts)?;
         let forward = rank > 0;
         if forward {
             it.seek_to_first()?;
@@ -522,7 +522,8 @@ pub fn lpos(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     Ok(())
 }
 
-fn side(arg: &[u8]) -> Result<bool, CmdError> {
+/// `LEFT` (true) or `RIGHT` (false).
+pub(super) fn side(arg: &[u8]) -> Result<bool, CmdError> {
     if is(arg, "left") {
         Ok(true)
     } else if is(arg, "right") {
@@ -541,45 +542,61 @@ fn lmove_generic(
     from_left: bool,
     to_left: bool,
 ) -> CmdResult {
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let moved = {
-        let _g = ks.locks.lock_many([src, dst]);
+        let _g = ks.locks().lock_many([src, dst]);
         let mut batch = Batch::new();
         let Some(sold) = load_meta(ks, src, Kind::List, &mut batch)? else {
             ks.write(batch)?;
             ctx.out.null();
             return Ok(());
         };
-        let mut sm = sold;
-        if src == dst {
-            let got = pop_n(ks, &mut batch, src, &mut sm, from_left, 1)?;
-            let Some(v) = got.into_iter().next() else {
-                return err("ERR weft: empty list");
-            };
-            push_one(&mut batch, src, &mut sm, to_left, &v)?;
-            ks.put_collection(&mut batch, src, Some(&sold), &sm);
-            ks.write(batch)?;
-            v
-        } else {
-            let dold = match ks.load_for_write(dst, &mut batch)? {
-                Some(e) if e.meta.kind != Kind::List => return err(WRONGTYPE),
-                e => e.map(|e| e.meta),
-            };
-            let got = pop_n(ks, &mut batch, src, &mut sm, from_left, 1)?;
-            let Some(v) = got.into_iter().next() else {
-                return err("ERR weft: empty list");
-            };
-            let mut dm = or_new(dold, Kind::List);
-            push_one(&mut batch, dst, &mut dm, to_left, &v)?;
-            ks.put_collection(&mut batch, src, Some(&sold), &sm);
-            ks.put_collection(&mut batch, dst, dold.as_ref(), &dm);
-            ks.write(batch)?;
-            v
-        }
+        lmove_from(ks, batch, src, sold, dst, from_left, to_left)?
     };
-    key_ready(ctx.shared, dst);
+    key_ready(ctx.shared, &ctx.ks(), dst);
     ctx.out.bulk(&moved);
     Ok(())
+}
+
+/// The move of LMOVE (and BLMOVE) once `src` is known to hold the list
+/// `sold`, for a caller holding both keys' locks: writes `batch` with the
+/// pop and the push and returns the element moved. The caller calls
+/// `key_ready(dst)` once the locks are released.
+pub(super) fn lmove_from(
+    ks: &Keyspace,
+    mut batch: Batch,
+    src: &[u8],
+    sold: Meta,
+    dst: &[u8],
+    from_left: bool,
+    to_left: bool,
+) -> Result<Vec<u8>, CmdError> {
+    let mut sm = sold;
+    if src == dst {
+        let got = pop_n(ks, &mut batch, src, &mut sm, from_left, 1)?;
+        let Some(v) = got.into_iter().next() else {
+            return err("ERR weft: empty list");
+        };
+        push_one(&mut batch, src, &mut sm, to_left, &v)?;
+        ks.put_collection(&mut batch, src, Some(&sold), &sm);
+        ks.write(batch)?;
+        Ok(v)
+    } else {
+        let dold = match ks.load_for_write(dst, &mut batch)? {
+            Some(e) if e.meta.kind != Kind::List => return err(WRONGTYPE),
+            e => e.map(|e| e.meta),
+        };
+        let got = pop_n(ks, &mut batch, src, &mut sm, from_left, 1)?;
+        let Some(v) = got.into_iter().next() else {
+            return err("ERR weft: empty list");
+        };
+        let mut dm = or_new(dold, Kind::List);
+        push_one(&mut batch, dst, &mut dm, to_left, &v)?;
+        ks.put_collection(&mut batch, src, Some(&sold), &sm);
+        ks.put_collection(&mut batch, dst, dold.as_ref(), &dm);
+        ks.write(batch)?;
+        Ok(v)
+    }
 }
 
 pub fn lmove(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
@@ -608,12 +625,19 @@ pub fn numkeys(a: &[Vec<u8>], at: usize) -> Result<(&[Vec<u8>], usize), CmdError
     Ok((&a[first..first + n], first + n))
 }
 
-pub fn lmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let (keys, at) = numkeys(a, 1)?;
-    let Some(where_) = a.get(at) else {
+/// Parses `numkeys key... where [COUNT n]` from `a[at..]`, as Redis's
+/// `LMPOP`/`ZMPOP` and their blocking forms do: the keys, the end (as
+/// `where_` reads it) and the count (1 by default).
+pub(super) fn mpop_args(
+    a: &[Vec<u8>],
+    at: usize,
+    where_: fn(&[u8]) -> Result<bool, CmdError>,
+) -> Result<(&[Vec<u8>], bool, u64), CmdError> {
+    let (keys, at) = numkeys(a, at)?;
+    let Some(w) = a.get(at) else {
         return err(SYNTAX);
     };
-    let left = side(where_)?;
+    let end = where_(w)?;
     let mut count = None;
     let mut i = at + 1;
     while i < a.len() {
@@ -629,10 +653,14 @@ pub fn lmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             return err(SYNTAX);
         }
     }
-    let count = count.unwrap_or(1) as u64;
-    let ks = &ctx.shared.ks;
+    Ok((keys, end, count.unwrap_or(1) as u64))
+}
+
+pub fn lmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let (keys, left, count) = mpop_args(a, 1, side)?;
+    let ks = &ctx.ks();
     for key in keys {
-        let _g = ks.locks.lock(key);
+        let _g = ks.locks().lock(key);
         let mut batch = Batch::new();
         let old = load_meta(ks, key, Kind::List, &mut batch)?;
         let Some(old) = old else {

@@ -331,6 +331,23 @@ fn keys_of(m: &Meta, args: &[Vec<u8>]) -> Vec<usize> {
     keys
 }
 
+/// The positions in `args` (a whole request of command `c`) of the keys
+/// it names, by its key specs: what `EXEC` locks before it runs a queued
+/// command.
+pub fn key_positions(c: &Command, args: &[Vec<u8>]) -> Vec<usize> {
+    keys_of(&meta_of(c), args)
+}
+
+/// True when `c` reads or writes data (ACL category `@read` or `@write`):
+/// one that names no key then reads or writes the whole database (`KEYS`,
+/// `SCAN`, `DBSIZE`, `FLUSHDB`, ...).
+pub fn touches_data(c: &Command) -> bool {
+    meta_of(c)
+        .acl
+        .iter()
+        .any(|cat| matches!(*cat, "@read" | "@write" | "@keyspace"))
+}
+
 /// `COMMAND [COUNT | INFO [name...] | DOCS [name...] | LIST [FILTERBY ...]
 /// | GETKEYS cmd args... | HELP]`.
 pub fn command(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {

@@ -2,6 +2,7 @@
 //! helpers and the error replies in Redis's words.
 
 mod bits;
+pub(crate) mod blocking;
 mod coll;
 mod dump;
 mod hash;
@@ -9,6 +10,7 @@ mod keys;
 mod list;
 pub mod meta;
 mod meta_table;
+mod multi;
 mod pubsub;
 mod repl;
 mod server;
@@ -22,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use crate::keyspace::StoreError;
+use crate::keyspace::{Exec, Keyspace, StoreError};
 use crate::resp::Out;
 use crate::Shared;
 
@@ -103,12 +105,30 @@ pub struct Session {
     pub repl_link: Option<Arc<crate::repl::ReplicaLink>>,
     /// In `WAIT` (held until answered: [`crate::repl::wait_resume`]).
     pub wait: Option<crate::repl::Waiting>,
+    /// Blocking commands must not block (Redis's `CLIENT_DENY_BLOCKING`):
+    /// they answer as if their timeout passed at once. Commands an `EXEC`
+    /// runs are denied blocking the same way, through [`Ctx::in_exec`].
+    pub deny_blocking: bool,
+    /// Where this connection is in a blocking command
+    /// ([`crate::blocking`]).
+    pub blocking: crate::blocking::BlockState,
+    /// The selected database (`SELECT`).
+    pub db: usize,
+    /// Between `MULTI` and `EXEC`/`DISCARD`: the queued commands.
+    pub multi: Option<multi::Queue>,
+    /// The keys `WATCH`ed since the last `EXEC`, `DISCARD` or `UNWATCH`.
+    pub watched: Vec<multi::Watched>,
 }
 
 impl Session {
     /// True while subscribed to any channel or pattern.
     pub fn in_pubsub(&self) -> bool {
         !self.channels.is_empty() || !self.patterns.is_empty()
+    }
+
+    /// True between `MULTI` and `EXEC`/`DISCARD`.
+    pub fn in_multi(&self) -> bool {
+        self.multi.is_some()
     }
 }
 
@@ -120,6 +140,29 @@ pub struct Ctx<'a> {
     pub session: &'a mut Session,
     /// Reply buffer.
     pub out: &'a mut Out,
+    /// The running `EXEC`, when this command is one of its queued
+    /// commands: it reads and writes through it ([`Ctx::ks`]), and a
+    /// blocking command must not block ([`Ctx::in_exec`]).
+    pub exec: Option<&'a Exec>,
+}
+
+impl<'a> Ctx<'a> {
+    /// The data as this command sees it: the connection's database,
+    /// through the running `EXEC` if any. Every handler reaches the store
+    /// through it.
+    pub fn ks(&self) -> Keyspace<'a> {
+        match self.exec {
+            Some(e) => self.shared.store.exec_view(self.session.db, e),
+            None => self.shared.store.view(self.session.db),
+        }
+    }
+
+    /// True when this command runs inside `EXEC`: blocking commands
+    /// (`BLPOP`, ...) answer at once as if their timeout had passed, as
+    /// Redis's do inside `MULTI`.
+    pub fn in_exec(&self) -> bool {
+        self.exec.is_some()
+    }
 }
 
 type Handler = fn(&mut Ctx<'_>, &[Vec<u8>]) -> CmdResult;
@@ -151,7 +194,7 @@ pub static COMMANDS: &[Command] = commands![
     "info" -1 server::info,
     "dbsize" 1 server::dbsize,
     "flushdb" -1 server::flushdb,
-    "flushall" -1 server::flushdb,
+    "flushall" -1 server::flushall,
     "type" 2 server::type_,
     "config" -2 server::config,
     "client" -2 server::client,
@@ -260,6 +303,11 @@ pub static COMMANDS: &[Command] = commands![
     "lmove" 5 list::lmove,
     "rpoplpush" 3 list::rpoplpush,
     "lmpop" -4 list::lmpop,
+    "blpop" -3 blocking::blpop,
+    "brpop" -3 blocking::brpop,
+    "blmove" 6 blocking::blmove,
+    "brpoplpush" 4 blocking::brpoplpush,
+    "blmpop" -5 blocking::blmpop,
     "sadd" -3 set::sadd,
     "srem" -3 set::srem,
     "smembers" 2 set::smembers,
@@ -297,6 +345,9 @@ pub static COMMANDS: &[Command] = commands![
     "zpopmin" -2 zset::zpopmin,
     "zpopmax" -2 zset::zpopmax,
     "zmpop" -4 zset::zmpop,
+    "bzpopmin" -3 blocking::bzpopmin,
+    "bzpopmax" -3 blocking::bzpopmax,
+    "bzmpop" -5 blocking::bzmpop,
     "zrandmember" -2 zset::zrandmember,
     "zremrangebyscore" 4 zset::zremrangebyscore,
     "zremrangebyrank" 4 zset::zremrangebyrank,
@@ -309,6 +360,13 @@ pub static COMMANDS: &[Command] = commands![
     "zdiffstore" -4 zset::zdiffstore,
     "zintercard" -3 zset::zintercard,
     "zscan" -3 zset::zscan,
+    "multi" 1 multi::multi,
+    "exec" 1 multi::exec,
+    "discard" 1 multi::discard,
+    "watch" -2 multi::watch,
+    "unwatch" 1 multi::unwatch,
+    "move" 3 multi::move_,
+    "swapdb" 3 multi::swapdb,
 ];
 
 fn table() -> &'static HashMap<&'static str, usize> {
@@ -356,17 +414,21 @@ fn unknown_command(args: &[Vec<u8>]) -> String {
     format!("ERR unknown command '{name}', with args beginning with: {rest}")
 }
 
+pub use coll::key_ready_now;
 pub use server::count_plain;
 pub use string::{answer_gets, commit_sets, is_plain_get, is_plain_set, reply_sets};
 
 /// Runs one request, appending exactly one reply to `ctx.out` (pub/sub
-/// commands append one per channel; `SHUTDOWN` none).
+/// commands append one per channel; `SHUTDOWN` none). Between `MULTI` and
+/// `EXEC` a command is checked and queued (`+QUEUED`); one refused then
+/// (unknown, wrong arity, not allowed) makes the `EXEC` fail.
 pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) {
     let Some(name) = args.first() else {
         return;
     };
     let Some(ix) = lookup_index(name) else {
         server::refuse(ctx, None, &unknown_command(args));
+        multi::flag(ctx.session);
         return;
     };
     let cmd = &COMMANDS[ix];
@@ -374,21 +436,39 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) {
     if (cmd.arity > 0 && n != cmd.arity) || (cmd.arity < 0 && n < -cmd.arity) {
         let msg = format!("ERR wrong number of arguments for '{}' command", cmd.name);
         server::refuse(ctx, Some(ix), &msg);
+        multi::flag(ctx.session);
         return;
     }
     // NOAUTH, RESP2 subscribe mode.
     if let Err(msg) = server::admit(ctx, cmd) {
         server::refuse(ctx, Some(ix), &msg);
+        multi::flag(ctx.session);
         return;
     }
     // A read-only replica, or one loading a full sync (one relaxed load
-    // when neither).
+    // when neither); a write refused while queuing fails the EXEC, as in
+    // Redis.
     if ctx.shared.repl.gated() {
         if let Err(msg) = replication_gate(ctx.shared, ix) {
             server::refuse(ctx, Some(ix), msg);
+            multi::flag(ctx.session);
             return;
         }
     }
+    if ctx.session.in_multi() && multi::queues(cmd) {
+        if let Err(msg) = multi::queue(ctx.session, ix, args) {
+            server::refuse(ctx, Some(ix), msg);
+            return;
+        }
+        ctx.out.simple("QUEUED");
+        return;
+    }
+    run(ctx, ix, args);
+}
+
+/// Runs command `ix` (admitted), accounting it.
+fn run(ctx: &mut Ctx<'_>, ix: usize, args: &[Vec<u8>]) {
+    let cmd = &COMMANDS[ix];
     let started = Instant::now();
     let mark = ctx.out.buf.len();
     let result = (cmd.handler)(ctx, args);

@@ -11,7 +11,7 @@ pub fn replicaof(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let r = &ctx.shared.repl;
     if is(&a[1], "no") && is(&a[2], "one") {
         if r.set_master(None) {
-            if let Err(e) = repl::replica::forget_position(&ctx.shared.ks.db) {
+            if let Err(e) = repl::replica::forget_position(&ctx.shared.store.db) {
                 return Err(e.into());
             }
         }
@@ -123,7 +123,7 @@ pub fn wait(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     if ctx.shared.repl.is_replica() {
         return err("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.");
     }
-    let target = ctx.shared.ks.db.visible_sequence();
+    let target = ctx.shared.store.db.visible_sequence();
     let acked = ctx.shared.repl.acked(target);
     let wanted = n.max(0) as u64;
     if acked >= wanted {

@@ -47,12 +47,19 @@ pub fn quit(ctx: &mut Ctx<'_>, _a: &[Vec<u8>]) -> CmdResult {
     Ok(())
 }
 
+/// `SELECT n`: the connection's commands use database `n` from now on
+/// (`--databases`, 16 by default, as Redis's `databases`).
 pub fn select(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let n = super::parse_i64(&a[1]).ok_or(CmdError(
         "ERR value is not an integer or out of range".into(),
     ))?;
-    if n != 0 {
-        return err("ERR DB index is out of range");
+    let n = usize::try_from(n)
+        .ok()
+        .filter(|&n| n < ctx.shared.store.databases())
+        .ok_or(CmdError("ERR DB index is out of range".into()))?;
+    ctx.session.db = n;
+    if let Some(info) = &ctx.session.info {
+        info.db.store(n, Ordering::Relaxed);
     }
     ctx.out.ok();
     Ok(())
@@ -427,11 +434,14 @@ fn section(t: &mut String, sh: &Shared, name: &str) {
         "clients" => {
             let clients = sh.clients.all();
             let pubsub = clients.iter().filter(|c| c.is_pubsub()).count();
+            let (blocked, timed) = sh.waiters.parked_clients();
+            let blocking_keys = sh.waiters.keys_waited_on();
             let _ = write!(
                 t,
                 "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\n\
                  client_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:{}\r\n\
-                 blocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n\
+                 blocked_clients:{blocked}\r\ntracking_clients:0\r\n\
+                 clients_in_timeout_table:{timed}\r\ntotal_blocking_keys:{blocking_keys}\r\n\
                  pubsub_clients:{pubsub}\r\n\r\n",
                 sh.counters.connected.load(Ordering::Relaxed),
                 sh.runtime.maxclients.load(Ordering::Relaxed),
@@ -460,7 +470,7 @@ fn section(t: &mut String, sh: &Shared, name: &str) {
             let saves = &sh.saves;
             // A snapshot's sequence is the visible one, without the
             // directory listing `stats` makes.
-            let sequence = sh.ks.db.snapshot().sequence();
+            let sequence = sh.store.db.snapshot().sequence();
             let changes = sequence.saturating_sub(saves.last_sequence());
             let _ = write!(
                 t,
@@ -490,7 +500,7 @@ fn section(t: &mut String, sh: &Shared, name: &str) {
                 sh.commands_processed(),
                 sh.stats.net_input(),
                 c.rejected.load(Ordering::Relaxed),
-                sh.ks.expired_keys.load(Ordering::Relaxed),
+                sh.store.expired_keys.load(Ordering::Relaxed),
                 sh.hub.numchannels(),
                 sh.hub.numpat(),
                 sh.auth.failures.load(Ordering::Relaxed),
@@ -539,10 +549,12 @@ fn section(t: &mut String, sh: &Shared, name: &str) {
         }
         "cluster" => t.push_str("# Cluster\r\ncluster_enabled:0\r\n\r\n"),
         "keyspace" => {
-            let (keys, expires) = sh.ks.key_counts();
             t.push_str("# Keyspace\r\n");
-            if keys > 0 {
-                let _ = write!(t, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
+            for db in 0..sh.store.databases() {
+                let (keys, expires) = sh.store.key_counts(db);
+                if keys > 0 {
+                    let _ = write!(t, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
+                }
             }
             t.push_str("\r\n");
         }
@@ -598,7 +610,7 @@ pub fn info(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn weft_section(t: &mut String, sh: &Shared) {
-    let s = sh.ks.db.stats();
+    let s = sh.store.db.stats();
     let _ = write!(
         t,
         "# Weft\r\nsequence:{}\r\nmemtable_kind:{}\r\nactive_memtable_bytes:{}\r\n\
@@ -645,24 +657,34 @@ fn weft_section(t: &mut String, sh: &Shared) {
 }
 
 pub fn dbsize(ctx: &mut Ctx<'_>, _a: &[Vec<u8>]) -> CmdResult {
-    let (keys, _) = ctx.shared.ks.key_counts();
+    let (keys, _) = ctx.ks().key_counts();
     ctx.out.int(keys as i64);
     Ok(())
 }
 
+/// `FLUSHDB [SYNC|ASYNC]`: empties the selected database.
 pub fn flushdb(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    flush(ctx, a, false)
+}
+
+/// `FLUSHALL [SYNC|ASYNC]`: empties every database, in one atomic batch.
+pub fn flushall(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    flush(ctx, a, true)
+}
+
+fn flush(ctx: &mut Ctx<'_>, a: &[Vec<u8>], all: bool) -> CmdResult {
     match a.get(1) {
         None => {}
         Some(m) if a.len() == 2 && (is(m, "sync") || is(m, "async")) => {}
         Some(_) => return err(SYNTAX),
     }
-    ctx.shared.ks.flush_all()?;
+    ctx.ks().flush(all)?;
     ctx.out.ok();
     Ok(())
 }
 
 pub fn type_(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let t = match ctx.shared.ks.get(&a[1], &ReadOptions::new())? {
+    let t = match ctx.ks().get(&a[1], &ReadOptions::new())? {
         Some(e) => e.meta.kind.name(),
         None => "none",
     };
@@ -714,7 +736,7 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String)> {
         ),
         ("client-query-buffer-limit", c.max_query_buffer.to_string()),
         ("cluster-enabled", "no".into()),
-        ("databases", "1".into()),
+        ("databases", sh.store.databases().to_string()),
         ("dir", c.dir.display().to_string()),
         ("io-threads", sh.postal.loops().to_string()),
         (
@@ -1363,6 +1385,11 @@ pub fn latency(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 /// `MONITOR`: from now on this connection receives every command the
 /// server runs (but `AUTH` and `HELLO`, whose arguments hold passwords).
 pub fn monitor(ctx: &mut Ctx<'_>, _a: &[Vec<u8>]) -> CmdResult {
+    if ctx.in_exec() {
+        // Redis's words: a client in a transaction wants one reply per
+        // command.
+        return err("ERR MONITOR isn't allowed for DENY BLOCKING client");
+    }
     if !ctx.session.monitor {
         ctx.session.monitor = true;
         if let Some(info) = &ctx.session.info {
@@ -1395,7 +1422,7 @@ pub fn shutdown(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         }
     }
     if save {
-        let failed = match ctx.shared.saves.save(&ctx.shared.ks.db) {
+        let failed = match ctx.shared.saves.save(&ctx.shared.store.db) {
             None => true,
             Some(r) => r.is_err(),
         };
@@ -1432,7 +1459,7 @@ pub fn time(ctx: &mut Ctx<'_>, _a: &[Vec<u8>]) -> CmdResult {
 /// `SAVE`: a checkpoint of the database in the save directory, made on
 /// this event loop; `+OK` once it is durable (`crate::save`).
 pub fn save(ctx: &mut Ctx<'_>, _a: &[Vec<u8>]) -> CmdResult {
-    match ctx.shared.saves.save(&ctx.shared.ks.db) {
+    match ctx.shared.saves.save(&ctx.shared.store.db) {
         None => return err(crate::save::IN_PROGRESS),
         Some(result) => {
             result?;
@@ -1451,7 +1478,7 @@ pub fn bgsave(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         Some(s) if a.len() == 2 && is(s, "schedule") => {}
         Some(_) => return err(SYNTAX),
     }
-    match ctx.shared.saves.start_background(&ctx.shared.ks.db) {
+    match ctx.shared.saves.start_background(&ctx.shared.store.db) {
         Ok(true) => ctx.out.simple("Background saving started"),
         Ok(false) => return err(crate::save::IN_PROGRESS),
         Err(e) => {

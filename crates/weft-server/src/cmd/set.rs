@@ -45,8 +45,8 @@ fn reply_members<'a>(ctx: &mut Ctx<'_>, n: usize, it: impl Iterator<Item = &'a V
 
 pub fn sadd(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let old = load_meta(ks, key, Kind::Set, &mut batch)?;
     let mut m = or_new(old, Kind::Set);
@@ -55,7 +55,7 @@ pub fn sadd(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     new.dedup();
     let keys: Vec<Vec<u8>> = new.iter().map(|v| mkey(key, &m, v)).collect();
     let present: Vec<bool> = if old.is_some() {
-        ks.db
+        ks.db()
             .multi_get(&keys)
             .into_iter()
             .map(|r| r.map(|v| v.is_some()))
@@ -81,8 +81,8 @@ pub fn sadd(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 pub fn srem(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let Some(old) = load_meta(ks, key, Kind::Set, &mut batch)? else {
         ks.write(batch)?;
@@ -94,7 +94,7 @@ pub fn srem(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     gone.dedup();
     let keys: Vec<Vec<u8>> = gone.iter().map(|v| mkey(key, &old, v)).collect();
     let mut removed = 0;
-    for (k, r) in keys.iter().zip(ks.db.multi_get(&keys)) {
+    for (k, r) in keys.iter().zip(ks.db().multi_get(&keys)) {
         if r?.is_some() {
             batch.delete(k);
             removed += 1;
@@ -113,7 +113,7 @@ pub fn srem(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn smembers(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (snap, opts) = snapshot(ks);
     let all = match read_meta(ks, &a[1], Kind::Set, &opts)? {
         Some(m) => members(ks, &a[1], &m, Some(&snap))?,
@@ -130,7 +130,7 @@ fn are_members(ks: &Keyspace, key: &[u8], ms: &[Vec<u8>]) -> Result<Vec<bool>, C
         return Ok(vec![false; ms.len()]);
     };
     let keys: Vec<Vec<u8>> = ms.iter().map(|v| mkey(key, &m, v)).collect();
-    ks.db
+    ks.db()
         .multi_get_opt(&keys, &opts)
         .into_iter()
         .map(|r| Ok(r?.is_some()))
@@ -138,13 +138,13 @@ fn are_members(ks: &Keyspace, key: &[u8], ms: &[Vec<u8>]) -> Result<Vec<bool>, C
 }
 
 pub fn sismember(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let r = are_members(&ctx.shared.ks, &a[1], &a[2..3])?;
+    let r = are_members(&ctx.ks(), &a[1], &a[2..3])?;
     ctx.out.int(i64::from(r[0]));
     Ok(())
 }
 
 pub fn smismember(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let r = are_members(&ctx.shared.ks, &a[1], &a[2..])?;
+    let r = are_members(&ctx.ks(), &a[1], &a[2..])?;
     ctx.out.array(r.len());
     for b in r {
         ctx.out.int(i64::from(b));
@@ -153,7 +153,7 @@ pub fn smismember(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn scard(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let m = read_meta(&ctx.shared.ks, &a[1], Kind::Set, &ReadOptions::new())?;
+    let m = read_meta(&ctx.ks(), &a[1], Kind::Set, &ReadOptions::new())?;
     ctx.out.int(m.map_or(0, |m| m.count as i64));
     Ok(())
 }
@@ -215,7 +215,7 @@ pub(crate) fn sample(
     }
     let prefix = encoding::element_prefix(ns, key, m.version);
     let opts = ReadOptions::new().snapshot(snap).prefix(&prefix);
-    let mut it = ks.db.iter(&opts)?;
+    let mut it = ks.db().iter(&opts)?;
     it.seek_to_first()?;
     if !it.valid() {
         return Ok(Vec::new());
@@ -224,7 +224,7 @@ pub(crate) fn sample(
     it.seek_to_last()?;
     let last = it.key()[prefix.len()..].to_vec();
     let mut out = Vec::new();
-    let seek_random = |it: &mut weft::DbIterator, rng: &mut rand::rngs::ThreadRng| {
+    let seek_random = |it: &mut crate::keyspace::Iter, rng: &mut rand::rngs::ThreadRng| {
         let mut at = prefix.clone();
         at.extend_from_slice(&random_point(&first, &last, rng));
         it.seek(&at)?;
@@ -259,8 +259,8 @@ pub fn spop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     }
     let count = a.get(2).map(|c| positive_arg(c)).transpose()?;
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let old = load_meta(ks, key, Kind::Set, &mut batch)?;
     let popped = match old {
@@ -273,7 +273,7 @@ pub fn spop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
                 ks.delete_into(&mut batch, key, &old)?;
                 all
             } else {
-                let snap = ks.db.snapshot();
+                let snap = ks.db().snapshot();
                 let got: Vec<Vec<u8>> = sample(ks, encoding::SET, key, &old, n, false, &snap)?
                     .into_iter()
                     .map(|(k, _)| k)
@@ -307,7 +307,7 @@ pub fn srandmember(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         .get(2)
         .map(|c| range_arg(c, -i64::MAX, i64::MAX, None))
         .transpose()?;
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (snap, opts) = snapshot(ks);
     let m = read_meta(ks, &a[1], Kind::Set, &opts)?;
     let Some(count) = count else {
@@ -339,8 +339,8 @@ pub fn srandmember(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 pub fn smove(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let (src, dst, member) = (&a[1], &a[2], &a[3]);
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock_many([src.as_slice(), dst.as_slice()]);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock_many([src.as_slice(), dst.as_slice()]);
     let mut batch = Batch::new();
     let keys: [&[u8]; 2] = [src, dst];
     let same = src == dst;
@@ -359,7 +359,7 @@ pub fn smove(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         return err(WRONGTYPE);
     }
     let sk = mkey(src, &sold, member);
-    if ks.db.get(&sk)?.is_none() {
+    if ks.db().get(&sk)?.is_none() {
         ks.write(batch)?;
         ctx.out.int(0);
         return Ok(());
@@ -373,7 +373,7 @@ pub fn smove(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.put_collection(&mut batch, src, Some(&sold), &sm);
         let mut dm = or_new(dold, Kind::Set);
         let dk = mkey(dst, &dm, member);
-        if dold.is_none() || ks.db.get(&dk)?.is_none() {
+        if dold.is_none() || ks.db().get(&dk)?.is_none() {
             batch.put(dk, b"");
             dm.count += 1;
             ks.put_collection(&mut batch, dst, dold.as_ref(), &dm);
@@ -434,8 +434,8 @@ fn combine(op: Op, sets: Vec<Vec<Vec<u8>>>) -> BTreeSet<Vec<u8>> {
 }
 
 fn algebra(ctx: &mut Ctx<'_>, keys: &[Vec<u8>], op: Op) -> CmdResult {
-    let ks = &ctx.shared.ks;
-    let snap = ks.db.snapshot();
+    let ks = &ctx.ks();
+    let snap = ks.db().snapshot();
     let r = combine(op, load_sets(ks, keys, &snap)?);
     reply_members(ctx, r.len(), r.iter());
     Ok(())
@@ -466,9 +466,9 @@ pub(crate) fn store_set(
 fn algebra_store(ctx: &mut Ctx<'_>, a: &[Vec<u8>], op: Op) -> CmdResult {
     let dst = &a[1];
     let keys = &a[2..];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock_many(a[1..].iter().map(|k| k.as_slice()));
-    let snap = ks.db.snapshot();
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock_many(a[1..].iter().map(|k| k.as_slice()));
+    let snap = ks.db().snapshot();
     let r = combine(op, load_sets(ks, keys, &snap)?);
     let mut batch = Batch::new();
     store_set(ks, &mut batch, dst, &r)?;
@@ -537,8 +537,8 @@ pub(crate) fn intercard_keys(a: &[Vec<u8>]) -> Result<(&[Vec<u8>], usize), CmdEr
 pub fn sintercard(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let (keys, at) = intercard_keys(a)?;
     let limit = intercard_limit(a, at)?;
-    let ks = &ctx.shared.ks;
-    let snap = ks.db.snapshot();
+    let ks = &ctx.ks();
+    let snap = ks.db().snapshot();
     let r = combine(Op::Inter, load_sets(ks, keys, &snap)?);
     ctx.out.int(r.len().min(limit) as i64);
     Ok(())
@@ -551,7 +551,7 @@ pub fn sscan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         return err(SYNTAX);
     }
     let (next_id, found) =
-        super::coll::scan(&ctx.shared.ks, &a[1], Kind::Set, encoding::SET, cursor, &o)?;
+        super::coll::scan(&ctx.ks(), &a[1], Kind::Set, encoding::SET, cursor, &o)?;
     ctx.out.array(2);
     ctx.out.bulk(next_id.to_string().as_bytes());
     ctx.out.array(found.len());

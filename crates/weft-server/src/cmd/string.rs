@@ -5,9 +5,8 @@ use weft::ReadOptions;
 
 use super::{err, int_arg, is, CmdError, CmdResult, Ctx, NOT_INT, OVERFLOW, SYNTAX, WRONGTYPE};
 use crate::encoding::{Header, Kind};
-use crate::keyspace::{now_ms, Batch, Entry};
+use crate::keyspace::{now_ms, Batch, Entry, Keyspace};
 use crate::resp::Out;
-use crate::Shared;
 
 fn check_len(ctx: &Ctx<'_>, len: usize) -> CmdResult {
     if len > ctx.shared.config.max_bulk.min(weft::MAX_VALUE_SIZE - 9) {
@@ -25,7 +24,7 @@ fn string_value(e: Option<Entry>) -> Result<Option<Vec<u8>>, CmdError> {
 }
 
 pub fn get(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let e = ctx.shared.ks.get(&a[1], &ReadOptions::new())?;
+    let e = ctx.ks().get(&a[1], &ReadOptions::new())?;
     match &e {
         None => ctx.out.null(),
         Some(e) if e.meta.kind == Kind::String => ctx.out.bulk(e.payload()),
@@ -58,8 +57,8 @@ fn set_generic(
     want_old: bool,
 ) -> Result<(bool, Option<Vec<u8>>), CmdError> {
     check_len(ctx, value.len())?;
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let old = ks.load_for_write(key, &mut batch)?;
     if want_old && old.as_ref().is_some_and(|e| e.meta.kind != Kind::String) {
@@ -170,7 +169,7 @@ pub fn getset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 pub fn mget(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let keys: Vec<&[u8]> = a[1..].iter().map(|k| &k[..]).collect();
-    let entries = ctx.shared.ks.get_many(&keys, &ReadOptions::new());
+    let entries = ctx.ks().get_many(&keys, &ReadOptions::new());
     ctx.out.array(keys.len());
     for e in entries {
         match e? {
@@ -190,7 +189,7 @@ pub fn mset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     for pair in a[1..].chunks(2) {
         check_len(ctx, pair[1].len())?;
     }
-    put_strings(ctx.shared, a[1..].chunks(2).map(|p| (&p[0][..], &p[1][..])))?;
+    put_strings(&ctx.ks(), a[1..].chunks(2).map(|p| (&p[0][..], &p[1][..])))?;
     ctx.out.ok();
     Ok(())
 }
@@ -198,10 +197,7 @@ pub fn mset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 /// Writes string values as one atomic batch under the keys' stripe locks,
 /// as if one after the other: the last value of a repeated key wins, and
 /// each key is named once in the batch (the key counts rely on it).
-fn put_strings<'a>(
-    shared: &Shared,
-    pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>,
-) -> CmdResult {
+fn put_strings<'a>(ks: &Keyspace, pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> CmdResult {
     let mut pairs: Vec<(&[u8], &[u8])> = pairs.collect();
     // Stable: among equal keys the original order stays, and the last wins
     // (`dedup_by` keeps the first of a run; it takes each later value).
@@ -213,8 +209,7 @@ fn put_strings<'a>(
         }
         same
     });
-    let ks = &shared.ks;
-    let _g = ks.locks.lock_many(pairs.iter().map(|p| p.0));
+    let _g = ks.locks().lock_many(pairs.iter().map(|p| p.0));
     let bytes = pairs.iter().map(|(k, v)| k.len() + v.len() + 12).sum();
     let mut batch = Batch::with_capacity(bytes);
     let keys: Vec<&[u8]> = pairs.iter().map(|p| p.0).collect();
@@ -255,9 +250,11 @@ pub fn is_plain_set(max_bulk: usize, a: &[Vec<u8>]) -> bool {
 /// (nothing was applied). Equivalent to running them one after the other
 /// in the given order, since nothing observes them in between; requests of
 /// different clients in one batch are concurrent, so any order is theirs.
-pub fn commit_sets(shared: &Shared, group: &[Vec<Vec<u8>>]) -> CmdResult {
+/// `ks` is the database they write (the group of a loop's connections is
+/// database 0's; a connection on another database commits its own runs).
+pub fn commit_sets(ks: &Keyspace, group: &[Vec<Vec<u8>>]) -> CmdResult {
     put_strings(
-        shared,
+        ks,
         group
             .iter()
             .flat_map(|a| a[1..].chunks(2))
@@ -275,9 +272,9 @@ pub fn is_plain_get(a: &[Vec<u8>]) -> bool {
 /// [`is_plain_get`]) with one engine read: all at one sequence, as if run
 /// back to back with nothing in between, and with the memtable lookups of
 /// all the keys overlapping (`Db::multi_get`). Appends one reply each.
-pub fn answer_gets(shared: &Shared, gets: &[Vec<Vec<u8>>], out: &mut Out) {
+pub fn answer_gets(ks: &Keyspace, gets: &[Vec<Vec<u8>>], out: &mut Out) {
     let keys: Vec<&[u8]> = gets.iter().map(|a| &a[1][..]).collect();
-    for e in shared.ks.get_many(&keys, &ReadOptions::new()) {
+    for e in ks.get_many(&keys, &ReadOptions::new()) {
         match e {
             Ok(None) => out.null(),
             Ok(Some(e)) if e.meta.kind == Kind::String => out.bulk(e.payload()),
@@ -303,8 +300,8 @@ fn update<T>(
     key: &[u8],
     f: impl FnOnce(Option<&[u8]>) -> Result<(Vec<u8>, T), CmdError>,
 ) -> Result<T, CmdError> {
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let old = ks.load_for_write(key, &mut batch)?;
     if old.as_ref().is_some_and(|e| e.meta.kind != Kind::String) {
@@ -375,7 +372,7 @@ pub fn append(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn strlen(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let v = string_value(ctx.shared.ks.get(&a[1], &ReadOptions::new())?)?;
+    let v = string_value(ctx.ks().get(&a[1], &ReadOptions::new())?)?;
     ctx.out.int(v.map_or(0, |v| v.len() as i64));
     Ok(())
 }
@@ -402,7 +399,7 @@ pub fn clamp_range(len: usize, start: i64, end: i64) -> Option<(usize, usize)> {
 pub fn getrange(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let start = int_arg(&a[2])?;
     let end = int_arg(&a[3])?;
-    let v = string_value(ctx.shared.ks.get(&a[1], &ReadOptions::new())?)?.unwrap_or_default();
+    let v = string_value(ctx.ks().get(&a[1], &ReadOptions::new())?)?.unwrap_or_default();
     match clamp_range(v.len(), start, end) {
         Some((s, e)) => ctx.out.bulk(&v[s..=e]),
         None => ctx.out.bulk(b""),
@@ -464,8 +461,8 @@ pub fn getex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         i += 1;
     }
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let Some(e) = ks.load_for_write(key, &mut batch)? else {
         ks.write(batch)?;
@@ -508,8 +505,8 @@ pub fn getex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 pub fn getdel(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let e = ks.load_for_write(key, &mut batch)?;
     if let Some(e) = &e {
@@ -543,8 +540,8 @@ pub fn msetnx(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         }
         same
     });
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock_many(pairs.iter().map(|p| p.0));
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock_many(pairs.iter().map(|p| p.0));
     let mut batch = Batch::new();
     let keys: Vec<&[u8]> = pairs.iter().map(|p| p.0).collect();
     let olds = ks.load_many_for_write(&keys, &mut batch)?;
@@ -570,8 +567,8 @@ pub fn setrange(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let max = ctx.shared.config.max_bulk.min(weft::MAX_VALUE_SIZE - 9) as u64;
     let too_long = (offset as u64).saturating_add(value.len() as u64) > max;
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let old = ks.load_for_write(key, &mut batch)?;
     let result = match &old {
@@ -744,7 +741,7 @@ fn bit_offset(ctx: &Ctx<'_>, s: &[u8]) -> Result<u64, CmdError> {
 
 pub fn getbit(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let off = bit_offset(ctx, &a[2])?;
-    let v = string_value(ctx.shared.ks.get(&a[1], &ReadOptions::new())?)?.unwrap_or_default();
+    let v = string_value(ctx.ks().get(&a[1], &ReadOptions::new())?)?.unwrap_or_default();
     ctx.out.int(i64::from(super::bits::get_bit(&v, off)));
     Ok(())
 }
@@ -781,7 +778,7 @@ fn unit_arg(s: &[u8]) -> Result<bool, CmdError> {
 }
 
 pub fn bitcount(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let v = string_value(ctx.shared.ks.get(&a[1], &ReadOptions::new())?)?;
+    let v = string_value(ctx.ks().get(&a[1], &ReadOptions::new())?)?;
     let Some(v) = v else {
         ctx.out.int(0);
         return Ok(());
@@ -812,7 +809,7 @@ pub fn bitpos(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         1 => 1,
         _ => return err("ERR The bit argument must be 1 or 0."),
     };
-    let v = string_value(ctx.shared.ks.get(&a[1], &ReadOptions::new())?)?;
+    let v = string_value(ctx.ks().get(&a[1], &ReadOptions::new())?)?;
     let Some(v) = v else {
         ctx.out.int(if bit == 1 { -1 } else { 0 });
         return Ok(());
@@ -831,7 +828,7 @@ pub fn bitpos(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn lcs(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (_snap, opts) = super::coll::snapshot(ks);
     let mut vals = Vec::with_capacity(2);
     for k in &a[1..3] {

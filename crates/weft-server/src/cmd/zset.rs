@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use weft::{prefix_successor, ReadOptions, Snapshot};
 
 use super::coll::{key_ready, load_meta, or_new, read_meta, snapshot};
-use super::list::numkeys;
+use super::list::mpop_args;
 use super::{
     cursor_arg, err, int_arg, is, positive_arg, range_arg, scan_opts, CmdError, CmdResult, Ctx,
     SYNTAX, WRONGTYPE,
@@ -37,11 +37,11 @@ const RANGE_NOT_FLOAT: &str = "ERR min or max is not a float";
 const LEX_RANGE: &str = "ERR min or max not valid string range item";
 
 /// A member and its score.
-type Scored = (Vec<u8>, f64);
+pub(super) type Scored = (Vec<u8>, f64);
 
 /// Parses a score as Redis's `string2d` does (`strtod`, no spaces, no
 /// NaN); `-0` is `0`.
-fn parse_float(s: &[u8]) -> Option<f64> {
+pub(super) fn parse_float(s: &[u8]) -> Option<f64> {
     let t = std::str::from_utf8(s).ok()?;
     if t.is_empty() || t.starts_with(|c: char| c.is_ascii_whitespace()) {
         return None;
@@ -93,7 +93,7 @@ fn get_score(
     member: &[u8],
     opts: &ReadOptions,
 ) -> Result<Option<f64>, CmdError> {
-    match ks.db.get_opt(mkey(key, m, member), opts)? {
+    match ks.db().get_opt(mkey(key, m, member), opts)? {
         Some(v) => Ok(Some(score_value(&v).ok_or_else(|| bad_record(key))?)),
         None => Ok(None),
     }
@@ -262,7 +262,7 @@ fn walk(
     if let Some(s) = snap {
         opts = opts.snapshot(s);
     }
-    let mut it = ks.db.iter(&opts)?;
+    let mut it = ks.db().iter(&opts)?;
     if rev {
         it.seek_to_last()?;
     } else {
@@ -479,9 +479,9 @@ fn zadd_generic(
     f: AddFlags,
     pairs: &[(f64, &[u8])],
 ) -> Result<(u64, u64, Option<f64>), CmdError> {
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let result = {
-        let _g = ks.locks.lock(key);
+        let _g = ks.locks().lock(key);
         let mut batch = Batch::new();
         let old = load_meta(ks, key, Kind::ZSet, &mut batch)?;
         if old.is_none() && f.xx {
@@ -537,7 +537,7 @@ fn zadd_generic(
         (added, updated, last)
     };
     if result.0 > 0 {
-        key_ready(ctx.shared, key);
+        key_ready(ctx.shared, &ctx.ks(), key);
     }
     Ok(result)
 }
@@ -611,8 +611,8 @@ pub fn zincrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 pub fn zrem(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let key = &a[1];
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let Some(old) = load_meta(ks, key, Kind::ZSet, &mut batch)? else {
         ks.write(batch)?;
@@ -642,7 +642,7 @@ pub fn zrem(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn zscore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (_snap, opts) = snapshot(ks);
     let s = match read_meta(ks, &a[1], Kind::ZSet, &opts)? {
         Some(m) => get_score(ks, &a[1], &m, &a[2], &opts)?,
@@ -656,7 +656,7 @@ pub fn zscore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn zmscore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (_snap, opts) = snapshot(ks);
     let m = read_meta(ks, &a[1], Kind::ZSet, &opts)?;
     let mut scores = Vec::with_capacity(a.len() - 2);
@@ -677,14 +677,14 @@ pub fn zmscore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn zcard(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let m = read_meta(&ctx.shared.ks, &a[1], Kind::ZSet, &ReadOptions::new())?;
+    let m = read_meta(&ctx.ks(), &a[1], Kind::ZSet, &ReadOptions::new())?;
     ctx.out.int(m.map_or(0, |m| m.count as i64));
     Ok(())
 }
 
 /// Counts the members `select` picks (one ordered scan).
 fn count_of(ctx: &mut Ctx<'_>, key: &[u8], select: Select) -> CmdResult {
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (snap, opts) = snapshot(ks);
     let n = match read_meta(ks, key, Kind::ZSet, &opts)? {
         Some(m) => query(
@@ -794,7 +794,7 @@ fn parse_range(
 
 fn range_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], by: By, rev: Option<bool>) -> CmdResult {
     let (q, withscores) = parse_range(a, 2, by, rev, false)?;
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (snap, opts) = snapshot(ks);
     let items = match read_meta(ks, &a[1], Kind::ZSet, &opts)? {
         Some(m) => query(ks, &a[1], &m, &q, Some(&snap))?,
@@ -851,9 +851,9 @@ fn store_zset(
 pub fn zrangestore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let (q, _) = parse_range(a, 3, By::Auto, None, true)?;
     let (dst, src) = (&a[1], &a[2]);
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let n = {
-        let _g = ks.locks.lock_many([dst.as_slice(), src.as_slice()]);
+        let _g = ks.locks().lock_many([dst.as_slice(), src.as_slice()]);
         let items = match read_meta(ks, src, Kind::ZSet, &ReadOptions::new())? {
             Some(m) => query(ks, src, &m, &q, None)?,
             None => Vec::new(),
@@ -864,7 +864,7 @@ pub fn zrangestore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         items.len()
     };
     if n > 0 {
-        key_ready(ctx.shared, dst);
+        key_ready(ctx.shared, &ctx.ks(), dst);
     }
     ctx.out.int(n as i64);
     Ok(())
@@ -872,7 +872,7 @@ pub fn zrangestore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 fn rank_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], rev: bool) -> CmdResult {
     let (key, member) = (&a[1], &a[2]);
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (snap, opts) = snapshot(ks);
     let mut rank = None;
     if let Some(m) = read_meta(ks, key, Kind::ZSet, &opts)? {
@@ -910,7 +910,7 @@ pub fn zrevrank(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 /// Pops up to `n` members from the low (`max` false) or high end into
 /// `batch`, in pop order.
-fn pop_n(
+pub(super) fn pop_n(
     ks: &Keyspace,
     batch: &mut Batch,
     key: &[u8],
@@ -942,9 +942,9 @@ fn zpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>], max: bool) -> CmdResult {
     }
     let count = a.get(2).map(|c| positive_arg(c)).transpose()?;
     let key = &a[1];
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let got = {
-        let _g = ks.locks.lock(key);
+        let _g = ks.locks().lock(key);
         let mut batch = Batch::new();
         let old = load_meta(ks, key, Kind::ZSet, &mut batch)?;
         let got = match old {
@@ -980,32 +980,22 @@ pub fn zpopmax(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     zpop(ctx, a, true)
 }
 
-pub fn zmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let (keys, at) = numkeys(a, 1)?;
-    let max = match a.get(at) {
-        Some(w) if is(w, "min") => false,
-        Some(w) if is(w, "max") => true,
-        _ => return err(SYNTAX),
-    };
-    let mut count = None;
-    let mut i = at + 1;
-    while i < a.len() {
-        if count.is_none() && is(&a[i], "count") && i + 1 < a.len() {
-            count = Some(range_arg(
-                &a[i + 1],
-                1,
-                i64::MAX,
-                Some("ERR count should be greater than 0"),
-            )?);
-            i += 2;
-        } else {
-            return err(SYNTAX);
-        }
+/// `MIN` (false) or `MAX` (true), as `ZMPOP` reads its `where`.
+pub(super) fn min_max(w: &[u8]) -> Result<bool, CmdError> {
+    if is(w, "min") {
+        Ok(false)
+    } else if is(w, "max") {
+        Ok(true)
+    } else {
+        err(SYNTAX)
     }
-    let count = count.unwrap_or(1) as u64;
-    let ks = &ctx.shared.ks;
+}
+
+pub fn zmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let (keys, max, count) = mpop_args(a, 1, min_max)?;
+    let ks = &ctx.ks();
     for key in keys {
-        let _g = ks.locks.lock(key);
+        let _g = ks.locks().lock(key);
         let mut batch = Batch::new();
         let Some(old) = load_meta(ks, key, Kind::ZSet, &mut batch)? else {
             ks.write(batch)?;
@@ -1040,7 +1030,7 @@ pub fn zrandmember(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         .map(|c| range_arg(c, -i64::MAX, i64::MAX, None))
         .transpose()?;
     let key = &a[1];
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let (snap, opts) = snapshot(ks);
     let m = read_meta(ks, key, Kind::ZSet, &opts)?;
     let n = count.map_or(1, |c| c.unsigned_abs());
@@ -1068,8 +1058,8 @@ pub fn zrandmember(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 /// Removes the members `select` picks; replies how many.
 fn remove_range(ctx: &mut Ctx<'_>, key: &[u8], select: Select) -> CmdResult {
-    let ks = &ctx.shared.ks;
-    let _g = ks.locks.lock(key);
+    let ks = &ctx.ks();
+    let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let Some(old) = load_meta(ks, key, Kind::ZSet, &mut batch)? else {
         ks.write(batch)?;
@@ -1317,8 +1307,8 @@ fn compute(op: SetOp, s: &SetArgs<'_>, inputs: Vec<Vec<Scored>>) -> Vec<Scored> 
 
 fn setop(ctx: &mut Ctx<'_>, a: &[Vec<u8>], op: SetOp, name: &str) -> CmdResult {
     let (mut s, j) = parse_set_args(a, 1, name)?;
-    let ks = &ctx.shared.ks;
-    let snap = ks.db.snapshot();
+    let ks = &ctx.ks();
+    let snap = ks.db().snapshot();
     let inputs = load_inputs(ks, s.keys, &snap)?;
     parse_set_options(a, j, &mut s, op, false, false)?;
     let out = compute(op, &s, inputs);
@@ -1329,12 +1319,12 @@ fn setop(ctx: &mut Ctx<'_>, a: &[Vec<u8>], op: SetOp, name: &str) -> CmdResult {
 fn setop_store(ctx: &mut Ctx<'_>, a: &[Vec<u8>], op: SetOp, name: &str) -> CmdResult {
     let dst = &a[1];
     let (mut s, j) = parse_set_args(a, 2, name)?;
-    let ks = &ctx.shared.ks;
+    let ks = &ctx.ks();
     let n = {
         let _g = ks
-            .locks
+            .locks()
             .lock_many(std::iter::once(dst.as_slice()).chain(s.keys.iter().map(|k| k.as_slice())));
-        let snap = ks.db.snapshot();
+        let snap = ks.db().snapshot();
         let inputs = load_inputs(ks, s.keys, &snap)?;
         parse_set_options(a, j, &mut s, op, true, false)?;
         let out = compute(op, &s, inputs);
@@ -1344,7 +1334,7 @@ fn setop_store(ctx: &mut Ctx<'_>, a: &[Vec<u8>], op: SetOp, name: &str) -> CmdRe
         out.len()
     };
     if n > 0 {
-        key_ready(ctx.shared, dst);
+        key_ready(ctx.shared, &ctx.ks(), dst);
     }
     ctx.out.int(n as i64);
     Ok(())
@@ -1376,8 +1366,8 @@ pub fn zdiffstore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 pub fn zintercard(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let (mut s, j) = parse_set_args(a, 1, "zintercard")?;
-    let ks = &ctx.shared.ks;
-    let snap = ks.db.snapshot();
+    let ks = &ctx.ks();
+    let snap = ks.db().snapshot();
     let inputs = load_inputs(ks, s.keys, &snap)?;
     parse_set_options(a, j, &mut s, SetOp::Inter, false, true)?;
     let n = compute(SetOp::Inter, &s, inputs).len().min(s.limit);
@@ -1393,7 +1383,7 @@ pub fn zscan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     }
     let key = &a[1];
     let (next_id, found) =
-        super::coll::scan(&ctx.shared.ks, key, Kind::ZSet, encoding::ZSET, cursor, &o)?;
+        super::coll::scan(&ctx.ks(), key, Kind::ZSet, encoding::ZSET, cursor, &o)?;
     ctx.out.array(2);
     ctx.out.bulk(next_id.to_string().as_bytes());
     ctx.out.array(found.len() * 2);

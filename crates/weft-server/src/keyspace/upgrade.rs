@@ -9,8 +9,13 @@
 //! hashes converted (their metadata already of format 1) and the others
 //! still of format 0 (type tag 2); the next open finds no record and goes
 //! on with the rest, so the upgrade can stop anywhere.
+//!
+//! The record is kept in database 0's system namespace and speaks for
+//! every database: an upgrade walks each database's keyspace (format 0
+//! knew only database 0, but an upgrade that stopped anywhere must not
+//! depend on that), and a future format's upgrade does the same.
 
-use weft::{prefix_successor, Db, WriteBatch, WriteOptions};
+use weft::{prefix_successor, Db, Keyspace, WriteBatch, WriteOptions};
 
 use super::{new_version, StoreError, StoreResult};
 use crate::encoding::{self, Kind, Meta};
@@ -35,7 +40,7 @@ fn recorded_format(db: &Db) -> StoreResult<Option<u32>> {
 
 /// Checks the data format: format 1 opens as it is, format 0 (no record)
 /// is upgraded, anything newer is refused with nothing written.
-pub(super) fn check_and_upgrade(db: &Db) -> StoreResult<()> {
+pub(super) fn check_and_upgrade(db: &Db, dbs: &[Keyspace]) -> StoreResult<()> {
     match recorded_format(db)? {
         Some(encoding::FORMAT_VERSION) => Ok(()),
         Some(v) if v > encoding::FORMAT_VERSION => Err(StoreError::Unsupported(format!(
@@ -44,7 +49,7 @@ pub(super) fn check_and_upgrade(db: &Db) -> StoreResult<()> {
             encoding::FORMAT_VERSION
         ))),
         // 0 is never recorded (format 0 had no record); treat it as absent.
-        Some(_) | None => upgrade_from_0(db),
+        Some(_) | None => upgrade_from_0(db, dbs),
     }
 }
 
@@ -53,19 +58,23 @@ pub(super) fn check_and_upgrade(db: &Db) -> StoreResult<()> {
 /// per hash; strings and the expiry index are unchanged. Then the `h`
 /// namespace is range-deleted (empty by then) and the format record
 /// written, both in one synced batch.
-fn upgrade_from_0(db: &Db) -> StoreResult<()> {
-    let mut legacy = Vec::new();
-    for kv in db.prefix([encoding::META])? {
-        let (k, v) = kv?;
-        if let Some((expire_at, _)) = encoding::decode_legacy_hash(&v) {
-            legacy.push((k[1..].to_vec(), expire_at));
+fn upgrade_from_0(db: &Db, dbs: &[Keyspace]) -> StoreResult<()> {
+    for ks in dbs {
+        let mut legacy = Vec::new();
+        for kv in ks.prefix([encoding::META])? {
+            let (k, v) = kv?;
+            if let Some((expire_at, _)) = encoding::decode_legacy_hash(&v) {
+                legacy.push((k[1..].to_vec(), expire_at));
+            }
+        }
+        for (key, expire_at) in &legacy {
+            upgrade_hash(db, ks, key, *expire_at)?;
         }
     }
-    for (key, expire_at) in &legacy {
-        upgrade_hash(db, key, *expire_at)?;
-    }
     let mut batch = WriteBatch::new();
-    batch.delete_range([encoding::LEGACY_HASH], [encoding::LEGACY_HASH + 1]);
+    for ks in dbs {
+        batch.delete_range_in(ks, [encoding::LEGACY_HASH], [encoding::LEGACY_HASH + 1]);
+    }
     batch.put(
         encoding::system_key(encoding::FORMAT_RECORD),
         encoding::FORMAT_VERSION.to_be_bytes(),
@@ -83,7 +92,7 @@ fn upgrade_from_0(db: &Db) -> StoreResult<()> {
 /// hash of several batches, new fields under a version nothing names,
 /// which the next attempt's first batch deletes (every version of the
 /// key under `f` is unreachable while its metadata is of format 0).
-fn upgrade_hash(db: &Db, key: &[u8], expire_at: Option<u64>) -> StoreResult<()> {
+fn upgrade_hash(db: &Db, ks: &Keyspace, key: &[u8], expire_at: Option<u64>) -> StoreResult<()> {
     let version = new_version();
     let old_prefix = encoding::key_prefix(encoding::LEGACY_HASH, key);
     let new_any_version = encoding::key_prefix(encoding::HASH, key);
@@ -91,7 +100,7 @@ fn upgrade_hash(db: &Db, key: &[u8], expire_at: Option<u64>) -> StoreResult<()> 
     let mut old_keys = Vec::new();
     let mut count: u64 = 0;
     let mut multi = false;
-    for kv in db.prefix(&old_prefix)? {
+    for kv in ks.prefix(&old_prefix)? {
         let (k, v) = kv?;
         if batch.len() >= FIELDS_PER_BATCH {
             if !multi {
@@ -100,7 +109,7 @@ fn upgrade_hash(db: &Db, key: &[u8], expire_at: Option<u64>) -> StoreResult<()> 
                 let mut clear = WriteBatch::new();
                 let end =
                     prefix_successor(&new_any_version).unwrap_or_else(|| vec![encoding::HASH + 1]);
-                clear.delete_range(&new_any_version, end);
+                clear.delete_range_in(ks, &new_any_version, end);
                 db.write(clear, &WriteOptions::new())?;
                 multi = true;
             }
@@ -108,7 +117,8 @@ fn upgrade_hash(db: &Db, key: &[u8], expire_at: Option<u64>) -> StoreResult<()> 
             old_keys.clear();
         }
         let field = &k[old_prefix.len()..];
-        batch.put(
+        batch.put_in(
+            ks,
             encoding::element_key(encoding::HASH, key, version, field),
             v,
         );
@@ -119,18 +129,18 @@ fn upgrade_hash(db: &Db, key: &[u8], expire_at: Option<u64>) -> StoreResult<()> 
     }
     if multi || count >= super::RANGE_DELETE_ELEMENTS {
         let end = prefix_successor(&old_prefix).unwrap_or_else(|| vec![encoding::LEGACY_HASH + 1]);
-        batch.delete_range(&old_prefix, end);
+        batch.delete_range_in(ks, &old_prefix, end);
     } else {
         for k in old_keys {
-            batch.delete(k);
+            batch.delete_in(ks, k);
         }
     }
     if count == 0 {
         // A hash without fields cannot be written by format 0; drop it
         // rather than keep an empty collection.
-        batch.delete(encoding::meta_key(key));
+        batch.delete_in(ks, encoding::meta_key(key));
         if let Some(t) = expire_at {
-            batch.delete(encoding::expiry_key(t, key));
+            batch.delete_in(ks, encoding::expiry_key(t, key));
         }
     } else {
         let meta = Meta {
@@ -138,7 +148,7 @@ fn upgrade_hash(db: &Db, key: &[u8], expire_at: Option<u64>) -> StoreResult<()> 
             count,
             ..Meta::new_collection(Kind::Hash, version)
         };
-        batch.put(encoding::meta_key(key), meta.encode());
+        batch.put_in(ks, encoding::meta_key(key), meta.encode());
     }
     db.write(batch, &WriteOptions::new())?;
     Ok(())

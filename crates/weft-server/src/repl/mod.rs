@@ -389,7 +389,7 @@ pub(crate) fn start(
     stop: &Arc<crate::server::Stop>,
 ) -> Result<std::thread::JoinHandle<()>, crate::Error> {
     if !shared.repl.is_replica() {
-        shared.repl.drop_stale_hold(&shared.ks.db);
+        shared.repl.drop_stale_hold(&shared.store.db);
     }
     let sh = Arc::clone(shared);
     let st = Arc::clone(stop);
@@ -425,7 +425,7 @@ pub(crate) fn wait_resume(
 /// The `# Replication` section of `INFO`.
 pub fn info(shared: &Shared, t: &mut String) {
     let r = &shared.repl;
-    let db = &shared.ks.db;
+    let db = &shared.store.db;
     t.push_str("# Replication\r\n");
     let now = now_ms();
     match r.master() {
@@ -530,7 +530,7 @@ pub fn role(shared: &Shared, out: &mut Out) {
             let replicas = r.replicas();
             out.array(3);
             out.bulk(b"master");
-            out.int(shared.ks.db.visible_sequence() as i64);
+            out.int(shared.store.db.visible_sequence() as i64);
             out.array(replicas.len());
             for l in replicas {
                 out.array(3);
@@ -547,14 +547,14 @@ pub fn role(shared: &Shared, out: &mut Out) {
 /// writes make its data no prefix of its old primary's), and makes the
 /// state.
 pub(crate) fn open(
-    ks: &crate::keyspace::Keyspace,
+    store: &crate::keyspace::Store,
     config: &crate::Config,
 ) -> Result<Replication, crate::Error> {
-    replica::recover(ks, &config.dir)?;
+    replica::recover(store, &config.dir)?;
     let position = if config.replicaof.is_some() {
-        replica::read_position(&ks.db)?
+        replica::read_position(&store.db)?
     } else {
-        replica::forget_position(&ks.db)?;
+        replica::forget_position(&store.db)?;
         None
     };
     Ok(Replication::new(config, position))

@@ -58,7 +58,7 @@ pub(crate) fn start(
         closed: AtomicBool::new(false),
     });
     let sender = Sender {
-        db: shared.ks.db.clone(),
+        db: shared.store.db.clone(),
         repl: Arc::clone(&shared.repl),
         link: Arc::clone(&link),
         stop: Arc::clone(&shared.stop),

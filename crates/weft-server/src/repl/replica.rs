@@ -36,7 +36,7 @@ use weft::{ChangeOp, Db, KeyspaceOp, WriteBatch, WriteOptions};
 
 use super::wire;
 use crate::encoding;
-use crate::keyspace::{now_ms, Batch, Keyspace};
+use crate::keyspace::{database_of, now_ms, Store};
 use crate::server::Stop;
 use crate::Shared;
 
@@ -99,7 +99,7 @@ fn staged_dir(data: &Path, tmp: bool) -> PathBuf {
 
 /// At start, before serving: a full sync staged whole but not known
 /// loaded is loaded again; a partial transfer is removed.
-pub(crate) fn recover(ks: &Keyspace, data: &Path) -> Result<(), crate::Error> {
+pub(crate) fn recover(store: &Store, data: &Path) -> Result<(), crate::Error> {
     let tmp = staged_dir(data, true);
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp)
@@ -107,7 +107,7 @@ pub(crate) fn recover(ks: &Keyspace, data: &Path) -> Result<(), crate::Error> {
     }
     let staged = staged_dir(data, false);
     if staged.join(STAGED_INFO).exists() {
-        load_staged(ks, &staged).map_err(|e| {
+        load_staged(store, &staged).map_err(|e| {
             crate::Error::Config(format!(
                 "loading the staged full sync {}: {e}",
                 staged.display()
@@ -143,7 +143,7 @@ pub(crate) fn run(shared: &Arc<Shared>, stop: &Arc<Stop>) {
             }
             None => {
                 if last_trim.elapsed() >= Duration::from_secs(1) {
-                    repl.trim_backlog(&shared.ks.db);
+                    repl.trim_backlog(&shared.store.db);
                     last_trim = Instant::now();
                 }
                 stop.sleep(Duration::from_millis(100));
@@ -302,7 +302,7 @@ impl<'a> Link<'a> {
         repl.link
             .master_offset
             .fetch_max(applied, Ordering::Relaxed);
-        let mut applier = Applier::new(&self.shared.ks, id)?;
+        let mut applier = Applier::new(&self.shared.store, id)?;
         applier.applied = applied;
         self.ack(applied)?;
         let mut acked = applied;
@@ -350,7 +350,7 @@ impl<'a> Link<'a> {
             // on every heartbeat (the primary's `lag` is the time since).
             let heartbeat = header[0] == wire::HEARTBEAT;
             if self.reader.buffer().is_empty() && (applier.applied != acked || heartbeat) {
-                self.shared.ks.db.flush_wal().map_err(eng)?;
+                self.shared.store.db.flush_wal().map_err(eng)?;
                 self.ack(applier.applied)?;
                 acked = applier.applied;
             }
@@ -424,7 +424,7 @@ impl<'a> Link<'a> {
             sync_dir(parent)?;
         }
         self.shared.repl.set_loading(true);
-        let loaded = load_staged(&self.shared.ks, &staged);
+        let loaded = load_staged(&self.shared.store, &staged);
         self.shared.repl.set_loading(false);
         let (id, seq) = loaded.map_err(eng)?;
         self.shared.repl.set_position(Some((id, seq)));
@@ -443,9 +443,26 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// The replica's engine keyspace for the primary's keyspace `name`, and
+/// the database it is, if one: a database's keyspace is the server's own
+/// handle (created if needed), so that its reads find what arrives.
+fn local_keyspace(store: &Store, name: &str) -> Result<(weft::Keyspace, Option<usize>), String> {
+    let e = |e: weft::Error| e.to_string();
+    if let Some(n) = store.database_named(name) {
+        return Ok((store.database_keyspace(n).map_err(e)?.clone(), Some(n)));
+    }
+    if let Some(n) = database_of(name) {
+        return Err(format!(
+            "the primary has database {n}; start this replica with --databases {} or more",
+            n + 1
+        ));
+    }
+    Ok((store.db.keyspace(name).map_err(e)?, None))
+}
+
 /// Replaces the live data with the staged checkpoint's (see the module
 /// doc); returns the id and sequence it stands at.
-fn load_staged(ks: &Keyspace, staged: &Path) -> Result<(String, u64), String> {
+fn load_staged(store: &Store, staged: &Path) -> Result<(String, u64), String> {
     let info = std::fs::read_to_string(staged.join(STAGED_INFO)).map_err(|e| e.to_string())?;
     let mut words = info.split_whitespace();
     let (Some(id), Some(seq)) = (words.next(), words.next().and_then(|s| s.parse().ok())) else {
@@ -453,16 +470,25 @@ fn load_staged(ks: &Keyspace, staged: &Path) -> Result<(String, u64), String> {
     };
     let src = Db::open_read_only(staged, weft::Options::default()).map_err(|e| e.to_string())?;
     let e = |e: weft::Error| e.to_string();
-    let db = &ks.db;
-    // Everything goes: every keyspace but the default one, and every
-    // record of the default one (one range delete per first byte, as the
-    // reserved span of the other keyspaces is cut out of default ranges).
+    let db = &store.db;
+    // Everything goes: the databases' keyspaces (whose handles the server
+    // holds) are emptied, every other keyspace but the default one is
+    // dropped, and every record of the default one deleted (one range
+    // delete per first byte, as the reserved span of the other keyspaces
+    // is cut out of default ranges).
+    let mut clear = WriteBatch::new();
     for name in db.keyspaces() {
-        if name != "default" {
-            db.drop_keyspace(&name).map_err(e)?;
+        if name == weft::DEFAULT_KEYSPACE {
+            continue;
+        }
+        match store.database_named(&name) {
+            Some(n) => {
+                let h = store.database_keyspace(n).map_err(e)?;
+                clear.delete_range_in(h, [0u8], [0xffu8; 64]);
+            }
+            None => db.drop_keyspace(&name).map_err(e)?,
         }
     }
-    let mut clear = WriteBatch::new();
     clear.delete_range([0u8], [0xffu8]);
     clear.delete_range(&[0xffu8][..], &[0xffu8; 64][..]);
     db.write(clear, &WriteOptions::default()).map_err(e)?;
@@ -488,9 +514,13 @@ fn load_staged(ks: &Keyspace, staged: &Path) -> Result<(String, u64), String> {
             flush(&mut batch, &mut bytes)?;
         }
     }
-    for name in src.keyspaces().into_iter().filter(|n| n != "default") {
+    for name in src
+        .keyspaces()
+        .into_iter()
+        .filter(|n| n != weft::DEFAULT_KEYSPACE)
+    {
         let from = src.keyspace(&name).map_err(e)?;
-        let to = db.keyspace(&name).map_err(e)?;
+        let (to, _) = local_keyspace(store, &name)?;
         batch.put(ks_name_key(from.id()), name.as_bytes());
         for kv in from.range::<Vec<u8>, _>(..).map_err(e)? {
             let (k, v) = kv.map_err(e)?;
@@ -506,7 +536,7 @@ fn load_staged(ks: &Keyspace, staged: &Path) -> Result<(String, u64), String> {
     let mut last = WriteBatch::new();
     last.put(&position, encode_position(id, seq));
     db.write(last, &WriteOptions::new().sync(true)).map_err(e)?;
-    ks.recount().map_err(|e| format!("{e:?}"))?;
+    store.recount().map_err(|e| format!("{e:?}"))?;
     std::fs::remove_dir_all(staged).map_err(|e| e.to_string())?;
     if let Some(parent) = staged.parent() {
         let _ = sync_dir(parent);
@@ -514,49 +544,67 @@ fn load_staged(ks: &Keyspace, staged: &Path) -> Result<(String, u64), String> {
     Ok((id.to_string(), seq))
 }
 
-/// Applies the primary's batches through the key space: the key counts
-/// follow the metadata records each batch creates and deletes.
+/// One of the primary's keyspaces, on the replica.
+struct Target {
+    handle: weft::Keyspace,
+    /// The database it is, if one (its key counts are kept).
+    db: Option<usize>,
+}
+
+/// Applies the primary's batches: each as one engine batch, the key counts
+/// of every database following the metadata records it creates and
+/// deletes.
 struct Applier<'a> {
-    ks: &'a Keyspace,
+    store: &'a Store,
     id: String,
     applied: u64,
-    /// The primary's keyspace ids, mapped to this replica's keyspaces.
-    keyspaces: HashMap<u32, weft::Keyspace>,
+    /// The primary's keyspace ids (0: the default keyspace, database 0),
+    /// mapped to this replica's keyspaces.
+    keyspaces: HashMap<u32, Target>,
 }
 
 impl<'a> Applier<'a> {
-    fn new(ks: &'a Keyspace, id: String) -> io::Result<Applier<'a>> {
+    fn new(store: &'a Store, id: String) -> io::Result<Applier<'a>> {
         let mut keyspaces = HashMap::new();
+        let default = store.database_keyspace(0).map_err(eng)?.clone();
+        keyspaces.insert(
+            0,
+            Target {
+                handle: default,
+                db: Some(0),
+            },
+        );
         let prefix = encoding::system_key(KS_NAMES);
-        for kv in ks.db.prefix(&prefix).map_err(eng)? {
+        for kv in store.db.prefix(&prefix).map_err(eng)? {
             let (k, v) = kv.map_err(eng)?;
             let Some(id) = k[prefix.len()..].first_chunk::<4>() else {
                 continue;
             };
             let name = String::from_utf8_lossy(&v).into_owned();
-            keyspaces.insert(u32::from_be_bytes(*id), ks.db.keyspace(&name).map_err(eng)?);
+            let (handle, db) = local_keyspace(store, &name).map_err(other)?;
+            keyspaces.insert(u32::from_be_bytes(*id), Target { handle, db });
         }
         Ok(Applier {
-            ks,
+            store,
             id,
             applied: 0,
             keyspaces,
         })
     }
 
-    /// The deadline of a metadata record, or `None` for no record:
-    /// `Some(has_deadline)`.
+    /// The state of a metadata record of database `db`: `None` for no
+    /// record, else `Some(has a deadline)`.
     fn meta_state(
         &self,
+        handle: &weft::Keyspace,
+        db: usize,
         key: &[u8],
-        overlay: &HashMap<Vec<u8>, Option<bool>>,
+        overlay: &HashMap<(usize, Vec<u8>), Option<bool>>,
     ) -> Result<Option<bool>, weft::Error> {
-        if let Some(s) = overlay.get(key) {
+        if let Some(s) = overlay.get(&(db, key.to_vec())) {
             return Ok(*s);
         }
-        Ok(self
-            .ks
-            .db
+        Ok(handle
             .get(key)?
             .map(|v| encoding::decode(&v).is_some_and(|(m, _)| m.expire_at.is_some())))
     }
@@ -565,69 +613,71 @@ impl<'a> Applier<'a> {
         let e = |e: weft::Error| e.to_string();
         let last = first + ops.len() as u64 - 1;
         let mut batch = WriteBatch::new();
-        let (mut keys, mut expires) = (0i64, 0i64);
-        let mut overlay: HashMap<Vec<u8>, Option<bool>> = HashMap::new();
+        // Per database: (keys, keys with a deadline) created minus deleted.
+        let mut tallies: Vec<(usize, i64, i64)> = Vec::new();
+        let mut tally =
+            |db: usize, keys: i64, expires: i64| match tallies.iter_mut().find(|t| t.0 == db) {
+                Some(t) => {
+                    t.1 += keys;
+                    t.2 += expires;
+                }
+                None => tallies.push((db, keys, expires)),
+            };
+        let mut overlay: HashMap<(usize, Vec<u8>), Option<bool>> = HashMap::new();
         let mut recount = false;
         let mut drops = Vec::new();
+        let mut forget = Vec::new();
         let position = position_key();
         let ks_names = encoding::system_key(KS_NAMES);
+        let system = |keyspace: u32, key: &[u8]| {
+            keyspace == 0 && (key == position || key.starts_with(&ks_names))
+        };
         for op in &ops {
             match op.keyspace_op() {
-                KeyspaceOp::Put {
-                    keyspace: 0,
-                    key,
-                    value,
-                } => {
-                    if key == position || key.starts_with(&ks_names) {
-                        continue;
-                    }
-                    if key.first() == Some(&encoding::META) {
-                        let old = self.meta_state(key, &overlay).map_err(e)?;
-                        let new =
-                            encoding::decode(value).is_some_and(|(m, _)| m.expire_at.is_some());
-                        keys += i64::from(old.is_none());
-                        expires += i64::from(new) - i64::from(old == Some(true));
-                        overlay.insert(key.to_vec(), Some(new));
-                    }
-                    batch.put(key, value);
-                }
-                KeyspaceOp::Delete { keyspace: 0, key } => {
-                    if key == position || key.starts_with(&ks_names) {
-                        continue;
-                    }
-                    if key.first() == Some(&encoding::META) {
-                        if let Some(old) = self.meta_state(key, &overlay).map_err(e)? {
-                            keys -= 1;
-                            expires -= i64::from(old);
-                        }
-                        overlay.insert(key.to_vec(), None);
-                    }
-                    batch.delete(key);
-                }
-                KeyspaceOp::DeleteRange {
-                    keyspace: 0,
-                    start,
-                    end,
-                } => {
-                    let meta = [encoding::META];
-                    let past_meta = [encoding::META + 1];
-                    let end = end.unwrap_or(&[0xff; 64]);
-                    if start < &past_meta[..] && end > &meta[..] {
-                        recount = true;
-                    }
-                    batch.delete_range(start, end);
-                }
                 KeyspaceOp::Put {
                     keyspace,
                     key,
                     value,
                 } => {
-                    let ks = self.keyspace(keyspace)?;
-                    batch.put_in(&ks, key, value);
+                    if system(keyspace, key) {
+                        continue;
+                    }
+                    let t = self.keyspace(keyspace)?;
+                    if let (Some(db), Some(&encoding::META)) = (t.db, key.first()) {
+                        let old = self.meta_state(&t.handle, db, key, &overlay).map_err(e)?;
+                        let new =
+                            encoding::decode(value).is_some_and(|(m, _)| m.expire_at.is_some());
+                        tally(
+                            db,
+                            i64::from(old.is_none()),
+                            i64::from(new) - i64::from(old == Some(true)),
+                        );
+                        overlay.insert((db, key.to_vec()), Some(new));
+                    }
+                    if keyspace == 0 {
+                        batch.put(key, value);
+                    } else {
+                        batch.put_in(&t.handle, key, value);
+                    }
                 }
                 KeyspaceOp::Delete { keyspace, key } => {
-                    let ks = self.keyspace(keyspace)?;
-                    batch.delete_in(&ks, key);
+                    if system(keyspace, key) {
+                        continue;
+                    }
+                    let t = self.keyspace(keyspace)?;
+                    if let (Some(db), Some(&encoding::META)) = (t.db, key.first()) {
+                        if let Some(old) =
+                            self.meta_state(&t.handle, db, key, &overlay).map_err(e)?
+                        {
+                            tally(db, -1, -i64::from(old));
+                        }
+                        overlay.insert((db, key.to_vec()), None);
+                    }
+                    if keyspace == 0 {
+                        batch.delete(key);
+                    } else {
+                        batch.delete_in(&t.handle, key);
+                    }
                 }
                 KeyspaceOp::DeleteRange {
                     keyspace,
@@ -637,50 +687,66 @@ impl<'a> Applier<'a> {
                     if drops.iter().any(|(id, _)| *id == keyspace) {
                         continue; // the drop below removes it all
                     }
-                    let ks = self.keyspace(keyspace)?;
-                    match end {
-                        Some(end) => batch.delete_range_in(&ks, start, end),
-                        None => batch.delete_range_in(&ks, start, [0xffu8; 64]),
-                    };
+                    let t = self.keyspace(keyspace)?;
+                    let meta = [encoding::META];
+                    let past_meta = [encoding::META + 1];
+                    let end = end.unwrap_or(&[0xff; 64]);
+                    if t.db.is_some() && start < &past_meta[..] && end > &meta[..] {
+                        recount = true;
+                    }
+                    if keyspace == 0 {
+                        batch.delete_range(start, end);
+                    } else {
+                        batch.delete_range_in(&t.handle, start, end);
+                    }
                 }
                 KeyspaceOp::Created { name, id, .. } => {
-                    let ks = self.ks.db.keyspace(name).map_err(e)?;
-                    self.keyspaces.insert(id, ks);
+                    let (handle, db) = local_keyspace(self.store, name)?;
+                    self.keyspaces.insert(id, Target { handle, db });
                     batch.put(ks_name_key(id), name.as_bytes());
                 }
                 KeyspaceOp::Dropped { name, .. } => {
-                    let id = (self.keyspaces.iter())
-                        .find(|(_, k)| k.name() == name)
-                        .map(|(id, _)| *id);
-                    if let Some(id) = id {
+                    let found = (self.keyspaces.iter())
+                        .find(|(id, k)| **id != 0 && k.handle.name() == name)
+                        .map(|(id, k)| (*id, k.db));
+                    if let Some((id, db)) = found {
                         batch.delete(ks_name_key(id));
-                        drops.push((id, name.to_string()));
+                        match db {
+                            // A database's keyspace stays (the server holds
+                            // its handle): the range delete that follows
+                            // in this batch empties it.
+                            Some(_) => forget.push(id),
+                            None => drops.push((id, name.to_string())),
+                        }
                     }
                 }
                 _ => {}
             }
         }
         batch.put(&position, encode_position(&self.id, last));
-        let mut b = Batch::with_tally(batch, keys, expires);
         if recount {
-            b = Batch::with_tally(b.into_inner(), 0, 0);
+            tallies.clear();
         }
-        self.ks.write(b).map_err(|e| format!("{e:?}"))?;
+        self.store
+            .write_tallied(batch, &tallies)
+            .map_err(|e| format!("{e:?}"))?;
+        for id in forget {
+            self.keyspaces.remove(&id);
+        }
         for (id, name) in drops {
             self.keyspaces.remove(&id);
-            self.ks.db.drop_keyspace(&name).map_err(e)?;
+            self.store.db.drop_keyspace(&name).map_err(e)?;
         }
         if recount {
-            self.ks.recount().map_err(|e| format!("{e:?}"))?;
+            self.store.recount().map_err(|e| format!("{e:?}"))?;
         }
         self.applied = last;
         Ok(())
     }
 
-    fn keyspace(&self, id: u32) -> Result<weft::Keyspace, String> {
+    fn keyspace(&self, id: u32) -> Result<&Target, String> {
         self.keyspaces
             .get(&id)
-            .cloned()
             .ok_or_else(|| format!("a batch names keyspace {id}, which no record names"))
     }
 }
