@@ -5,8 +5,11 @@
 //!
 //! - `replicas_converge_and_catch_up_after_kill_9`: random writes of
 //!   every type (strings, hashes, lists, sets, sorted sets, expiries,
-//!   deletes) through the primary; both replicas hold the same keys,
-//!   values, deadlines and `DBSIZE`; a replica killed mid-stream and
+//!   deletes) through the primary, into databases 0 and 3 (`SELECT`) and
+//!   as `MULTI`/`EXEC` blocks spanning both; database 3 is created by the
+//!   stream on one replica and arrives by full sync on the other; both
+//!   replicas hold the same keys, values, deadlines, `DBSIZE` per
+//!   database and `INFO keyspace`; a replica killed mid-stream and
 //!   restarted catches up by a partial resync; killed again and restarted
 //!   after the backlog is gone, by a full sync.
 //! - `psync_never_gets_a_wrong_stream`: `PSYNC` with an unknown id, an
@@ -19,7 +22,10 @@
 //!   transfer goes through.
 //! - `wait_readonly_and_promotion`: `WAIT 1` answers 1 once the replica
 //!   applied the write; writes to a replica get `-READONLY` (the plain
-//!   `SET` path too); `REPLICAOF NO ONE` promotes it.
+//!   `SET` path too), inside `MULTI` too (the `EXEC` fails); Sentinel's
+//!   promotion transaction (`SLAVEOF NO ONE`, `CONFIG REWRITE`, `CLIENT
+//!   KILL`s) promotes it; a write queued before the server became a
+//!   replica makes the `EXEC` fail.
 
 // A test fails by panicking: its unwraps are its assertions.
 #![allow(clippy::unwrap_used)]
@@ -145,6 +151,56 @@ fn dump(c: &mut redis::Connection) -> Dump {
 /// One random write of any type; some keys get short deadlines (so the
 /// primary's expirer deletes them while the stream runs), some long ones.
 fn random_write(rng: &mut StdRng, c: &mut redis::Connection) {
+    let _: redis::Value = random_cmd(rng).query(c).unwrap();
+}
+
+/// The databases the convergence test writes.
+const DBS: [u32; 2] = [0, 3];
+
+/// Connections to the primary's databases 0 and 3 (`SELECT`).
+struct Writer {
+    db0: redis::Connection,
+    db3: redis::Connection,
+}
+
+impl Writer {
+    fn new(port: u16) -> Writer {
+        let mut db3 = conn(port);
+        let _: () = redis::cmd("SELECT").arg(3).query(&mut db3).unwrap();
+        Writer {
+            db0: conn(port),
+            db3,
+        }
+    }
+}
+
+/// A random write into database 0 or 3, or a `MULTI`/`EXEC` block of a
+/// few, some of them `SELECT`ing database 3 and back (one engine batch
+/// over both databases' keyspaces).
+fn random_write_dbs(rng: &mut StdRng, w: &mut Writer) {
+    match rng.gen_range(0..10) {
+        0 => {
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            for _ in 0..rng.gen_range(1..4) {
+                pipe.add_command(random_cmd(rng));
+            }
+            if rng.gen_bool(0.5) {
+                pipe.cmd("SELECT").arg(3);
+                for _ in 0..rng.gen_range(1..4) {
+                    pipe.add_command(random_cmd(rng));
+                }
+                pipe.cmd("SELECT").arg(0);
+            }
+            let _: redis::Value = pipe.query(&mut w.db0).unwrap();
+        }
+        1..=3 => random_write(rng, &mut w.db3),
+        _ => random_write(rng, &mut w.db0),
+    }
+}
+
+/// A random write command.
+fn random_cmd(rng: &mut StdRng) -> redis::Cmd {
     let k = format!("k{}", rng.gen_range(0..200));
     let m = format!("m{}", rng.gen_range(0..20));
     let v = format!("v{}", rng.gen_range(0..1000));
@@ -209,7 +265,7 @@ fn random_write(rng: &mut StdRng, c: &mut redis::Connection) {
             .arg(&v)
             .clone(),
     };
-    let _: redis::Value = cmd.query(c).unwrap();
+    cmd
 }
 
 /// Waits until every key with a short deadline has passed it and the
@@ -218,15 +274,19 @@ fn random_write(rng: &mut StdRng, c: &mut redis::Connection) {
 fn settle(p: &mut redis::Connection, replicas: u64) {
     std::thread::sleep(Duration::from_millis(400));
     let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let n: u64 = redis::cmd("DBSIZE").query(p).unwrap();
-        let live: Vec<String> = p.keys("*").unwrap();
-        if n == live.len() as u64 {
-            break;
+    for db in DBS {
+        let _: () = redis::cmd("SELECT").arg(db).query(p).unwrap();
+        loop {
+            let n: u64 = redis::cmd("DBSIZE").query(p).unwrap();
+            let live: Vec<String> = p.keys("*").unwrap();
+            if n == live.len() as u64 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the expirer did not catch up");
+            std::thread::sleep(Duration::from_millis(50));
         }
-        assert!(Instant::now() < deadline, "the expirer did not catch up");
-        std::thread::sleep(Duration::from_millis(50));
     }
+    let _: () = redis::cmd("SELECT").arg(0).query(p).unwrap();
     let acked: u64 = redis::cmd("WAIT")
         .arg(replicas)
         .arg(20_000)
@@ -235,10 +295,36 @@ fn settle(p: &mut redis::Connection, replicas: u64) {
     assert_eq!(acked, replicas, "replicas acknowledging");
 }
 
+/// The `dbN:keys=..,expires=..` lines of `INFO keyspace`.
+fn keyspace_lines(c: &mut redis::Connection) -> Vec<String> {
+    let text: String = redis::cmd("INFO").arg("keyspace").query(c).unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("db"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The replica holds what the primary holds in databases 0 and 3, and
+/// both say the same in `INFO keyspace`.
 fn assert_same(p: &mut redis::Connection, r: &mut redis::Connection, what: &str) {
+    for db in DBS {
+        let _: () = redis::cmd("SELECT").arg(db).query(p).unwrap();
+        let _: () = redis::cmd("SELECT").arg(db).query(r).unwrap();
+        assert_same_db(p, r, db, &format!("{what}, database {db}"));
+    }
+    let _: () = redis::cmd("SELECT").arg(0).query(p).unwrap();
+    let _: () = redis::cmd("SELECT").arg(0).query(r).unwrap();
+    assert_eq!(
+        keyspace_lines(p),
+        keyspace_lines(r),
+        "{what}: INFO keyspace"
+    );
+}
+
+fn assert_same_db(p: &mut redis::Connection, r: &mut redis::Connection, db: u32, what: &str) {
     let want = dump(p);
     let got = dump(r);
-    assert!(want.1 > 0, "the primary holds nothing");
+    assert!(db != 0 || want.1 > 0, "{what}: the primary holds nothing");
     if want != got {
         let only_p: Vec<_> = want.0.keys().filter(|k| !got.0.contains_key(*k)).collect();
         let only_r: Vec<_> = got.0.keys().filter(|k| !want.0.contains_key(*k)).collect();
@@ -284,23 +370,29 @@ fn replicas_converge_and_catch_up_after_kill_9() {
     for _ in 0..1500 {
         random_write(&mut rng, &mut p);
     }
-    // One replica starts from a full sync of what is there, the other
-    // from an empty primary's stream too (it joins later).
+    // Replica a starts from a full sync of database 0; database 3 and
+    // the MULTI/EXEC blocks come after its link is up, so the stream
+    // creates database 3's keyspace on it. Replica b joins later, from a
+    // full sync holding both.
     let mut a = replica(&base.path().join("a"), primary.port);
+    wait_link_up(&a);
+    let mut w = Writer::new(primary.port);
     for _ in 0..1500 {
-        random_write(&mut rng, &mut p);
+        random_write_dbs(&mut rng, &mut w);
     }
     let b = replica(&base.path().join("b"), primary.port);
-    wait_link_up(&a);
     wait_link_up(&b);
     for _ in 0..1500 {
-        random_write(&mut rng, &mut p);
+        random_write_dbs(&mut rng, &mut w);
     }
     settle(&mut p, 2);
+    let lines = keyspace_lines(&mut p);
+    assert!(
+        lines.iter().any(|l| l.starts_with("db0:")) && lines.iter().any(|l| l.starts_with("db3:")),
+        "the primary's keyspace: {lines:?}"
+    );
     assert_same(&mut p, &mut a.conn(), "replica a");
     assert_same(&mut p, &mut b.conn(), "replica b");
-    let key_counts = |c: &mut redis::Connection| info_field(c, "keyspace", "db0");
-    assert_eq!(key_counts(&mut p), key_counts(&mut b.conn()));
 
     // Kill a mid-stream: a writer runs meanwhile.
     let stop = Arc::new(AtomicBool::new(false));
@@ -308,10 +400,10 @@ fn replicas_converge_and_catch_up_after_kill_9() {
     let writer = {
         let (stop, written, port) = (Arc::clone(&stop), Arc::clone(&written), primary.port);
         std::thread::spawn(move || {
-            let mut c = conn(port);
+            let mut w = Writer::new(port);
             let mut rng = StdRng::seed_from_u64(7);
             while !stop.load(Ordering::Relaxed) {
-                random_write(&mut rng, &mut c);
+                random_write_dbs(&mut rng, &mut w);
                 written.fetch_add(1, Ordering::Relaxed);
             }
         })
@@ -357,7 +449,7 @@ fn replicas_converge_and_catch_up_after_kill_9() {
         .query(&mut p)
         .unwrap();
     for _ in 0..8000 {
-        random_write(&mut rng, &mut p);
+        random_write_dbs(&mut rng, &mut w);
     }
     std::thread::sleep(Duration::from_millis(1500)); // the trim runs each second
     drop(a);
@@ -376,7 +468,6 @@ fn replicas_converge_and_catch_up_after_kill_9() {
         full_before + 1,
         "a full sync once the backlog was gone"
     );
-    assert_eq!(key_counts(&mut p), key_counts(&mut a.conn()));
 }
 
 /// A raw connection reading RESP lines and replication frames.
@@ -660,12 +751,72 @@ fn wait_readonly_and_promotion() {
     let len: u64 = rc.llen("list").unwrap();
     assert_eq!(len, 50);
 
-    // Promotion: writes accepted, role master, the data and counts kept.
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query(&mut rc)
-        .unwrap();
+    // A transaction on the replica: a write is refused while queuing,
+    // which fails the EXEC; reads run.
+    let tx = |cmds: &[&[&str]]| {
+        let mut raw = Raw::connect(r.port);
+        raw.send(&["MULTI"]);
+        assert_eq!(raw.line(), "+OK");
+        let answers: Vec<String> = cmds
+            .iter()
+            .map(|c| {
+                raw.send(c);
+                raw.line()
+            })
+            .collect();
+        raw.send(&["EXEC"]);
+        let mut exec = vec![raw.line()];
+        if let Some(n) = exec[0].strip_prefix('*') {
+            for _ in 0..n.parse::<usize>().unwrap() {
+                exec.push(raw.line());
+            }
+        }
+        (answers, exec)
+    };
+    let (queued, exec) = tx(&[&["GET", "x"], &["SET", "x", "1"], &["LLEN", "list"]]);
+    assert_eq!(
+        queued,
+        [
+            "+QUEUED",
+            "-READONLY You can't write against a read only replica.",
+            "+QUEUED"
+        ]
+    );
+    assert_eq!(
+        exec,
+        ["-EXECABORT Transaction discarded because of previous errors."]
+    );
+    let (queued, exec) = tx(&[&["LLEN", "list"], &["EXISTS", "x"]]);
+    assert_eq!(queued, ["+QUEUED", "+QUEUED"]);
+    assert_eq!(exec, ["*2", ":50", ":0"]);
+
+    // Promotion as Sentinel does it: one transaction of SLAVEOF NO ONE,
+    // CONFIG REWRITE (which fails, as Redis's does, when there is no
+    // config file; the EXEC goes on), and CLIENT KILLs of the normal and
+    // pub/sub clients (all but the caller: `rc` goes). Then writes are
+    // accepted, the role is master, the data and counts are kept.
+    let (queued, exec) = tx(&[
+        &["SLAVEOF", "NO", "ONE"],
+        &["CONFIG", "REWRITE"],
+        &["CLIENT", "KILL", "TYPE", "normal"],
+        &["CLIENT", "KILL", "TYPE", "pubsub"],
+    ]);
+    assert_eq!(queued, ["+QUEUED"; 4]);
+    assert_eq!(
+        exec[..3],
+        [
+            "*4",
+            "+OK",
+            "-ERR The server is running without a config file"
+        ]
+    );
+    assert!(exec[3].starts_with(':') && exec[3] != ":0", "{exec:?}");
+    assert_eq!(exec[4], ":0");
+    assert!(
+        redis::cmd("PING").query::<String>(&mut rc).is_err(),
+        "rc was killed"
+    );
+    let mut rc = r.conn();
     let _: () = rc.set("x", "1").unwrap();
     let role: redis::Value = redis::cmd("ROLE").query(&mut rc).unwrap();
     assert!(format!("{role:?}").contains("master"), "{role:?}");
@@ -678,4 +829,25 @@ fn wait_readonly_and_promotion() {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(20));
     }
+
+    // A write queued on a primary that becomes a replica before the EXEC:
+    // the EXEC is refused whole.
+    let mut raw = Raw::connect(r.port);
+    raw.send(&["MULTI"]);
+    assert_eq!(raw.line(), "+OK");
+    raw.send(&["SET", "y", "1"]);
+    assert_eq!(raw.line(), "+QUEUED");
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port)
+        .query(&mut rc)
+        .unwrap();
+    raw.send(&["EXEC"]);
+    assert_eq!(
+        raw.line(),
+        "-EXECABORT Transaction discarded because of: READONLY You can't write against a read \
+         only replica."
+    );
+    let y: Option<String> = rc.get("y").unwrap();
+    assert_eq!(y, None);
 }
