@@ -215,6 +215,11 @@ pub struct ServeArgs {
     /// warns at start.
     #[arg(long, value_name = "PASSWORD")]
     pub requirepass: Option<String>,
+    /// Start as a replica of the primary at HOST PORT (Redis's
+    /// `replicaof`; `REPLICAOF` changes it at run time) [default: a
+    /// primary]
+    #[arg(long, num_args = 1..=2, value_names = ["HOST", "PORT"])]
+    pub replicaof: Option<Vec<String>>,
     /// Databases SELECT chooses among, as Redis's `databases`; database n
     /// (n >= 1) is the engine keyspace "db<n>", made on its first write
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65536))]

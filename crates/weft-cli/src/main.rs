@@ -233,6 +233,21 @@ fn serve(args: args::ServeArgs, default_dir: PathBuf) -> CliResult {
         config.db_options = config.db_options.memtable(m);
     }
     config.requirepass = args.requirepass.filter(|p| !p.is_empty());
+    if let Some(words) = args.replicaof {
+        // `--replicaof HOST PORT`, or Redis's `--replicaof "HOST PORT"`.
+        let words: Vec<&str> = words.iter().flat_map(|w| w.split_whitespace()).collect();
+        let [host, port] = words[..] else {
+            return Err(CliError::Server(weft_server::Error::Config(format!(
+                "--replicaof takes HOST PORT, got {words:?}"
+            ))));
+        };
+        let port: u16 = port.parse().map_err(|_| {
+            CliError::Server(weft_server::Error::Config(format!(
+                "--replicaof: bad port {port:?}"
+            )))
+        })?;
+        config.replicaof = Some((host.to_string(), port));
+    }
     config.databases = args.databases as usize;
     let server = weft_server::Server::bind(config)?;
     let handle = server.shutdown_handle();

@@ -230,6 +230,9 @@ impl Conn {
             return;
         }
         self.session.hold_until = None;
+        if crate::repl::wait_resume(shared, &mut self.session, &mut self.out, now) {
+            return; // WAIT goes on: held again
+        }
         if let Some(p) = &self.session.blocking.parked {
             if p.deadline.is_none_or(|d| d > now) {
                 return;
@@ -340,12 +343,36 @@ impl Conn {
         }
     }
 
+    /// After `PSYNC`: hands a second handle of the socket, and the replies
+    /// not sent yet, to a replica sender thread; the connection stays to
+    /// read the replica's acknowledgements ([`crate::repl::primary`]).
+    fn become_replica_link(&mut self, shared: &Shared) {
+        let Some(req) = self.session.psync.take() else {
+            return;
+        };
+        let Ok(stream) = self.stream.try_clone() else {
+            self.close();
+            return;
+        };
+        let pending = self.out.buf.split_off(self.sent);
+        self.out.buf.clear();
+        self.sent = 0;
+        let ip = (self.session.info.as_ref())
+            .and_then(|i| i.addr.rsplit_once(':').map(|(ip, _)| ip.to_string()))
+            .unwrap_or_default();
+        let link = crate::repl::primary::start(shared, stream, pending, req, self.session.id, ip);
+        self.session.repl_link = Some(link);
+    }
+
     /// Called once the connection is dropped: leaves its subscriptions,
     /// the key FIFOs of a blocking command (passing on wake-ups it will not
     /// take) and the client registry.
     pub fn release(&mut self, shared: &Shared) {
         cmd::blocking::depart(shared, &mut self.session, &self.wakes);
         self.wakes.clear();
+        if let Some(link) = &self.session.repl_link {
+            link.closed.store(true, Ordering::Release);
+        }
         for ch in &self.session.channels {
             shared.hub.unsubscribe(ch, self.session.id);
         }
@@ -628,7 +655,7 @@ impl Conn {
                         && !self.session.in_pubsub()
                         && !self.session.in_multi()
                         && !shared.clients.monitoring();
-                    if plain && cmd::is_plain_set(max_bulk, &args) {
+                    if plain && cmd::is_plain_set(max_bulk, &args) && !shared.repl.gated() {
                         self.answer_gets(shared, &mut gets);
                         if run_keys >= MAX_RUN_KEYS {
                             self.commit_run(shared, &mut run);
@@ -661,6 +688,9 @@ impl Conn {
                         break;
                     }
                     self.parser.recycle(args);
+                    if self.session.psync.is_some() {
+                        self.become_replica_link(shared);
+                    }
                     if self.session.quit {
                         stop = true;
                         break;

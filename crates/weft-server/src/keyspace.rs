@@ -357,7 +357,7 @@ pub fn keyspace_name(n: usize) -> String {
 }
 
 /// The database number of engine keyspace `name`, if it is one's.
-fn database_of(name: &str) -> Option<usize> {
+pub(crate) fn database_of(name: &str) -> Option<usize> {
     let digits = name.strip_prefix("db")?;
     if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -544,6 +544,54 @@ impl Store {
         }
         for (db, keys, expires) in tallies {
             self.tally(db, keys, expires);
+        }
+        Ok(())
+    }
+
+    /// The database whose engine keyspace is named `name` (`"default"`
+    /// is database 0), if it is one's and in range.
+    pub(crate) fn database_named(&self, name: &str) -> Option<usize> {
+        if name == weft::DEFAULT_KEYSPACE {
+            return Some(0);
+        }
+        database_of(name).filter(|&n| n < self.dbs.len())
+    }
+
+    /// Database `db`'s engine keyspace, created if needed: a replica
+    /// applying its primary's stream or loading a full sync
+    /// (`repl::replica`), whose reads must then find it.
+    pub(crate) fn database_keyspace(&self, db: usize) -> weft::Result<&weft::Keyspace> {
+        self.handle_for_write(db)
+    }
+
+    /// Writes an engine batch made elsewhere (a replica applying its
+    /// primary's batch, `repl::replica`, which tallies the metadata records
+    /// it creates and deletes itself), then applies `tallies`: `(database,
+    /// keys, keys with a deadline)`.
+    pub(crate) fn write_tallied(
+        &self,
+        batch: WriteBatch,
+        tallies: &[(usize, i64, i64)],
+    ) -> StoreResult<()> {
+        note_write();
+        self.write_engine(batch)?;
+        for &(db, keys, expires) in tallies {
+            self.tally(db, keys, expires);
+        }
+        Ok(())
+    }
+
+    /// Counts every database's keys again (one scan each): after a replica
+    /// replaced its data with a full sync, or applied a range delete over
+    /// the metadata.
+    pub(crate) fn recount(&self) -> StoreResult<()> {
+        for slot in self.dbs.iter() {
+            let (keys, expires) = match slot.handle.get() {
+                Some(h) => count_records(h)?,
+                None => (0, 0),
+            };
+            slot.keys.store(keys as i64, Ordering::Relaxed);
+            slot.expires.store(expires as i64, Ordering::Relaxed);
         }
         Ok(())
     }

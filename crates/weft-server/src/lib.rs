@@ -12,11 +12,12 @@
 //! PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB CHANNELS|NUMSUB|NUMPAT` ([`pubsub`];
 //! delivery between event loops: [`deliver`]). Passwords: [`auth`].
 //! Counters, slow log, latency: [`stats`]. `COMMAND` metadata:
-//! [`cmd::meta`]. Transactions: `MULTI EXEC DISCARD WATCH UNWATCH` (an
-//! `EXEC` is one atomic engine batch, isolated by its keys' stripe locks:
-//! [`keyspace`]'s *Transactions*). Databases: `SELECT MOVE FLUSHDB
-//! FLUSHALL` over `Config::databases` databases, each an engine keyspace
-//! (`SWAPDB` is refused).
+//! [`cmd::meta`]. Replication: `REPLICAOF SLAVEOF ROLE REPLCONF PSYNC
+//! WAIT` ([`repl`]; `docs/DESIGN.md` §1.11). Transactions: `MULTI EXEC
+//! DISCARD WATCH UNWATCH` (an `EXEC` is one atomic engine batch, isolated
+//! by its keys' stripe locks: [`keyspace`]'s *Transactions*). Databases:
+//! `SELECT MOVE FLUSHDB FLUSHALL` over `Config::databases` databases, each
+//! an engine keyspace (`SWAPDB` is refused).
 //! Strings: `GET SET [EX|PX|EXAT|PXAT|KEEPTTL] [NX|XX] [GET] SETNX GETSET
 //! SETEX PSETEX GETEX [EX|PX|EXAT|PXAT|PERSIST] GETDEL MGET MSET MSETNX
 //! INCR INCRBY DECR DECRBY INCRBYFLOAT APPEND STRLEN GETRANGE SUBSTR
@@ -149,6 +150,7 @@ pub mod keyspace;
 pub mod locks;
 mod poll;
 pub mod pubsub;
+pub mod repl;
 pub mod resp;
 mod save;
 mod server;
@@ -288,6 +290,19 @@ pub struct Config {
     /// stays over the soft limit for the soft seconds, is disconnected.
     /// Default 32 MiB, 8 MiB, 60 s (Redis's).
     pub pubsub_output_limit: OutputLimit,
+    /// Follow this primary at start (`--replicaof host port`, Redis's
+    /// `replicaof`); `None`: a primary. `REPLICAOF` changes it at run
+    /// time (`docs/DESIGN.md` §1.11).
+    pub replicaof: Option<(String, u16)>,
+    /// A replica refuses writes (`-READONLY`). Default true (Redis's
+    /// `replica-read-only yes`).
+    pub replica_read_only: bool,
+    /// Bytes of flushed WALs the replication backlog may keep for
+    /// replicas that are not connected (`repl-backlog-size`; disk, not
+    /// memory). Default 64 MiB.
+    pub repl_backlog_size: u64,
+    /// `replica-priority` (Sentinel's; 0: never promoted). Default 100.
+    pub replica_priority: u32,
     /// How many databases `SELECT` chooses among (Redis's `databases`).
     /// Default 16. Database 0 is the engine's default keyspace, database
     /// `n` the engine keyspace `"db<n>"`.
@@ -333,6 +348,10 @@ impl Default for Config {
             save_dir: None,
             requirepass: None,
             pubsub_output_limit: OutputLimit::PUBSUB_DEFAULT,
+            replicaof: None,
+            replica_read_only: true,
+            repl_backlog_size: 64 << 20,
+            replica_priority: 100,
             databases: 16,
             db_options: weft::Options::default(),
         }
@@ -424,6 +443,8 @@ pub struct Shared {
     pub(crate) stop: Arc<server::Stop>,
     /// A random id of this run (`INFO server` `run_id`).
     pub run_id: String,
+    /// Replication: role, replicas, the link to a primary ([`repl`]).
+    pub repl: Arc<repl::Replication>,
 }
 
 /// Settings `CONFIG SET` changes while the server runs (read with relaxed
@@ -505,6 +526,7 @@ impl Shared {
             runtime: Runtime::new(&config),
             stop,
             run_id: random_run_id(),
+            repl: Arc::new(repl::Replication::new(&config, None)),
             config,
         })
     }

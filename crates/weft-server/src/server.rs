@@ -35,7 +35,7 @@ impl Stop {
     }
 
     /// Sleeps up to `d`; true if stopping.
-    fn sleep(&self, d: Duration) -> bool {
+    pub(crate) fn sleep(&self, d: Duration) -> bool {
         let mut g = self.lock.lock();
         if self.stopped() {
             return true;
@@ -113,7 +113,10 @@ impl Server {
         let db = weft::Db::open(&config.dir, db_options)?;
         let stop = Arc::new(Stop::default());
         let store = Store::new(db, config.sync, config.databases)?;
-        let shared = Arc::new(Shared::new(store, config, addr.port(), Arc::clone(&stop))?);
+        let repl = crate::repl::open(&store, &config)?;
+        let mut shared = Shared::new(store, config, addr.port(), Arc::clone(&stop))?;
+        shared.repl = Arc::new(repl);
+        let shared = Arc::new(shared);
         Ok(Server {
             listener,
             shared,
@@ -148,6 +151,11 @@ impl Server {
         let mut background = Vec::new();
         background.push(spawn_bg("weft-expire", &shared, &stop, |sh, stop| {
             while !stop.sleep(EXPIRE_EVERY) {
+                // A replica's expired keys are deleted by its primary's
+                // stream (reads hide them meanwhile).
+                if sh.repl.is_replica() {
+                    continue;
+                }
                 loop {
                     match sh.store.expire_cycle(EXPIRE_BATCH) {
                         Ok(n) if n >= EXPIRE_BATCH && !stop.stopped() => continue,
@@ -171,6 +179,7 @@ impl Server {
                 }
             })?);
         }
+        background.push(crate::repl::start(&shared, &stop)?);
         let listener = Arc::new(listener);
         let loops = event_loop::start(&shared, &listener, &stop)?;
         // The loops serve until `stop` fires, then send what they have

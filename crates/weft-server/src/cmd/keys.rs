@@ -674,19 +674,3 @@ pub fn object(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     }
     Ok(())
 }
-
-/// `WAIT numreplicas timeout`: Weft has no replicas, so no write is ever
-/// acknowledged by one: 0, at once (Redis blocks for the timeout when
-/// more than 0 are asked for, forever for a timeout of 0; blocking here
-/// would hold up the event loop for nothing).
-pub fn wait(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    int_arg(&a[1])?;
-    let t = super::parse_i64(&a[2]).ok_or(CmdError(
-        "ERR timeout is not an integer or out of range".into(),
-    ))?;
-    if t < 0 {
-        return err("ERR timeout is negative");
-    }
-    ctx.out.int(0);
-    Ok(())
-}

@@ -12,6 +12,7 @@ pub mod meta;
 mod meta_table;
 mod multi;
 mod pubsub;
+mod repl;
 mod server;
 mod set;
 mod string;
@@ -93,6 +94,17 @@ pub struct Session {
     /// Deliveries the commands run so far made to other connections; the
     /// connection sends them before their replies ([`crate::deliver`]).
     pub posts: Vec<(crate::deliver::ClientRef, crate::deliver::Delivery)>,
+    /// `REPLCONF listening-port`: the port a replica on this connection
+    /// listens on.
+    pub repl_port: u16,
+    /// Set by `PSYNC`: the connection hands its socket to a sender
+    /// thread after the command ([`crate::repl::primary::start`]).
+    pub psync: Option<crate::repl::Psync>,
+    /// This connection is a replica's link: its `REPLCONF ACK`s land
+    /// here, and replies to it are dropped (the sender owns the stream).
+    pub repl_link: Option<Arc<crate::repl::ReplicaLink>>,
+    /// In `WAIT` (held until answered: [`crate::repl::wait_resume`]).
+    pub wait: Option<crate::repl::Waiting>,
     /// Blocking commands must not block (Redis's `CLIENT_DENY_BLOCKING`):
     /// they answer as if their timeout passed at once. Commands an `EXEC`
     /// runs are denied blocking the same way, through [`Ctx::in_exec`].
@@ -264,7 +276,13 @@ pub static COMMANDS: &[Command] = commands![
     "expiretime" 2 keys::expiretime,
     "pexpiretime" 2 keys::pexpiretime,
     "object" -2 keys::object,
-    "wait" 3 keys::wait,
+    "wait" 3 repl::wait,
+    "replicaof" 3 repl::replicaof,
+    "slaveof" 3 repl::replicaof,
+    "role" 1 repl::role,
+    "replconf" -1 repl::replconf,
+    "psync" -3 repl::psync,
+    "sync" 1 repl::sync,
     "dump" 2 dump::dump,
     "restore" -4 dump::restore,
     "migrate" -6 dump::migrate,
@@ -427,6 +445,16 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) {
         multi::flag(ctx.session);
         return;
     }
+    // A read-only replica, or one loading a full sync (one relaxed load
+    // when neither); a write refused while queuing fails the EXEC, as in
+    // Redis.
+    if ctx.shared.repl.gated() {
+        if let Err(msg) = replication_gate(ctx.shared, ix) {
+            server::refuse(ctx, Some(ix), msg);
+            multi::flag(ctx.session);
+            return;
+        }
+    }
     if ctx.session.in_multi() && multi::queues(cmd) {
         if let Err(msg) = multi::queue(ctx.session, ix, args) {
             server::refuse(ctx, Some(ix), msg);
@@ -448,7 +476,42 @@ fn run(ctx: &mut Ctx<'_>, ix: usize, args: &[Vec<u8>]) {
         ctx.out.buf.truncate(mark);
         ctx.out.error(msg);
     }
+    if ctx.session.repl_link.is_some() {
+        // A replica's link: the sender thread owns what the replica reads.
+        ctx.out.buf.truncate(mark);
+    }
     server::account(ctx, ix, args, started, result.err());
+}
+
+/// What Redis's command flags say of each command in [`COMMANDS`]:
+/// (`write`, `loading`).
+fn flags() -> &'static [(bool, bool)] {
+    static F: OnceLock<Vec<(bool, bool)>> = OnceLock::new();
+    F.get_or_init(|| {
+        COMMANDS
+            .iter()
+            .map(|c| {
+                let f = meta::find(c.name).map_or(&[][..], |m| m.flags);
+                // Promotion and shutdown are never refused while loading.
+                let always = matches!(c.name, "replicaof" | "slaveof" | "shutdown");
+                (f.contains(&"write"), always || f.contains(&"loading"))
+            })
+            .collect()
+    })
+}
+
+/// Refuses command `ix` on a read-only replica if it writes
+/// (`-READONLY`), and while a full sync loads if Redis would
+/// (`-LOADING`).
+fn replication_gate(shared: &Shared, ix: usize) -> Result<(), &'static str> {
+    let (write, loading_ok) = flags()[ix];
+    if shared.repl.loading() && !loading_ok {
+        return Err("LOADING Weft is loading the dataset in memory");
+    }
+    if write && shared.repl.refuses_writes() {
+        return Err("READONLY You can't write against a read only replica.");
+    }
+    Ok(())
 }
 
 /// Parses an integer as Redis's `string2ll` does: optional `-`, digits, no

@@ -193,6 +193,17 @@ pub fn exec(ctx: &mut Ctx<'_>, _a: &[Vec<u8>]) -> CmdResult {
     if queue.failed {
         return err("EXECABORT Transaction discarded because of previous errors.");
     }
+    // Queued on a primary that has since become a read-only replica (or
+    // begun loading): Redis refuses the EXEC whole.
+    if ctx.shared.repl.gated() {
+        for (ix, _) in &queue.cmds {
+            if let Err(msg) = super::replication_gate(ctx.shared, *ix) {
+                return Err(CmdError(
+                    format!("EXECABORT Transaction discarded because of: {msg}").into(),
+                ));
+            }
+        }
+    }
     let store = &ctx.shared.store;
     let (all, stripes) = lock_plan(store, ctx.session.db, &queue.cmds, &watched);
     let (locks, exec) = store.begin_exec(all, stripes);
@@ -233,6 +244,14 @@ fn run_queued(ctx: &mut Ctx<'_>, exec: &Exec, cmds: &[(usize, Vec<Vec<u8>>)], ou
         exec: Some(exec),
     };
     for (ix, args) in cmds {
+        // A `REPLICAOF host port` earlier in this EXEC made this server a
+        // read-only replica: the writes after it are refused, one by one.
+        if inner.shared.repl.gated() {
+            if let Err(msg) = super::replication_gate(inner.shared, *ix) {
+                super::server::refuse(&mut inner, Some(*ix), msg);
+                continue;
+            }
+        }
         run(&mut inner, *ix, args);
     }
 }

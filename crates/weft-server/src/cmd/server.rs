@@ -308,7 +308,11 @@ pub fn hello(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     out.bulk(b"mode");
     out.bulk(b"standalone");
     out.bulk(b"role");
-    out.bulk(b"master");
+    out.bulk(if ctx.shared.repl.is_replica() {
+        b"replica".as_slice()
+    } else {
+        b"master"
+    });
     out.bulk(b"modules");
     out.array(0);
     Ok(())
@@ -490,7 +494,8 @@ fn section(t: &mut String, sh: &Shared, name: &str) {
                  instantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\n\
                  rejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\n\
                  pubsub_channels:{}\r\npubsub_patterns:{}\r\ntotal_error_replies:{errors}\r\n\
-                 acl_access_denied_auth:{}\r\n\r\n",
+                 acl_access_denied_auth:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\n\
+                 sync_partial_err:{}\r\n\r\n",
                 c.connections.load(Ordering::Relaxed),
                 sh.commands_processed(),
                 sh.stats.net_input(),
@@ -499,20 +504,12 @@ fn section(t: &mut String, sh: &Shared, name: &str) {
                 sh.hub.numchannels(),
                 sh.hub.numpat(),
                 sh.auth.failures.load(Ordering::Relaxed),
+                sh.repl.sync_full.load(Ordering::Relaxed),
+                sh.repl.sync_partial_ok.load(Ordering::Relaxed),
+                sh.repl.sync_partial_err.load(Ordering::Relaxed),
             );
         }
-        "replication" => {
-            let _ = write!(
-                t,
-                "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\
-                 master_failover_state:no-failover\r\nmaster_replid:{}\r\n\
-                 master_replid2:0000000000000000000000000000000000000000\r\n\
-                 master_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n\
-                 repl_backlog_size:0\r\nrepl_backlog_first_byte_offset:0\r\n\
-                 repl_backlog_histlen:0\r\n\r\n",
-                sh.run_id,
-            );
-        }
+        "replication" => crate::repl::info(sh, t),
         "cpu" => {
             let (user, sys) = cpu_seconds(libc::RUSAGE_SELF);
             let (cuser, csys) = cpu_seconds(libc::RUSAGE_CHILDREN);
@@ -704,6 +701,9 @@ enum NewValue {
     SlowMaxLen(usize),
     LatencyMs(u64),
     PubsubLimit(OutputLimit),
+    ReplicaReadOnly(bool),
+    ReplicaPriority(u64),
+    BacklogSize(u64),
 }
 
 /// The parameters `CONFIG GET` knows, with their values now.
@@ -757,7 +757,28 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String)> {
         ("protected-mode", "no".into()),
         ("proto-max-bulk-len", c.max_bulk.to_string()),
         ("requirepass", pw),
+        (
+            "replica-priority",
+            sh.repl.priority.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "replica-read-only",
+            yes_no(sh.repl.read_only.load(Ordering::Relaxed)).into(),
+        ),
+        (
+            "repl-backlog-size",
+            sh.repl.backlog_size.load(Ordering::Relaxed).to_string(),
+        ),
+        ("repl-timeout", "60".into()),
         ("save", String::new()),
+        (
+            "slave-priority",
+            sh.repl.priority.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "slave-read-only",
+            yes_no(sh.repl.read_only.load(Ordering::Relaxed)).into(),
+        ),
         (
             "slowlog-log-slower-than",
             sh.stats
@@ -774,6 +795,14 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String)> {
             sh.runtime.timeout().map_or(0, |d| d.as_secs()).to_string(),
         ),
     ]
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
 }
 
 /// A memory size as Redis's config reads it: `123`, `1k` (1000), `1kb`
@@ -861,6 +890,19 @@ fn config_value(sh: &Shared, name: &str, v: &[u8]) -> Result<NewValue, CmdError>
             }
             NewValue::PubsubLimit(limit)
         }
+        "replica-read-only" | "slave-read-only" => {
+            if v.eq_ignore_ascii_case(b"yes") {
+                NewValue::ReplicaReadOnly(true)
+            } else if v.eq_ignore_ascii_case(b"no") {
+                NewValue::ReplicaReadOnly(false)
+            } else {
+                return Err(bad("argument must be 'yes' or 'no'"));
+            }
+        }
+        "replica-priority" | "slave-priority" => NewValue::ReplicaPriority(non_neg()?),
+        "repl-backlog-size" => NewValue::BacklogSize(
+            parse_memory(v).ok_or_else(|| bad("argument must be a memory value"))?,
+        ),
         _ => return Err(bad("can't set immutable config")),
     })
 }
@@ -877,6 +919,12 @@ fn apply(sh: &Shared, v: NewValue) {
         NewValue::SlowMaxLen(n) => sh.stats.slowlog_max_len.store(n, Ordering::Relaxed),
         NewValue::LatencyMs(n) => sh.stats.latency_threshold_ms.store(n, Ordering::Relaxed),
         NewValue::PubsubLimit(l) => sh.runtime.set_pubsub_limit(l),
+        NewValue::ReplicaReadOnly(on) => {
+            sh.repl.read_only.store(on, Ordering::Relaxed);
+            sh.repl.update_gate();
+        }
+        NewValue::ReplicaPriority(n) => sh.repl.priority.store(n, Ordering::Relaxed),
+        NewValue::BacklogSize(n) => sh.repl.backlog_size.store(n, Ordering::Relaxed),
     }
 }
 

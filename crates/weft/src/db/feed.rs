@@ -303,6 +303,15 @@ pub struct ChangeFeed {
     /// The highest sequence to yield.
     through: SequenceNumber,
     done: bool,
+    /// The number of the WAL `reader` reads.
+    reading: u64,
+    /// Where to open the first source (set by [`ChangeFeed::next_feed`]).
+    start_offset: Option<u64>,
+    /// The WAL of the last group yielded and the offset just past its
+    /// record: where [`ChangeFeed::next_feed`] resumes reading.
+    resume_at: Option<(u64, u64)>,
+    /// One past the last sequence yielded (`from` until one is).
+    next_seq: SequenceNumber,
 }
 
 impl std::fmt::Debug for ChangeFeed {
@@ -321,6 +330,31 @@ impl ChangeFeed {
         self.through
     }
 
+    /// One past the last sequence this feed yielded (where it started, if
+    /// it yielded nothing): where a tailing consumer reads on.
+    pub fn next_seq(&self) -> SequenceNumber {
+        self.next_seq
+    }
+
+    /// A feed of what follows this one, up to `limit` as it is now: from
+    /// [`ChangeFeed::next_seq`] on, as [`crate::Db::changes_from`] would
+    /// give, but reading the WAL this feed stopped in from the record
+    /// after the last one it yielded, not from the WAL's start. A consumer
+    /// tailing the active WAL thus reads each record once, where asking
+    /// `changes_from` again would read the WAL's whole prefix each time.
+    /// Call it once this feed has ended (it resumes after what was
+    /// yielded, whatever was left unread).
+    pub fn next_feed(&self, limit: FeedLimit) -> Result<ChangeFeed> {
+        let mut feed = self.core.changes_from(self.next_seq, limit)?;
+        if let Some((wal, offset)) = self.resume_at {
+            if feed.sources.front().is_some_and(|s| s.number == wal) {
+                feed.resume_at = Some((wal, offset));
+                feed.start_offset = Some(offset);
+            }
+        }
+        Ok(feed)
+    }
+
     fn next_group(&mut self) -> Result<Option<ChangeGroup>> {
         loop {
             if self.reader.is_none() {
@@ -331,7 +365,12 @@ impl ChangeFeed {
                     return Ok(None);
                 }
                 let path = crate::filename::wal_path(&self.core.dir, source.number);
-                let reader = match LogReader::open_prefix(&*self.core.fs, &path, source.bytes) {
+                let opened = match self.start_offset.take() {
+                    Some(at) => LogReader::open_prefix_at(&*self.core.fs, &path, source.bytes, at),
+                    None => LogReader::open_prefix(&*self.core.fs, &path, source.bytes),
+                };
+                self.reading = source.number;
+                let reader = match opened {
                     Ok(r) => r,
                     Err(Error::Io { source: e, .. })
                         if e.kind() == std::io::ErrorKind::NotFound =>
@@ -380,6 +419,8 @@ impl ChangeFeed {
                 self.reader = None;
                 return Ok(None);
             }
+            self.resume_at = Some((self.reading, reader.offset()));
+            self.next_seq = first + batch.len() as u64;
             let mut ops = Vec::with_capacity(batch.len());
             for (i, op) in batch.iter().enumerate() {
                 let op = op.map_err(|e| Error::corruption(path.clone(), offset, e.to_string()))?;
@@ -521,6 +562,10 @@ impl Core {
             from,
             through,
             done: false,
+            reading: 0,
+            start_offset: None,
+            resume_at: None,
+            next_seq: from,
         })
     }
 

@@ -1358,6 +1358,20 @@ impl Db {
         self.inner.core.changes_from(seq, limit)
     }
 
+    /// The last sequence visible to reads: what a change feed made now
+    /// with [`FeedLimit::Visible`] reads up to (a replication offset). One
+    /// atomic load.
+    pub fn visible_sequence(&self) -> u64 {
+        self.core().visible()
+    }
+
+    /// Bytes of flushed WALs kept for the change feed's holds
+    /// ([`crate::Stats::feed_retained_bytes`], without gathering the rest
+    /// of the statistics).
+    pub fn feed_retained_bytes(&self) -> u64 {
+        self.core().feed_stats().1
+    }
+
     /// Makes a consistent copy of the database in the new directory `dest`,
     /// openable with [`Db::open`], without stopping writers: the database
     /// as it was at one sequence (every logged batch up to

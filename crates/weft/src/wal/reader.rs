@@ -85,6 +85,40 @@ impl LogReader {
         })
     }
 
+    /// [`LogReader::open_prefix`] positioned at `start`, the offset of a
+    /// record's header that an earlier reader of the same log reached
+    /// ([`LogReader::offset`]): a tailing reader (the change feed) resumes
+    /// there instead of reading the log again from its start.
+    pub fn open_prefix_at(
+        fs: &dyn FileSystem,
+        path: &Path,
+        limit: u64,
+        start: u64,
+    ) -> Result<LogReader> {
+        use std::io::{Seek, SeekFrom};
+        let name = file_name(path);
+        let mut file = fs
+            .open(path)
+            .map_err(|e| Error::io(format!("opening log {name}"), e))?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| Error::io(format!("reading size of log {name}"), e))?
+            .len()
+            .min(limit);
+        let start = start.min(limit);
+        file.seek(SeekFrom::Start(start))
+            .map_err(|e| Error::io(format!("seeking in log {name}"), e))?;
+        Ok(LogReader {
+            name,
+            reader: BufReader::with_capacity(64 << 10, file.take(limit - start)),
+            limit,
+            pos: start,
+            file_len,
+            done: None,
+            lost_pages: false,
+        })
+    }
+
     /// Reports a lost page (module docs) as a torn tail (`at_tail`) instead
     /// of corruption: for a WAL being recovered after a crash.
     pub fn with_lost_pages(mut self) -> LogReader {
