@@ -84,6 +84,13 @@ fn overlaps_reserved(start: &[u8], end: &[u8]) -> bool {
     start < end && start < RESERVED_END && end > RESERVED
 }
 
+/// True when `[start, end)` lies wholly inside the span reserved for the
+/// keyspaces other than the default one.
+fn within_reserved(start: &[u8], end: &[u8]) -> bool {
+    use crate::keyspace_prefix::{RESERVED, RESERVED_END};
+    start >= RESERVED && end <= RESERVED_END
+}
+
 impl Default for WriteBatch {
     fn default() -> Self {
         Self::new()
@@ -174,9 +181,13 @@ impl WriteBatch {
         }
         let mut out = Self::with_capacity(self.rep.len() + 8 * self.len());
         out.rep[..8].copy_from_slice(&self.rep[..8]);
+        out.default_in_reserved = self.default_in_reserved;
+        out.default_range_over_reserved = self.default_range_over_reserved;
         for op in self.iter().flatten() {
             if let Some(end) = op.range_end {
-                out.delete_range(op.key, end);
+                // As it is: a keyspace's range delete lies inside the
+                // reserved span and must not be taken for the default's.
+                out.push_range_delete(op.key, end);
                 continue;
             }
             if op.kind == ValueKind::Put && op.codec != CODEC_NONE {
@@ -358,6 +369,13 @@ impl WriteBatch {
     /// operation until then, so [`WriteBatch::len`] counts what was added.
     pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> &mut Self {
         let (s, e) = (start.as_ref(), end.as_ref());
+        if within_reserved(s, e) {
+            // The default keyspace has no key there: an empty range, kept
+            // so `len` counts it. Only a keyspace's own range delete
+            // (`delete_range_in`) may lie inside the span.
+            self.push_range_delete(s, s);
+            return self;
+        }
         if overlaps_reserved(s, e) {
             self.default_range_over_reserved = true;
         }
@@ -380,7 +398,10 @@ impl WriteBatch {
         for op in self.iter() {
             let op = op?;
             match op.range_end {
-                Some(end) if overlaps_reserved(op.key, end) => {
+                // Partly over the span: the default keyspace's, cut. One
+                // wholly inside is a keyspace's own (`delete_range` never
+                // leaves one there), kept as it is.
+                Some(end) if overlaps_reserved(op.key, end) && !within_reserved(op.key, end) => {
                     if op.key < RESERVED {
                         out.push_range_delete(op.key, RESERVED);
                     }

@@ -172,6 +172,54 @@ fn a_batch_is_atomic_across_keyspaces_and_survives_a_crash() {
     assert_eq!(a.get("y").unwrap(), None);
 }
 
+/// A default range delete over the reserved span and a keyspace's own
+/// range delete in one batch: the default's is cut around the span, the
+/// keyspace's is kept whole (it lies inside the span); a default range
+/// delete wholly inside the span reaches no keyspace. Also through the
+/// values-in-WAL copy of the batch (values of at least `min_blob_size`).
+#[test]
+fn default_and_keyspace_range_deletes_in_one_batch_each_do_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let a = db.keyspace("a").unwrap();
+    let b = db.keyspace("b").unwrap();
+    let big = vec![b'v'; 4096];
+    for k in ["k1", "k2", "k3"] {
+        a.put(k, &big).unwrap();
+        b.put(k, "small").unwrap();
+        db.put(k, "d").unwrap();
+    }
+    let mut batch = WriteBatch::new();
+    batch
+        .delete_range("k", b"\xff\xff".as_slice())
+        .delete_range_in(&a, "k1", "k3")
+        .put_in(&b, "k9", &big);
+    db.write(batch, &WriteOptions::default()).unwrap();
+    assert_eq!(db.get("k2").unwrap(), None, "the default's range delete");
+    assert!(
+        a.get("k1").unwrap().is_none(),
+        "a's own range delete was lost"
+    );
+    assert!(
+        a.get("k2").unwrap().is_none(),
+        "a's own range delete was lost"
+    );
+    assert!(a.get("k3").unwrap().is_some());
+    assert!(
+        b.get("k1").unwrap().is_some(),
+        "the default's delete reached b"
+    );
+    // Wholly inside the span through the default API: reaches nobody.
+    let mut inside = WriteBatch::new();
+    inside.delete_range(b"\xffWKS".as_slice(), b"\xffWKT".as_slice());
+    assert_eq!(inside.len(), 1);
+    db.write(inside, &WriteOptions::default()).unwrap();
+    db.delete_range(b"\xffWKS".as_slice(), b"\xffWKT".as_slice())
+        .unwrap();
+    assert!(a.get("k3").unwrap().is_some());
+    assert_eq!(b.range::<&str, _>(..).unwrap().count(), 4);
+}
+
 #[test]
 fn keyspaces_are_recovered_by_name_after_reopen_and_drop_crash() {
     let dir = tempfile::tempdir().unwrap();
