@@ -1507,6 +1507,7 @@ fn run(fx: &mut Fixture, p: &Program) {
         }
     }
     let mut maybe_closed = false;
+    let mut redis = Redis::connect(p);
     for args in &p.commands {
         log.push(format!("> {}", show(args)));
         let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
@@ -1536,6 +1537,9 @@ fn run(fx: &mut Fixture, p: &Program) {
         };
         log.push(format!("< {}", short(&reply)));
         tally(&name, &reply);
+        if let Some(r) = &mut redis {
+            r.compare(args, &name, &reply, &log);
+        }
         if std::env::var("WEFT_FUZZ_TRACE").is_ok_and(|t| t == name) {
             eprintln!("{}\n  {}", show(args), short(&reply));
         }
@@ -1584,6 +1588,141 @@ fn run(fx: &mut Fixture, p: &Program) {
             .or_else(|| why.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_default();
         fail(&log, format!("store check: {why}"));
+    }
+}
+
+/// `WEFT_FUZZ_REDIS=host:port`: each program also runs, in lockstep, on
+/// a Redis there (a scratch `redis-server` 7 started with
+/// `--proto-max-bulk-len 1mb` as the fuzzed server is: it is flushed),
+/// and where
+/// one server refuses a command the other accepts, or they answer
+/// different integers or error codes, the run prints the program so far
+/// (`redis divergence`). An aid to long runs, not a check: Weft departs
+/// from Redis on purpose in places (`docs/DESIGN.md`). Comparison stops
+/// at the first command whose effect is random or timed (`SPOP`, short
+/// deadlines, `RESTORE` of Weft's payloads, ...), past which the stores
+/// may differ legitimately.
+struct Redis {
+    c: Conn,
+    comparing: bool,
+}
+
+impl Redis {
+    fn connect(p: &Program) -> Option<Redis> {
+        let addr: SocketAddr = std::env::var("WEFT_FUZZ_REDIS").ok()?.parse().ok()?;
+        let mut c = Conn::connect(addr).ok()?;
+        c.must(&[b"FLUSHALL"]);
+        setup(&mut c, p.big);
+        if p.resp3 {
+            c.resp3 = true;
+            c.must(&[b"HELLO", b"3"]);
+        }
+        Some(Redis { c, comparing: true })
+    }
+
+    fn compare(&mut self, args: &[Vec<u8>], name: &str, weft: &Reply, log: &[String]) {
+        if !self.comparing {
+            return;
+        }
+        // Commands whose effects may differ: compare nothing after them.
+        const STOP: &[&str] = &[
+            "spop",
+            "restore",
+            "migrate",
+            "expire",
+            "pexpire",
+            "expireat",
+            "pexpireat",
+            "setex",
+            "psetex",
+            "getex",
+            "set",
+            "select",
+            "hello",
+            "quit",
+            "client",
+            "auth",
+            "config",
+            "save",
+            "bgsave",
+            "flushall",
+            "flushdb",
+            "swapdb",
+            "move",
+            "multi",
+            "exec",
+            "object",
+        ];
+        // Commands whose replies may differ: not compared.
+        const SKIP: &[&str] = &[
+            "srandmember",
+            "zrandmember",
+            "hrandfield",
+            "randomkey",
+            "info",
+            "time",
+            "command",
+            "slowlog",
+            "latency",
+            "scan",
+            "sscan",
+            "hscan",
+            "zscan",
+            "lastsave",
+            "dump",
+            "wait",
+            "weft.range",
+            "debug",
+            "memory",
+            "pubsub",
+            "dbsize",
+            "ttl",
+            "pttl",
+            "expiretime",
+            "pexpiretime",
+            "zlexcount",
+            "zrangebylex",
+            "zrevrangebylex",
+            "zremrangebylex",
+            "zrange",
+            "zrangestore",
+        ];
+        // What Weft bounds and Redis does not (LCS of two long strings),
+        // or refuses by design (keys past 64 KiB, DB numbers but 0):
+        // not sent.
+        let departs = name == "lcs" || name == "copy" || args.iter().any(|a| a.len() > 60_000);
+        if STOP.contains(&name) || departs {
+            self.comparing = false;
+            return;
+        }
+        let redis = match self.c.call(args) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("redis: {e} after {}", show(args));
+                self.comparing = false;
+                return;
+            }
+        };
+        if !self.comparing || SKIP.contains(&name) || !COMMANDS.iter().any(|c| c.name == name) {
+            return;
+        }
+        let code = |r: &Reply| match r {
+            Reply::Error(e) => Some(e.split(' ').next().unwrap_or("").to_string()),
+            _ => None,
+        };
+        let differ = match (weft, &redis) {
+            (Reply::Int(a), Reply::Int(b)) => a != b,
+            (a, b) => code(a) != code(b),
+        };
+        if differ {
+            let start = log.len().saturating_sub(40);
+            eprintln!(
+                "redis divergence: Redis answered {}\n{}\n",
+                short(&redis),
+                log[start..].join("\n")
+            );
+            self.comparing = false;
+        }
     }
 }
 
