@@ -3,7 +3,9 @@
 //! filter and footer, compressed blocks and values, value-log records,
 //! hash-index checkpoints and the lifetime counters' `STATS` file — and
 //! of the bytes the server reads: RESP requests and its metadata
-//! records. README.md here says how to run them for longer.
+//! records; and the server's command handlers as a whole, driven over
+//! loopback (`server_commands`: `server.rs`). README.md here says how to
+//! run them for longer.
 //!
 //! The harness is [bolero]: one `check!()` target runs under plain
 //! `cargo test` on stable Rust (its checked-in corpus, then random inputs
@@ -40,6 +42,7 @@ mod regressions;
 
 mod manifest;
 mod resp;
+mod server;
 mod stats_file;
 mod table;
 mod value_log;

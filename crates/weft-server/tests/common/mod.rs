@@ -1,6 +1,8 @@
 //! Shared helpers: an in-process server on 127.0.0.1:0 and a raw RESP client.
 #![allow(dead_code)]
 
+pub mod records;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
