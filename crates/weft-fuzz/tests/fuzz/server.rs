@@ -35,7 +35,9 @@
 //!
 //! What stops the loop or the process is handled deliberately: `SHUTDOWN`,
 //! `MONITOR`, the `SUBSCRIBE` family (one reply per channel by design)
-//! and replication commands become `PING`; `MIGRATE` targets a closed
+//! and replication commands become `PING`, and so does `MULTI` (what it
+//! queues answers `+QUEUED`, which the reply checks do not model);
+//! `WAIT` waits 20 ms at most; `MIGRATE` targets a closed
 //! loopback port; `CONFIG SET` of `requirepass`, `maxclients` or
 //! `timeout` sets `slowlog-max-len` instead (and the settings a program
 //! may change are reset after it); blocking pops get a short or invalid
@@ -328,6 +330,9 @@ const TIMEOUTS: &[&str] = &[
 
 /// Commands that would end the loop, the process, or the one-reply rule.
 const EXCLUDED: &[&str] = &[
+    // Queues what follows, which the reply checks here do not model (its
+    // own tests: weft-server's tests/transactions.rs).
+    "multi",
     "shutdown",
     "monitor",
     "subscribe",
@@ -916,6 +921,16 @@ fn tame(args: &mut [Vec<u8>]) {
                 {
                     *a = b"slowlog-max-len".to_vec();
                 }
+            }
+        }
+        "wait" if args.len() > 2 => {
+            // With no replica, WAIT holds its client until the timeout (in
+            // ms, 0 for ever): at most 20 ms here; what does not parse stays.
+            let t = std::str::from_utf8(&args[2])
+                .ok()
+                .and_then(|s| s.parse::<i64>().ok());
+            if t.is_some_and(|t| t == 0 || t > 20) {
+                args[2] = b"20".to_vec();
             }
         }
         "srandmember" | "zrandmember" | "hrandfield" if args.len() > 2 => {
