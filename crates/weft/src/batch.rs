@@ -84,11 +84,12 @@ fn overlaps_reserved(start: &[u8], end: &[u8]) -> bool {
     start < end && start < RESERVED_END && end > RESERVED
 }
 
-/// True when `[start, end)` lies wholly inside the span reserved for the
-/// keyspaces other than the default one.
+/// True when `[start, end)` is not empty and lies wholly inside the span
+/// reserved for the keyspaces other than the default one (an empty or
+/// reversed range is left as given: the write refuses a reversed one).
 fn within_reserved(start: &[u8], end: &[u8]) -> bool {
     use crate::keyspace_prefix::{RESERVED, RESERVED_END};
-    start >= RESERVED && end <= RESERVED_END
+    start < end && start >= RESERVED && end <= RESERVED_END
 }
 
 impl Default for WriteBatch {
