@@ -152,3 +152,21 @@ pub fn scan(
     }
     Ok((next.map_or(0, |k| ks.new_cursor(k)), found))
 }
+
+/// Redis's LRANGE/LTRIM index rules: the positions `[start, end]` of a
+/// list of `len`, or `None` when the range is empty.
+pub(super) fn clamp(len: u64, start: i64, end: i64) -> Option<(u64, u64)> {
+    let len = len as i64;
+    let mut s = if start < 0 { len + start } else { start };
+    let mut e = if end < 0 { len + end } else { end };
+    if s < 0 {
+        s = 0;
+    }
+    if s > e || s >= len {
+        return None;
+    }
+    if e >= len {
+        e = len - 1;
+    }
+    Some((s as u64, e as u64))
+}

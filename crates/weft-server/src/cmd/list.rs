@@ -10,7 +10,7 @@
 
 use weft::{ReadOptions, Snapshot};
 
-use super::coll::{key_ready, load_meta, or_new, read_meta, snapshot};
+use super::coll::{clamp, key_ready, load_meta, or_new, read_meta, snapshot};
 use super::{
     err, int_arg, is, positive_arg, range_arg, CmdError, CmdResult, Ctx, SYNTAX, WRONGTYPE,
 };
@@ -207,24 +207,6 @@ pub fn llen(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let m = read_meta(&ctx.ks(), &a[1], Kind::List, &ReadOptions::new())?;
     ctx.out.int(m.map_or(0, |m| m.count as i64));
     Ok(())
-}
-
-/// Redis's LRANGE/LTRIM index rules: the positions `[start, end]` of a
-/// list of `len`, or `None` when the range is empty.
-fn clamp(len: u64, start: i64, end: i64) -> Option<(u64, u64)> {
-    let len = len as i64;
-    let mut s = if start < 0 { len + start } else { start };
-    let mut e = if end < 0 { len + end } else { end };
-    if s < 0 {
-        s = 0;
-    }
-    if s > e || s >= len {
-        return None;
-    }
-    if e >= len {
-        e = len - 1;
-    }
-    Some((s as u64, e as u64))
 }
 
 pub fn lrange(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use weft::{prefix_successor, ReadOptions, Snapshot};
 
-use super::coll::{key_ready, load_meta, or_new, read_meta, snapshot};
+use super::coll::{clamp, key_ready, load_meta, or_new, read_meta, snapshot};
 use super::list::mpop_args;
 use super::{
     cursor_arg, err, int_arg, is, positive_arg, range_arg, scan_opts, CmdError, CmdResult, Ctx,
@@ -287,23 +287,6 @@ fn index_entry(key: &[u8], rest: &[u8]) -> Result<Scored, CmdError> {
         .split_first_chunk::<8>()
         .ok_or_else(|| bad_record(key))?;
     Ok((member.to_vec(), encoding::decode_score(*s)))
-}
-
-/// Redis's rank clamping; `None` when empty.
-fn clamp(len: u64, start: i64, end: i64) -> Option<(u64, u64)> {
-    let len = len as i64;
-    let mut s = if start < 0 { len + start } else { start };
-    let mut e = if end < 0 { len + end } else { end };
-    if s < 0 {
-        s = 0;
-    }
-    if s > e || s >= len {
-        return None;
-    }
-    if e >= len {
-        e = len - 1;
-    }
-    Some((s as u64, e as u64))
 }
 
 /// Runs `q` on the sorted set `m` describes, at `snap`: the members and
