@@ -220,6 +220,27 @@ fn compressed() -> Options {
         .value_log_compression(Compression::Zstd(3))
 }
 
+/// With values kept in the WAL, a `.vlog` exists only once background GC
+/// has moved live values out of retained WALs; a loaded machine can run
+/// the checkpoint before GC gets a core. Waits (bounded) for one, so the
+/// copy is checked with every kind of file in it.
+fn wait_for_a_gc_value_log(dir: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let any = std::fs::read_dir(dir)
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".vlog"));
+        if any {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "GC wrote no value log in two minutes"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_checkpoint_survives_the_source_being_deleted() {
     let dir = tempfile::tempdir().unwrap();
@@ -227,6 +248,7 @@ fn a_checkpoint_survives_the_source_being_deleted() {
     let db = Db::open(&src, compressed()).unwrap();
     let mut model = Model::new();
     fill(&db, &mut model, 0, 2500);
+    wait_for_a_gc_value_log(&src);
     let dest = dir.path().join("copy");
     let info = db.checkpoint(&dest).unwrap();
     assert!(info.files_linked > 0, "{info:?}");
