@@ -70,9 +70,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, MutexGuard};
-use weft::internals::memtable::ValueKind;
 use weft::prefix_successor;
-use weft::{Db, DbIterator, ReadOptions, Snapshot, WriteBatch, WriteOptions};
+use weft::{BatchAction, Db, DbIterator, ReadOptions, Snapshot, WriteBatch, WriteOptions};
 
 use crate::encoding::{self, Kind, Meta};
 use crate::locks::Locks;
@@ -246,33 +245,18 @@ impl DerefMut for Batch {
     }
 }
 
-/// A batch operation, as the server reads its own batches back.
-pub(crate) enum Op<'b> {
-    /// A put of this value.
-    Put(std::borrow::Cow<'b, [u8]>),
-    /// A point delete.
-    Delete,
-    /// A range delete up to this end (exclusive).
-    RangeDelete(&'b [u8]),
-}
-
-/// Calls `f` with the key and the operation of each of `batch`'s
-/// operations, in order. The batches read back are the server's own, made
-/// of puts, deletes and range deletes only.
+/// Calls `f` with the key and the action of each of `batch`'s operations,
+/// in order. The batches read back are the server's own.
 pub(crate) fn for_each_op(
     batch: &WriteBatch,
-    mut f: impl FnMut(&[u8], Op<'_>) -> weft::Result<()>,
+    mut f: impl FnMut(&[u8], BatchAction<'_>) -> weft::Result<()>,
 ) -> weft::Result<()> {
     for op in batch.iter() {
         let op = op?;
-        let what = match (op.range_end, op.kind) {
-            (Some(end), _) => Op::RangeDelete(end),
-            (None, ValueKind::Delete) => Op::Delete,
-            (None, _) => Op::Put(op.decoded_value().map_err(|m| {
-                weft::Error::InvalidArgument(format!("malformed batch value: {m}"))
-            })?),
-        };
-        f(op.key, what)?;
+        let action = op
+            .action()
+            .map_err(|m| weft::Error::InvalidArgument(format!("malformed batch value: {m}")))?;
+        f(op.key, action)?;
     }
     Ok(())
 }
@@ -282,9 +266,9 @@ pub(crate) fn for_each_op(
 fn append_in(out: &mut WriteBatch, ks: &weft::Keyspace, batch: &WriteBatch) -> weft::Result<()> {
     for_each_op(batch, |key, op| {
         match op {
-            Op::Put(v) => out.put_in(ks, key, v),
-            Op::Delete => out.delete_in(ks, key),
-            Op::RangeDelete(end) => out.delete_range_in(ks, key, end),
+            BatchAction::Put(v) => out.put_in(ks, key, v),
+            BatchAction::Delete => out.delete_in(ks, key),
+            BatchAction::DeleteRange { end } => out.delete_range_in(ks, key, end),
         };
         Ok(())
     })

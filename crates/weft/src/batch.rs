@@ -706,7 +706,37 @@ pub struct BatchOp<'a> {
     pub range_end: Option<&'a [u8]>,
 }
 
+/// What one operation of a batch does, as [`WriteBatch::put`],
+/// [`WriteBatch::delete`] and [`WriteBatch::delete_range`] wrote it: the
+/// public reading of a [`BatchOp`], for programs that read their own
+/// batches back (a server applying a transaction, a replica a frame).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchAction<'a> {
+    /// The key is set to this value (decompressed when it was logged
+    /// compressed).
+    Put(Cow<'a, [u8]>),
+    /// The key is deleted.
+    Delete,
+    /// Every key from the operation's key up to `end` (exclusive) is
+    /// deleted.
+    DeleteRange {
+        /// The first key past the range.
+        end: &'a [u8],
+    },
+}
+
 impl<'a> BatchOp<'a> {
+    /// What the operation does. A compressed logged put whose stored form
+    /// does not decode gives the reason (the caller knows where the batch
+    /// came from).
+    pub fn action(&self) -> std::result::Result<BatchAction<'a>, &'static str> {
+        Ok(match (self.range_end, self.kind) {
+            (Some(end), _) => BatchAction::DeleteRange { end },
+            (None, ValueKind::Delete) => BatchAction::Delete,
+            (None, _) => BatchAction::Put(self.decoded_value()?),
+        })
+    }
+
     /// The value, decompressed for a compressed logged put; a stored form
     /// that does not decode is the reason for `Error::Corruption` (the
     /// caller knows the file and offset).
@@ -851,6 +881,21 @@ mod tests {
         );
         assert_eq!((ops[1].kind, ops[1].key), (ValueKind::Delete, &b"k2"[..]));
         assert_eq!(ops[2].value.len(), 300);
+    }
+
+    #[test]
+    fn actions_read_back_what_was_written() {
+        let mut a = WriteBatch::new();
+        a.put(b"k1", b"v1").delete(b"k2").delete_range(b"a", b"c");
+        let actions: Vec<_> = a.iter().map(|o| o.unwrap().action().unwrap()).collect();
+        assert_eq!(
+            actions,
+            vec![
+                BatchAction::Put(Cow::Borrowed(&b"v1"[..])),
+                BatchAction::Delete,
+                BatchAction::DeleteRange { end: &b"c"[..] },
+            ]
+        );
     }
 
     #[test]

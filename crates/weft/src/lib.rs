@@ -62,7 +62,7 @@ mod util;
 mod wal;
 
 pub use backup::{BackupEngine, BackupId, BackupInfo};
-pub use batch::WriteBatch;
+pub use batch::{BatchAction, BatchIter, BatchOp, WriteBatch};
 pub use compaction_filter::{CompactionFilter, FilterDecision, FilterEntry};
 pub use compression::Compression;
 pub use db::{

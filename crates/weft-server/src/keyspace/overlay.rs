@@ -15,7 +15,8 @@ use std::ops::Bound;
 
 use weft::{DbIterator, ReadOptions, WriteBatch};
 
-use super::{for_each_op, Op};
+use super::for_each_op;
+use weft::BatchAction;
 
 /// The pending writes of one database, as user-visible engine keys of that
 /// database.
@@ -41,7 +42,7 @@ impl Overlay {
     pub(crate) fn apply(&mut self, batch: &WriteBatch) -> weft::Result<()> {
         for_each_op(batch, |key, op| {
             match op {
-                Op::RangeDelete(end) => {
+                BatchAction::DeleteRange { end } => {
                     if key < end {
                         let covered: Vec<Vec<u8>> = self
                             .map
@@ -54,10 +55,10 @@ impl Overlay {
                         self.tombs.push((key.to_vec(), end.to_vec()));
                     }
                 }
-                Op::Put(v) => {
+                BatchAction::Put(v) => {
                     self.map.insert(key.to_vec(), Some(v.into_owned()));
                 }
-                Op::Delete => {
+                BatchAction::Delete => {
                     self.map.insert(key.to_vec(), None);
                 }
             }
