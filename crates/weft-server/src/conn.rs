@@ -391,14 +391,18 @@ impl Conn {
             return;
         }
         let mine = self.session.me.loop_ix;
-        // Stable: each loop's posts keep their order.
-        posts.sort_by_key(|(to, _)| to.loop_ix);
+        // Stable: each loop's posts keep their order. Wake-ups of blocked
+        // clients go after everything else: a woken client's keyspace
+        // events then follow those of the writes that woke it
+        // (`cmd::blocking::wake_next_after`).
+        let last = |what: &Delivery| matches!(what, Delivery::Wake(_));
+        posts.sort_by_key(|(to, what)| (last(what), to.loop_ix));
         let mut rest = &mut posts[..];
         while let Some(first) = rest.first() {
-            let target = first.0.loop_ix;
+            let target = (last(&first.1), first.0.loop_ix);
             let n = rest
                 .iter()
-                .take_while(|(to, _)| to.loop_ix == target)
+                .take_while(|(to, what)| (last(what), to.loop_ix) == target)
                 .count();
             let (batch, tail) = rest.split_at_mut(n);
             let it = batch.iter_mut().map(|(to, what)| Post {
@@ -406,10 +410,13 @@ impl Conn {
                 id: to.id,
                 what: std::mem::replace(what, Delivery::Kill),
             });
-            if target == mine {
+            // A wake-up goes through the mailbox even to this loop: the
+            // loop re-runs woken clients only on a wake-up of its own
+            // (`event_loop.rs`, `retry_woken`).
+            if target.1 == mine && !target.0 {
                 local.extend(it);
             } else {
-                shared.postal.post_all(target as usize, it);
+                shared.postal.post_all(target.1 as usize, it);
             }
             rest = tail;
         }
@@ -655,7 +662,13 @@ impl Conn {
                         && !self.session.in_pubsub()
                         && !self.session.in_multi()
                         && !shared.clients.monitoring();
-                    if plain && cmd::is_plain_set(max_bulk, &args) && !shared.repl.gated() {
+                    // The group commit of SETs raises no keyspace events:
+                    // not taken while any is published.
+                    if plain
+                        && cmd::is_plain_set(max_bulk, &args)
+                        && !shared.repl.gated()
+                        && shared.store.notify.effective() == 0
+                    {
                         self.answer_gets(shared, &mut gets);
                         if run_keys >= MAX_RUN_KEYS {
                             self.commit_run(shared, &mut run);

@@ -1726,3 +1726,374 @@ fn transactions_and_databases_reply_as_redis_7_does() {
         run_lines_on(TX_SCRIPT, &mut w, &mut r, Some((&mut w2, &mut r2)), proto);
     }
 }
+
+/// What the scripts above leave out of keyspace events: orders between
+/// keys (`MSET` with a repeated key, `SMOVE`/`LMOVE` to new keys,
+/// `RENAME`/`COPY` over existing keys), overwrites that are not new keys
+/// (`SET` over a hash, `*STORE` over another type), emptied collections,
+/// blocking pops served at once, and the databases in channel names.
+const NOTIFY_SCRIPT: &str = r#"
+MSET a 1 b 2 a 3
+MSETNX c 1 d 2
+MSETNX c 1 e 2
+SET a x EX 100
+SET a y KEEPTTL
+SET a z NX
+SET a z XX GET
+SETNX a q
+SETNX newk q
+GETSET newk2 v
+INCRBY a 1
+INCRBY cnt 5
+DECR cnt
+APPEND a tail
+SETRANGE a 0 ""
+SETRANGE nos 0 ""
+SETRANGE nos 2 xy
+SETBIT bits 3 1
+SETBIT bits 3 1
+INCRBYFLOAT fl 1.5
+HSET h f v
+SET h str
+HSET h2 f v g w
+HSETNX h2 f x
+HSETNX h2 z x
+HDEL h2 f g z
+HINCRBY h3 f 2
+HINCRBYFLOAT h3 g 2.5
+HDEL h3 f g
+SADD s1 a b c
+SADD s1 a
+SMOVE s1 s2 a
+SMOVE s1 s2 a
+SMOVE s1 s1 b
+SADD s2 b
+SMOVE s1 s2 b
+SMOVE s1 s3 c
+SADD s4 x y z
+SPOP s4 0
+SPOP s4 1
+SPOP s4 5
+SADD s5 1 2
+SADD s6 2 3
+SINTERSTORE d5 s5 s6
+SUNIONSTORE d5 s5 s6
+SDIFFSTORE d5 s5 s6 s5
+SET strdst v
+SUNIONSTORE strdst s5
+SINTERSTORE nodst s5 nosuch
+RPUSH l1 a b
+LMOVE l1 l2 LEFT RIGHT
+LMOVE l1 l2 LEFT LEFT
+LMOVE l2 l2 RIGHT LEFT
+RPOPLPUSH l2 l3
+RPUSH bl a
+BLPOP bl 0
+RPUSH bl a b
+BRPOP bl 0
+BLMPOP 0 1 bl RIGHT COUNT 5
+RPUSH bm a
+BLMOVE bm bm2 LEFT RIGHT 0
+BRPOPLPUSH bm2 bm3 0
+LPUSHX nolist a
+RPUSH lt a b c
+LTRIM lt 0 -1
+LTRIM lt 1 0
+RPUSH lr a b a
+LREM lr 0 zz
+LREM lr 0 a
+LREM lr 0 b
+RPUSH ls a
+LSET ls 0 b
+LINSERT ls BEFORE b a
+LINSERT ls BEFORE nope a
+LPOP ls 0
+LPOP ls 5
+ZADD z 1 a 2 b
+ZADD z 1 a
+ZADD z 3 a
+ZADD z INCR 0 a
+ZADD z INCR 1 a
+ZADD z XX 1 newm
+ZADD zz XX 1 a
+ZINCRBY z 1 b
+ZREM z nope
+ZADD zb 1 a 2 b 3 c 4 d
+ZPOPMIN zb
+ZPOPMAX zb 0
+ZPOPMAX zb 1
+BZPOPMIN zb 0
+BZMPOP 0 1 zb MAX COUNT 3
+ZADD zr 1 a 2 b 3 c
+ZREMRANGEBYSCORE zr 5 6
+ZREMRANGEBYSCORE zr 1 1
+ZREMRANGEBYRANK zr 0 0
+ZREMRANGEBYLEX zr - +
+ZADD zs1 1 a 2 b
+ZADD zs2 2 b 3 c
+ZUNIONSTORE zd 2 zs1 zs2
+ZINTERSTORE zd 2 zs1 zs2
+ZDIFFSTORE zd 2 zs1 zs1
+ZRANGESTORE zd2 zs1 0 -1
+ZRANGESTORE zd2 zs1 5 6
+SET zstr v
+ZUNIONSTORE zstr 1 zs1
+ZMPOP 1 zs1 MIN COUNT 9
+SET r1 v
+SET r2 w
+RENAME r1 r2
+RENAMENX r2 r3
+RENAME r3 r3
+COPY r3 r4
+COPY r3 r4 REPLACE
+COPY r3 r4 DB 2
+SELECT 2
+SET d2 v
+EXPIRE d2 100
+PERSIST d2
+PERSIST d2
+DEL d2 d2 nosuch
+SELECT 0
+MOVE r4 3
+EXPIRE r3 100 NX
+EXPIRE r3 100 NX
+PEXPIRE r3 -1
+GETEX r4 EX 100
+GETEX r4 PERSIST
+GETEX r4 PERSIST
+GETEX r4 PXAT 1
+GETDEL a
+GETDEL nosuch
+DEL c d e nosuch c
+UNLINK newk
+MULTI
+SET tx 1
+LPUSH txl a
+RENAME tx tx2
+DEL tx2
+EXEC
+"#;
+
+/// Every keyspace event one server publishes, as a subscriber sees them:
+/// `channel payload` lines, the script line that raised them found by a
+/// marker published after each line from a third connection (messages
+/// ordered by a reply keep their order).
+struct Events {
+    sub: Raw,
+    marker: Raw,
+}
+
+impl Events {
+    fn new(addr: std::net::SocketAddr) -> Events {
+        let mut sub = Raw::connect(addr);
+        assert!(matches!(
+            sub.cmd(&["PSUBSCRIBE", "__key*__:*"]),
+            V::Array(_)
+        ));
+        assert!(matches!(
+            sub.cmd(&["SUBSCRIBE", "events-marker"]),
+            V::Array(_)
+        ));
+        Events {
+            sub,
+            marker: Raw::connect(addr),
+        }
+    }
+
+    /// The events published since the last call.
+    fn since_last(&mut self) -> Vec<String> {
+        assert_eq!(
+            self.marker.cmd(&["PUBLISH", "events-marker", "m"]),
+            V::Int(1)
+        );
+        let mut out = Vec::new();
+        loop {
+            let V::Array(m) = self.sub.read() else {
+                panic!("a subscriber got a non-message")
+            };
+            let text = |v: &V| match v {
+                V::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+                other => format!("{other:?}"),
+            };
+            match m.len() {
+                3 => return out, // the marker
+                4 => out.push(format!("{} {}", text(&m[2]), text(&m[3]))),
+                _ => panic!("odd message {m:?}"),
+            }
+        }
+    }
+}
+
+/// Runs `script` on both servers (lines starting `2 ` on the second
+/// connections; replies are compared by the tests above) and compares
+/// the keyspace events each line raised; returns the differences.
+fn events_per_line(
+    script: &str,
+    conns: [&mut Raw; 4],
+    events: [&mut Events; 2],
+    bad: &mut Vec<String>,
+) {
+    let [w, r, w2, r2] = conns;
+    let [ew, er] = events;
+    for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let line = line.trim_start_matches(['^', '~']);
+        let (line, second) = match line.strip_prefix("2 ") {
+            Some(rest) => (rest, true),
+            None => (line, false),
+        };
+        let args = split_line(line);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        if second {
+            w2.cmd(&args);
+            r2.cmd(&args);
+        } else {
+            w.cmd(&args);
+            r.cmd(&args);
+        }
+        let (got, want) = (ew.since_last(), er.since_last());
+        if got != want {
+            bad.push(format!("{line}\n weft:  {got:?}\n redis: {want:?}"));
+        }
+    }
+}
+
+/// Keyspace notifications side by side with Redis 7: `CONFIG SET/GET
+/// notify-keyspace-events` with Redis's letters and errors, then every
+/// line of the scripts above (strings, keys, hashes, lists, sets, sorted
+/// sets, transactions, databases) run on both with `AKEn`, each line's
+/// events equal in order; then a client woken from `BLPOP` by another's
+/// push, and expiry by a write that finds the key expired and by the
+/// background expirer.
+#[test]
+fn keyspace_notifications_match_redis_7() {
+    let redis = RedisServer::start();
+    let weft = TestServer::start();
+    let raddr: std::net::SocketAddr = ([127, 0, 0, 1], redis.port).into();
+    let mut w = weft.raw();
+    let mut r = Raw::connect(raddr);
+    let mut w2 = weft.raw();
+    let mut r2 = Raw::connect(raddr);
+    let mut bad = Vec::new();
+    for flags in [
+        "KEA",
+        "AKEn",
+        "g$lshzxetdnmKE",
+        "KEg$",
+        "AAKKgg",
+        "Ex",
+        "nlK",
+        "",
+        "KEQ",
+        "k",
+        "A E",
+        "KEm",
+    ] {
+        let set = |c: &mut Raw| c.cmd(&["CONFIG", "SET", "notify-keyspace-events", flags]);
+        let get = |c: &mut Raw| c.cmd(&["CONFIG", "GET", "notify-keyspace-events"]);
+        let (sw, sr) = (set(&mut w), set(&mut r));
+        let (gw, gr) = (get(&mut w), get(&mut r));
+        if (&sw, &gw) != (&sr, &gr) {
+            bad.push(format!(
+                "CONFIG SET {flags:?}\n weft:  {sw:?} {gw:?}\n redis: {sr:?} {gr:?}"
+            ));
+        }
+    }
+    // Nothing is published while neither K nor E is set.
+    let mut ew = Events::new(weft.addr);
+    let mut er = Events::new(raddr);
+    for c in [&mut w, &mut r] {
+        c.cmd(&["FLUSHALL"]);
+        c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "A"]);
+        c.cmd(&["SET", "quiet", "1"]);
+    }
+    assert_eq!(ew.since_last(), Vec::<String>::new());
+    assert_eq!(er.since_last(), Vec::<String>::new());
+    for c in [&mut w, &mut r] {
+        c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "AKEn"]);
+        c.cmd(&["FLUSHALL"]);
+    }
+    for script in [SCRIPT, SCRIPT_KEYS, TX_SCRIPT, NOTIFY_SCRIPT] {
+        for c in [&mut w, &mut r] {
+            c.cmd(&["FLUSHALL"]);
+        }
+        events_per_line(
+            script,
+            [&mut w, &mut r, &mut w2, &mut r2],
+            [&mut ew, &mut er],
+            &mut bad,
+        );
+    }
+    assert!(
+        bad.is_empty(),
+        "{} lines raise other events:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+
+    // A client blocked in BLPOP, woken by another's push: the pusher's
+    // events come first.
+    for (c, blocked) in [(&mut w, &mut w2), (&mut r, &mut r2)] {
+        blocked.send(&["BLPOP", "bq", "0"]);
+        // Parked before the push, or served at once: the same events.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        c.cmd(&["RPUSH", "bq", "x"]);
+        assert_eq!(blocked.read(), V::Array(vec![V::bulk("bq"), V::bulk("x")]));
+    }
+    let want: Vec<String> = [
+        "__keyspace@0__:bq new",
+        "__keyevent@0__:new bq",
+        "__keyspace@0__:bq rpush",
+        "__keyevent@0__:rpush bq",
+        "__keyspace@0__:bq lpop",
+        "__keyevent@0__:lpop bq",
+        "__keyspace@0__:bq del",
+        "__keyevent@0__:del bq",
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(er.since_last(), want, "redis");
+    assert_eq!(ew.since_last(), want, "weft");
+
+    // A write that finds its key expired: `expired` before its own
+    // events (whether the lookup or an expiry cycle deleted it).
+    for c in [&mut w, &mut r] {
+        c.cmd(&["SET", "e", "v", "PX", "1"]);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    for c in [&mut w, &mut r] {
+        c.cmd(&["INCR", "e"]);
+    }
+    let (got, want) = (ew.since_last(), er.since_last());
+    assert_eq!(got, want);
+    assert_eq!(
+        want[6..],
+        [
+            "__keyspace@0__:e expired",
+            "__keyevent@0__:expired e",
+            "__keyspace@0__:e new",
+            "__keyevent@0__:new e",
+            "__keyspace@0__:e incrby",
+            "__keyevent@0__:incrby e"
+        ]
+    );
+    // The background expirer's `expired`, unprompted.
+    for (c, ev) in [(&mut w, &mut ew), (&mut r, &mut er)] {
+        c.cmd(&["SELECT", "5"]);
+        c.cmd(&["SET", "gone", "v", "PX", "30"]);
+        let mut seen = ev.since_last();
+        // Bounded: the subscriber's reads time out (common::TIMEOUT).
+        while seen.len() < 8 {
+            let V::Array(m) = ev.sub.read() else {
+                panic!("a subscriber got a non-message")
+            };
+            let V::Bulk(ch) = &m[2] else { panic!("{m:?}") };
+            seen.push(String::from_utf8_lossy(ch).into_owned());
+        }
+        assert_eq!(
+            seen[6..],
+            ["__keyspace@5__:gone", "__keyevent@5__:expired"],
+            "{seen:?}"
+        );
+        c.cmd(&["SELECT", "0"]);
+    }
+}

@@ -704,6 +704,7 @@ enum NewValue {
     ReplicaReadOnly(bool),
     ReplicaPriority(u64),
     BacklogSize(u64),
+    Notify(u32),
 }
 
 /// The parameters `CONFIG GET` knows, with their values now.
@@ -752,7 +753,10 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String)> {
         ),
         ("maxmemory", "0".into()),
         ("maxmemory-policy", "noeviction".into()),
-        ("notify-keyspace-events", String::new()),
+        (
+            "notify-keyspace-events",
+            crate::notify::format(sh.store.notify.get()),
+        ),
         ("port", sh.port.to_string()),
         ("protected-mode", "no".into()),
         ("proto-max-bulk-len", c.max_bulk.to_string()),
@@ -855,6 +859,9 @@ fn config_value(sh: &Shared, name: &str, v: &[u8]) -> Result<NewValue, CmdError>
         "slowlog-log-slower-than" => NewValue::SlowerThan(int()?),
         "slowlog-max-len" => NewValue::SlowMaxLen(non_neg()? as usize),
         "latency-monitor-threshold" => NewValue::LatencyMs(non_neg()?),
+        "notify-keyspace-events" => {
+            NewValue::Notify(crate::notify::parse(v).ok_or_else(|| bad(crate::notify::INVALID))?)
+        }
         "client-output-buffer-limit" => {
             let words: Vec<&[u8]> = v.split(|&b| b == b' ').filter(|w| !w.is_empty()).collect();
             if words.is_empty() || !words.len().is_multiple_of(4) {
@@ -918,6 +925,7 @@ fn apply(sh: &Shared, v: NewValue) {
         NewValue::SlowerThan(n) => sh.stats.slowlog_slower_than.store(n, Ordering::Relaxed),
         NewValue::SlowMaxLen(n) => sh.stats.slowlog_max_len.store(n, Ordering::Relaxed),
         NewValue::LatencyMs(n) => sh.stats.latency_threshold_ms.store(n, Ordering::Relaxed),
+        NewValue::Notify(f) => sh.store.notify.store(f),
         NewValue::PubsubLimit(l) => sh.runtime.set_pubsub_limit(l),
         NewValue::ReplicaReadOnly(on) => {
             sh.repl.read_only.store(on, Ordering::Relaxed);
