@@ -1967,7 +1967,9 @@ fn events_per_line(
 #[test]
 fn keyspace_notifications_match_redis_7() {
     let redis = RedisServer::start();
-    let weft = TestServer::start();
+    // Several loops: the pusher, the blocked client and the subscriber
+    // below live on different ones.
+    let weft = TestServer::with(|c| c.threads = 4);
     let raddr: std::net::SocketAddr = ([127, 0, 0, 1], redis.port).into();
     let mut w = weft.raw();
     let mut r = Raw::connect(raddr);
@@ -2031,23 +2033,50 @@ fn keyspace_notifications_match_redis_7() {
     );
 
     // A client blocked in BLPOP, woken by another's push: the pusher's
-    // events come first.
+    // events come first, even though the pusher goes on with slow
+    // commands (KEYS over 20000 keys of database 9) before its connection
+    // sends anything.
+    let mut mset: Vec<String> = vec!["MSET".into()];
+    for i in 0..20_000 {
+        mset.push(format!("k{i}"));
+        mset.push("v".into());
+    }
+    let mset: Vec<&str> = mset.iter().map(String::as_str).collect();
     for (c, blocked) in [(&mut w, &mut w2), (&mut r, &mut r2)] {
+        c.cmd(&["CONFIG", "SET", "notify-keyspace-events", ""]);
+        c.cmd(&["SELECT", "9"]);
+        c.cmd(&mset);
+        c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "AKEn"]);
+        blocked.cmd(&["SELECT", "9"]);
         blocked.send(&["BLPOP", "bq", "0"]);
         // Parked before the push, or served at once: the same events.
         std::thread::sleep(std::time::Duration::from_millis(50));
-        c.cmd(&["RPUSH", "bq", "x"]);
-        assert_eq!(blocked.read(), V::Array(vec![V::bulk("bq"), V::bulk("x")]));
+        let mut pipeline = Raw::encode(&[b"RPUSH", b"bq", b"x"]);
+        for _ in 0..5 {
+            pipeline.extend_from_slice(&Raw::encode(&[b"KEYS", b"*nomatch"]));
+        }
+        c.send_bytes(&pipeline);
+        assert_eq!(c.read(), V::Int(1));
+        for _ in 0..5 {
+            assert_eq!(c.read(), V::Array(vec![]));
+        }
+        assert_eq!(
+            blocked.read(),
+            V::Array(vec![V::bulk("bq"), V::bulk("x")])
+        );
+        for c in [c, blocked] {
+            c.cmd(&["SELECT", "0"]);
+        }
     }
     let want: Vec<String> = [
-        "__keyspace@0__:bq new",
-        "__keyevent@0__:new bq",
-        "__keyspace@0__:bq rpush",
-        "__keyevent@0__:rpush bq",
-        "__keyspace@0__:bq lpop",
-        "__keyevent@0__:lpop bq",
-        "__keyspace@0__:bq del",
-        "__keyevent@0__:del bq",
+        "__keyspace@9__:bq new",
+        "__keyevent@9__:new bq",
+        "__keyspace@9__:bq rpush",
+        "__keyevent@9__:rpush bq",
+        "__keyspace@9__:bq lpop",
+        "__keyevent@9__:lpop bq",
+        "__keyspace@9__:bq del",
+        "__keyevent@9__:del bq",
     ]
     .map(String::from)
     .to_vec();
