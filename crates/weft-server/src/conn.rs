@@ -126,6 +126,8 @@ pub(crate) struct Conn {
     blocked_args: Option<Args>,
     /// Wake-ups delivered in this loop wake-up, acted on by [`Conn::retry`].
     wakes: Vec<Wake>,
+    /// A `CLIENT UNBLOCK` delivered and not acted on yet.
+    unblock: Option<crate::deliver::Unblock>,
     /// The time of this connection's entry in the loop's timer heap, if it
     /// has one that has not fired.
     pub timer_armed: Option<Instant>,
@@ -182,6 +184,7 @@ impl Conn {
             over_soft_since: None,
             blocked_args: None,
             wakes: Vec::new(),
+            unblock: None,
             timer_armed: None,
         }
     }
@@ -257,6 +260,27 @@ impl Conn {
     /// blocking command it is parked in, and if that answers, the requests
     /// that arrived meanwhile. Wake-ups it cannot use are passed on.
     pub fn retry(&mut self, shared: &Shared, group: &mut PendingSets, local: &mut Vec<Post>) {
+        if let Some(u) = self.unblock.take() {
+            if self.state == State::Open {
+                let mut ctx = Ctx {
+                    shared,
+                    session: &mut self.session,
+                    out: &mut self.out,
+                    exec: None,
+                };
+                if cmd::blocking::unblock(&mut ctx, &u) {
+                    if let Some(args) = self.blocked_args.take() {
+                        self.parser.recycle(args);
+                    }
+                    // Wake-ups that came with it find it unparked: passed
+                    // on below.
+                    let wakes = std::mem::take(&mut self.wakes);
+                    cmd::blocking::pass_on(shared, &wakes);
+                    self.run_requests(shared, group, local);
+                    return;
+                }
+            }
+        }
         if self.wakes.is_empty() {
             return;
         }
@@ -312,6 +336,7 @@ impl Conn {
             }
             Delivery::Kill => self.abort(),
             Delivery::Wake(w) => self.wakes.push(w),
+            Delivery::Unblock(u) => self.unblock = Some(u),
         }
     }
 
@@ -392,10 +417,10 @@ impl Conn {
         }
         let mine = self.session.me.loop_ix;
         // Stable: each loop's posts keep their order. Wake-ups of blocked
-        // clients go after everything else: a woken client's keyspace
+        // clients (and unblocks) go after everything else: a woken client's keyspace
         // events then follow those of the writes that woke it
         // (`cmd::blocking::wake_next_after`).
-        let last = |what: &Delivery| matches!(what, Delivery::Wake(_));
+        let last = |what: &Delivery| matches!(what, Delivery::Wake(_) | Delivery::Unblock(_));
         posts.sort_by_key(|(to, what)| (last(what), to.loop_ix));
         let mut rest = &mut posts[..];
         while let Some(first) = rest.first() {
@@ -410,9 +435,9 @@ impl Conn {
                 id: to.id,
                 what: std::mem::replace(what, Delivery::Kill),
             });
-            // A wake-up goes through the mailbox even to this loop: the
-            // loop re-runs woken clients only on a wake-up of its own
-            // (`event_loop.rs`, `retry_woken`).
+            // A wake-up (or unblock) goes through the mailbox even to this
+            // loop: the loop re-runs woken clients only on a wake-up of its
+            // own (`event_loop.rs`, `retry_woken`).
             if target.1 == mine && !target.0 {
                 local.extend(it);
             } else {

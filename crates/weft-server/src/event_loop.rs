@@ -296,7 +296,7 @@ impl EventLoop {
                     continue;
                 }
             };
-            if matches!(p.what, Delivery::Wake(_)) {
+            if matches!(p.what, Delivery::Wake(_) | Delivery::Unblock(_)) {
                 self.woken.push(slot);
             }
             conn.deliver(&self.loops.shared, p.what);

@@ -2060,10 +2060,7 @@ fn keyspace_notifications_match_redis_7() {
         for _ in 0..5 {
             assert_eq!(c.read(), V::Array(vec![]));
         }
-        assert_eq!(
-            blocked.read(),
-            V::Array(vec![V::bulk("bq"), V::bulk("x")])
-        );
+        assert_eq!(blocked.read(), V::Array(vec![V::bulk("bq"), V::bulk("x")]));
         for c in [c, blocked] {
             c.cmd(&["SELECT", "0"]);
         }
@@ -2124,5 +2121,115 @@ fn keyspace_notifications_match_redis_7() {
             "{seen:?}"
         );
         c.cmd(&["SELECT", "0"]);
+    }
+}
+
+/// `blocked_clients` of `INFO clients`.
+fn blocked_clients(c: &mut Raw) -> i64 {
+    let V::Bulk(text) = c.cmd(&["INFO", "clients"]) else {
+        panic!("INFO clients")
+    };
+    let text = String::from_utf8(text).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Waits (bounded) until `n` clients are blocked.
+fn wait_blocked(c: &mut Raw, n: i64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while blocked_clients(c) != n {
+        assert!(Instant::now() < deadline, "never {n} blocked clients");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// What one server answers through a `CLIENT UNBLOCK` session: the
+/// blocked client's replies and the unblocker's, in order.
+fn unblock_session(addr: std::net::SocketAddr, resp3: bool) -> Vec<V> {
+    let mut ctl = Raw::connect(addr);
+    ctl.cmd(&["FLUSHALL"]);
+    let mut seen = Vec::new();
+    let blocking: [&[&str]; 7] = [
+        &["BLPOP", "k", "0"],
+        &["BRPOP", "k", "k2", "100"],
+        &["BLMOVE", "k", "d", "LEFT", "RIGHT", "0"],
+        &["BRPOPLPUSH", "k", "d", "0"],
+        &["BLMPOP", "0", "1", "k", "LEFT"],
+        &["BZPOPMIN", "z", "0"],
+        &["BZMPOP", "0", "1", "z", "MAX"],
+    ];
+    for how in ["TIMEOUT", "ERROR", ""] {
+        for cmd in blocking {
+            let mut b = Raw::connect(addr);
+            if resp3 {
+                b.cmd(&["HELLO", "3"]);
+            }
+            let V::Int(id) = b.cmd(&["CLIENT", "ID"]) else {
+                panic!("CLIENT ID")
+            };
+            let id = id.to_string();
+            // The blocking command and a PING behind it in one write.
+            let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+            let mut bytes = Raw::encode(&args);
+            bytes.extend(Raw::encode(&[b"PING"]));
+            b.send_bytes(&bytes);
+            wait_blocked(&mut ctl, 1);
+            let mut unblock = vec!["CLIENT", "UNBLOCK", id.as_str()];
+            if !how.is_empty() {
+                unblock.push(how);
+            }
+            seen.push(ctl.cmd(&unblock));
+            seen.push(b.read());
+            seen.push(b.read());
+            // Unparked for good: a push finds nobody waiting, and the
+            // client runs what it sends.
+            wait_blocked(&mut ctl, 0);
+            seen.push(ctl.cmd(&unblock));
+            seen.push(b.cmd(&["ECHO", "after"]));
+        }
+    }
+    seen.push(ctl.cmd(&["RPUSH", "k", "x"]));
+    seen.push(ctl.cmd(&["LLEN", "k"]));
+    // Errors, and clients that are not blocked.
+    let V::Int(me) = ctl.cmd(&["CLIENT", "ID"]) else {
+        panic!("CLIENT ID")
+    };
+    let me = me.to_string();
+    for args in [
+        vec!["CLIENT", "UNBLOCK", &me],
+        vec!["CLIENT", "UNBLOCK", "999999"],
+        vec!["CLIENT", "UNBLOCK", "-1"],
+        vec!["CLIENT", "UNBLOCK", "x"],
+        vec!["CLIENT", "UNBLOCK", "x", "BOGUS"],
+        vec!["CLIENT", "UNBLOCK", &me, "error"],
+        vec!["CLIENT", "UNBLOCK", &me, "timeout"],
+        vec!["CLIENT", "UNBLOCK"],
+        vec!["CLIENT", "UNBLOCK", &me, "ERROR", "x"],
+    ] {
+        seen.push(ctl.cmd(&args));
+    }
+    seen
+}
+
+/// `CLIENT UNBLOCK id [TIMEOUT|ERROR]` side by side with Redis 7: every
+/// blocking pop unparked with its timeout reply or `-UNBLOCKED`, the
+/// requests behind it then run, nothing left waiting; 0 for clients not
+/// blocked; Redis's errors. Weft runs several loops, so the unblocker and
+/// the blocked client mostly live on different ones.
+#[test]
+fn client_unblock_answers_as_redis_7_does() {
+    let redis = RedisServer::start();
+    let weft = TestServer::with(|c| c.threads = 3);
+    for resp3 in [false, true] {
+        let want = unblock_session(([127, 0, 0, 1], redis.port).into(), resp3);
+        let got = unblock_session(weft.addr, resp3);
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "reply {i} (resp3 {resp3})");
+        }
     }
 }

@@ -192,8 +192,8 @@ fn park(ctx: &mut Ctx<'_>, keys: &[Vec<u8>], kind: Kind, timeout: Option<Duratio
         .waiters
         .count_parked(s.me.loop_ix as usize, 1, deadline.is_some());
     if let Some(info) = &s.info {
-        info.blocked
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        info.parking
+            .store(ticket, std::sync::atomic::Ordering::Relaxed);
     }
     s.blocking.parked = Some(Parked {
         db,
@@ -231,8 +231,7 @@ fn leave(shared: &Shared, s: &mut Session) -> Option<Parked> {
         .waiters
         .count_parked(s.me.loop_ix as usize, -1, p.deadline.is_some());
     if let Some(info) = &s.info {
-        info.blocked
-            .store(false, std::sync::atomic::Ordering::Relaxed);
+        info.parking.store(0, std::sync::atomic::Ordering::Relaxed);
     }
     Some(p)
 }
@@ -347,6 +346,32 @@ pub(crate) fn time_out(ctx: &mut Ctx<'_>) {
     if leave(ctx.shared, ctx.session).is_some() {
         ctx.out.null_array();
     }
+}
+
+/// `CLIENT UNBLOCK` reached the connection `ctx`: if it is still parked
+/// in the parking `u` names (not served, timed out or parked again since),
+/// unparks it with the timeout reply, or with `-UNBLOCKED` for `ERROR`, as
+/// Redis does. Returns whether it did.
+pub(crate) fn unblock(ctx: &mut Ctx<'_>, u: &crate::deliver::Unblock) -> bool {
+    if ctx
+        .session
+        .blocking
+        .parked
+        .as_ref()
+        .is_none_or(|p| p.ticket != u.ticket)
+    {
+        return false;
+    }
+    leave(ctx.shared, ctx.session);
+    if u.error {
+        const MSG: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
+        ctx.out.error(MSG);
+        let ix = ctx.session.me.loop_ix as usize;
+        ctx.shared.stats.for_loop(ix).error(MSG);
+    } else {
+        ctx.out.null_array();
+    }
+    true
 }
 
 /// The connection of `s` closes: it leaves its FIFOs and passes on the
