@@ -309,7 +309,9 @@ impl Conn {
     }
 
     /// Takes a delivery from another connection ([`crate::deliver`]).
-    pub fn deliver(&mut self, shared: &Shared, what: Delivery) {
+    /// `now` is the time of the loop's batch of deliveries (the output
+    /// limit's clock: one read per batch, not per message).
+    pub fn deliver(&mut self, shared: &Shared, what: Delivery, now: Instant) {
         if self.state != State::Open {
             if let Delivery::Wake(w) = what {
                 cmd::blocking::pass_on(shared, &[w]);
@@ -325,13 +327,13 @@ impl Conn {
                 };
                 if subscribed {
                     m.write_to(&mut self.out.buf, self.out.resp3);
-                    self.check_output_limit(shared, Instant::now());
+                    self.check_output_limit(shared, now);
                 }
             }
             Delivery::Monitor(line) => {
                 if self.session.monitor {
                     self.out.buf.extend_from_slice(&line);
-                    self.check_output_limit(shared, Instant::now());
+                    self.check_output_limit(shared, now);
                 }
             }
             Delivery::Kill => self.abort(),

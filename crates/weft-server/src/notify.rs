@@ -13,10 +13,9 @@
 //!   and `new` (a write that creates a key) are noted in the
 //!   [`crate::keyspace::Batch`] that does it, and become *pending* on the
 //!   writing thread once that batch is written ([`defer`]): a batch that
-//!   is never written raises nothing. The pending events are published
-//!   before the command's next own event, or after the command (so an
-//!   `expired` or `new` comes first, as Redis raises them at the lookup and
-//!   at the key's creation).
+//!   is never written raises nothing. A command's own event publishes the
+//!   pending ones Redis would have raised before it ([`publish_pending`]);
+//!   the rest go out after the command.
 //! * The background expirer's `expired` are published by the expirer
 //!   thread, each while it still holds the key's stripe lock, straight to
 //!   the subscribers' mailboxes ([`post_pending`]).

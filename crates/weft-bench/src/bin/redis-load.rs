@@ -251,7 +251,7 @@ fn drive(
                 let go = &go;
                 let request = &request;
                 s.spawn(move || -> io::Result<()> {
-                    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (t as u64 + 1) * 0x2545_f491);
+                    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((t as u64 + 1) * 0x2545_f491));
                     let mut req = Vec::with_capacity(512);
                     let mut expect = vec![0usize; conns.len()];
                     go.wait();
@@ -316,14 +316,9 @@ fn publish(o: &Opts) -> io::Result<(f64, f64)> {
         subs.push(std::thread::spawn(move || -> io::Result<()> {
             while !stop.load(Ordering::Relaxed) {
                 let mut n = 0;
-                loop {
-                    match value_end(&c.buf[..c.end], c.start)? {
-                        Some(e) => {
-                            c.start = e;
-                            n += 1;
-                        }
-                        None => break,
-                    }
+                while let Some(e) = value_end(&c.buf[..c.end], c.start)? {
+                    c.start = e;
+                    n += 1;
                 }
                 if n > 0 {
                     received.fetch_add(n, Ordering::Relaxed);
