@@ -224,6 +224,15 @@ pub struct ServeArgs {
     /// (n >= 1) is the engine keyspace "db<n>", made on its first write
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub databases: u32,
+    /// Keyspace notifications to publish, as Redis's
+    /// `notify-keyspace-events`: class letters from `Ag$lshzxeKEtmdn`
+    /// (e.g. `KEA`) [default: none]
+    #[arg(long = "notify-keyspace-events", value_name = "CLASSES", value_parser = parse_notify)]
+    pub notify_keyspace_events: Option<u32>,
+}
+
+fn parse_notify(s: &str) -> Result<u32, String> {
+    weft_server::notify::parse(s.as_bytes()).ok_or_else(|| weft_server::notify::INVALID.to_string())
 }
 
 fn parse_sync(s: &str) -> Result<weft_server::SyncMode, String> {
@@ -859,6 +868,7 @@ mod tests {
                 assert!(s.busy_poll_us.is_none());
                 assert!(s.requirepass.is_none());
                 assert_eq!(s.databases, 16);
+                assert_eq!(s.notify_keyspace_events, None);
             }
             other => panic!("{other:?}"),
         }
@@ -876,6 +886,7 @@ mod tests {
             "--busy-poll-us=0",
             "--requirepass=s3cret",
             "--databases=4",
+            "--notify-keyspace-events=Ex",
         ])
         .unwrap();
         match cli.command {
@@ -888,9 +899,14 @@ mod tests {
                 assert_eq!(s.sync, weft_server::SyncMode::Always);
                 assert_eq!(s.maxclients, 5);
                 assert_eq!(s.databases, 4);
+                assert_eq!(s.notify_keyspace_events, weft_server::notify::parse(b"Ex"));
             }
             other => panic!("{other:?}"),
         }
+        assert!(
+            Cli::try_parse_from(["weft", "serve", "--notify-keyspace-events=KEQ"]).is_err(),
+            "a class letter Redis does not know is refused"
+        );
     }
 
     trait WithDb {

@@ -249,6 +249,7 @@ fn serve(args: args::ServeArgs, default_dir: PathBuf) -> CliResult {
         config.replicaof = Some((host.to_string(), port));
     }
     config.databases = args.databases as usize;
+    config.notify_keyspace_events = args.notify_keyspace_events.unwrap_or(0);
     let server = weft_server::Server::bind(config)?;
     let handle = server.shutdown_handle();
     {

@@ -53,8 +53,10 @@ pub struct ClientInfo {
     pub monitor: AtomicBool,
     /// Killed: no longer listed, its loop closes it.
     pub killed: AtomicBool,
-    /// Parked in a blocking command (`flags=b`).
-    pub blocked: AtomicBool,
+    /// The ticket of the blocking command it is parked in
+    /// ([`crate::blocking::Parked::ticket`], from 1; `flags=b`), 0 when
+    /// not parked: what `CLIENT UNBLOCK` names.
+    pub parking: AtomicU64,
     /// Reply bytes waiting for the client, as of its last wake-up.
     pub omem: AtomicU64,
     /// The selected database (`SELECT`).
@@ -78,7 +80,7 @@ impl ClientInfo {
             resp: AtomicU8::new(2),
             monitor: AtomicBool::new(false),
             killed: AtomicBool::new(false),
-            blocked: AtomicBool::new(false),
+            parking: AtomicU64::new(0),
             omem: AtomicU64::new(0),
             db: AtomicUsize::new(0),
         }
@@ -108,7 +110,7 @@ impl ClientInfo {
         if self.is_pubsub() {
             flags.push('P');
         }
-        if self.blocked.load(Ordering::Relaxed) {
+        if self.parking.load(Ordering::Relaxed) != 0 {
             flags.push('b');
         }
         if flags.is_empty() {

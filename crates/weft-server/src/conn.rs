@@ -126,6 +126,8 @@ pub(crate) struct Conn {
     blocked_args: Option<Args>,
     /// Wake-ups delivered in this loop wake-up, acted on by [`Conn::retry`].
     wakes: Vec<Wake>,
+    /// A `CLIENT UNBLOCK` delivered and not acted on yet.
+    unblock: Option<crate::deliver::Unblock>,
     /// The time of this connection's entry in the loop's timer heap, if it
     /// has one that has not fired.
     pub timer_armed: Option<Instant>,
@@ -182,6 +184,7 @@ impl Conn {
             over_soft_since: None,
             blocked_args: None,
             wakes: Vec::new(),
+            unblock: None,
             timer_armed: None,
         }
     }
@@ -257,6 +260,27 @@ impl Conn {
     /// blocking command it is parked in, and if that answers, the requests
     /// that arrived meanwhile. Wake-ups it cannot use are passed on.
     pub fn retry(&mut self, shared: &Shared, group: &mut PendingSets, local: &mut Vec<Post>) {
+        if let Some(u) = self.unblock.take() {
+            if self.state == State::Open {
+                let mut ctx = Ctx {
+                    shared,
+                    session: &mut self.session,
+                    out: &mut self.out,
+                    exec: None,
+                };
+                if cmd::blocking::unblock(&mut ctx, &u) {
+                    if let Some(args) = self.blocked_args.take() {
+                        self.parser.recycle(args);
+                    }
+                    // Wake-ups that came with it find it unparked: passed
+                    // on below.
+                    let wakes = std::mem::take(&mut self.wakes);
+                    cmd::blocking::pass_on(shared, &wakes);
+                    self.run_requests(shared, group, local);
+                    return;
+                }
+            }
+        }
         if self.wakes.is_empty() {
             return;
         }
@@ -285,7 +309,9 @@ impl Conn {
     }
 
     /// Takes a delivery from another connection ([`crate::deliver`]).
-    pub fn deliver(&mut self, shared: &Shared, what: Delivery) {
+    /// `now` is the time of the loop's batch of deliveries (the output
+    /// limit's clock: one read per batch, not per message).
+    pub fn deliver(&mut self, shared: &Shared, what: Delivery, now: Instant) {
         if self.state != State::Open {
             if let Delivery::Wake(w) = what {
                 cmd::blocking::pass_on(shared, &[w]);
@@ -301,17 +327,18 @@ impl Conn {
                 };
                 if subscribed {
                     m.write_to(&mut self.out.buf, self.out.resp3);
-                    self.check_output_limit(shared, Instant::now());
+                    self.check_output_limit(shared, now);
                 }
             }
             Delivery::Monitor(line) => {
                 if self.session.monitor {
                     self.out.buf.extend_from_slice(&line);
-                    self.check_output_limit(shared, Instant::now());
+                    self.check_output_limit(shared, now);
                 }
             }
             Delivery::Kill => self.abort(),
             Delivery::Wake(w) => self.wakes.push(w),
+            Delivery::Unblock(u) => self.unblock = Some(u),
         }
     }
 
@@ -391,14 +418,18 @@ impl Conn {
             return;
         }
         let mine = self.session.me.loop_ix;
-        // Stable: each loop's posts keep their order.
-        posts.sort_by_key(|(to, _)| to.loop_ix);
+        // Stable: each loop's posts keep their order. Wake-ups of blocked
+        // clients (and unblocks) go after everything else: a woken client's keyspace
+        // events then follow those of the writes that woke it
+        // (`cmd::blocking::wake_next_after`).
+        let last = |what: &Delivery| matches!(what, Delivery::Wake(_) | Delivery::Unblock(_));
+        posts.sort_by_key(|(to, what)| (last(what), to.loop_ix));
         let mut rest = &mut posts[..];
         while let Some(first) = rest.first() {
-            let target = first.0.loop_ix;
+            let target = (last(&first.1), first.0.loop_ix);
             let n = rest
                 .iter()
-                .take_while(|(to, _)| to.loop_ix == target)
+                .take_while(|(to, what)| (last(what), to.loop_ix) == target)
                 .count();
             let (batch, tail) = rest.split_at_mut(n);
             let it = batch.iter_mut().map(|(to, what)| Post {
@@ -406,10 +437,13 @@ impl Conn {
                 id: to.id,
                 what: std::mem::replace(what, Delivery::Kill),
             });
-            if target == mine {
+            // A wake-up (or unblock) goes through the mailbox even to this
+            // loop: the loop re-runs woken clients only on a wake-up of its
+            // own (`event_loop.rs`, `retry_woken`).
+            if target.1 == mine && !target.0 {
                 local.extend(it);
             } else {
-                shared.postal.post_all(target as usize, it);
+                shared.postal.post_all(target.1 as usize, it);
             }
             rest = tail;
         }
@@ -655,7 +689,13 @@ impl Conn {
                         && !self.session.in_pubsub()
                         && !self.session.in_multi()
                         && !shared.clients.monitoring();
-                    if plain && cmd::is_plain_set(max_bulk, &args) && !shared.repl.gated() {
+                    // The group commit of SETs raises no keyspace events:
+                    // not taken while any is published.
+                    if plain
+                        && cmd::is_plain_set(max_bulk, &args)
+                        && !shared.repl.gated()
+                        && shared.store.notify.effective() == 0
+                    {
                         self.answer_gets(shared, &mut gets);
                         if run_keys >= MAX_RUN_KEYS {
                             self.commit_run(shared, &mut run);

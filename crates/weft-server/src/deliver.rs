@@ -68,6 +68,19 @@ pub enum Delivery {
     /// re-runs its command ([`crate::blocking`]). The elements stay in the
     /// key until it takes them.
     Wake(Wake),
+    /// `CLIENT UNBLOCK`: unpark the connection from the parking named
+    /// (if it is still in it) with the timeout reply or an error.
+    Unblock(Unblock),
+}
+
+/// What `CLIENT UNBLOCK` asks of a parked connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unblock {
+    /// The parking it saw ([`crate::blocking::Parked::ticket`]): a
+    /// connection served (or timed out, or parked again) since ignores it.
+    pub ticket: u64,
+    /// `ERROR`: reply `-UNBLOCKED ...`; else the timeout reply.
+    pub error: bool,
 }
 
 /// Which key woke a parked connection, and which parking of it the waker

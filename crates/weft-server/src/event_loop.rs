@@ -283,6 +283,10 @@ impl EventLoop {
 
     /// Hands deliveries to this loop's connections.
     fn deliver(&mut self, posts: &mut Vec<Post>) {
+        if posts.is_empty() {
+            return;
+        }
+        let now = Instant::now();
         for p in posts.drain(..) {
             let slot = p.slot as usize;
             let conn = match self.conns.get_mut(slot) {
@@ -296,10 +300,10 @@ impl EventLoop {
                     continue;
                 }
             };
-            if matches!(p.what, Delivery::Wake(_)) {
+            if matches!(p.what, Delivery::Wake(_) | Delivery::Unblock(_)) {
                 self.woken.push(slot);
             }
-            conn.deliver(&self.loops.shared, p.what);
+            conn.deliver(&self.loops.shared, p.what, now);
             self.touched.push(slot);
         }
     }

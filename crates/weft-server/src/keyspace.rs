@@ -214,6 +214,9 @@ pub struct Batch {
     batch: WriteBatch,
     keys: i64,
     expires: i64,
+    /// The `expired` and `new` keyspace events this batch raises once
+    /// written (only while those classes are on: [`crate::notify`]).
+    notes: Vec<(u32, &'static str, Vec<u8>)>,
 }
 
 impl Batch {
@@ -228,7 +231,35 @@ impl Batch {
             batch: WriteBatch::with_capacity(bytes),
             keys: 0,
             expires: 0,
+            notes: Vec::new(),
         }
+    }
+
+    /// For a write that replaces `key` where it stands, as Redis's
+    /// `setKey` overwrites (a `SET` over a hash, a `*STORE` over an
+    /// existing key): its deletion and re-creation in this batch raise no
+    /// `new` event.
+    pub fn overwritten(&mut self, key: &[u8]) {
+        if let Some(i) = self
+            .notes
+            .iter()
+            .rposition(|(c, _, k)| *c == crate::notify::NEW && k == key)
+        {
+            self.notes.remove(i);
+        }
+    }
+
+    /// Takes the events this batch raises, with their database.
+    fn take_notes(&mut self, db: usize) -> Vec<crate::notify::Event> {
+        std::mem::take(&mut self.notes)
+            .into_iter()
+            .map(|(class, name, key)| crate::notify::Event {
+                db,
+                class,
+                name,
+                key,
+            })
+            .collect()
     }
 }
 
@@ -364,6 +395,9 @@ pub struct Store {
     cursors: Mutex<Cursors>,
     /// Keys deleted by the expirer.
     pub expired_keys: AtomicU64,
+    /// `notify-keyspace-events`: which writes raise keyspace events
+    /// ([`crate::notify`]).
+    pub notify: crate::notify::Flags,
     dbs: Box<[DbSlot]>,
     /// Serializes the creation of databases' keyspaces.
     creating: Mutex<()>,
@@ -418,6 +452,7 @@ impl Store {
                 ..Cursors::default()
             }),
             expired_keys: AtomicU64::new(0),
+            notify: crate::notify::Flags::default(),
             dbs,
             creating: Mutex::new(()),
         })
@@ -493,12 +528,18 @@ impl Store {
     /// atomic engine batch, then their tallies. Callers hold the stripe
     /// locks of the keys they name.
     fn write_batches(&self, batches: Vec<(usize, Batch)>) -> StoreResult<()> {
-        let batches: Vec<(usize, Batch)> =
+        let mut batches: Vec<(usize, Batch)> =
             batches.into_iter().filter(|(_, b)| !b.is_empty()).collect();
         if batches.is_empty() {
             return Ok(());
         }
         note_write();
+        let mut notes = Vec::new();
+        for (db, b) in &mut batches {
+            if !b.notes.is_empty() {
+                notes.extend(b.take_notes(*db));
+            }
+        }
         let engine = match batches.as_slice() {
             [(0, _)] => None,
             _ => {
@@ -528,6 +569,9 @@ impl Store {
         }
         for (db, keys, expires) in tallies {
             self.tally(db, keys, expires);
+        }
+        if !notes.is_empty() {
+            crate::notify::defer(notes);
         }
         Ok(())
     }
@@ -605,12 +649,14 @@ impl Store {
 
     /// One expiry cycle over every database (see
     /// [`Keyspace::expire_cycle`]): up to `limit` keys each. Returns how
-    /// many it deleted.
-    pub fn expire_cycle(&self, limit: usize) -> StoreResult<usize> {
+    /// many it deleted. `written` runs after each key's batch, while the
+    /// key's stripe lock is still held (the expirer publishes the
+    /// `expired` events there: [`crate::notify`]).
+    pub fn expire_cycle(&self, limit: usize, written: &mut dyn FnMut()) -> StoreResult<usize> {
         let mut deleted = 0;
         for db in 0..self.dbs.len() {
             if self.handle(db).is_some() {
-                deleted += self.view(db).expire_cycle(limit)?;
+                deleted += self.view(db).expire_cycle(limit, written)?;
             }
         }
         Ok(deleted)
@@ -959,7 +1005,7 @@ impl<'a> Keyspace<'a> {
     /// of the `--sync` mode, then its tally of created and deleted keys;
     /// inside an `EXEC`, adds it to the `EXEC`'s batch instead. Callers
     /// hold the stripe locks of the keys it names.
-    pub fn write(&self, batch: Batch) -> StoreResult<()> {
+    pub fn write(&self, mut batch: Batch) -> StoreResult<()> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -974,6 +1020,11 @@ impl<'a> Keyspace<'a> {
         d.keys += batch.keys;
         d.expires += batch.expires;
         note_write();
+        // Raised as the command runs, as Redis does inside EXEC; an EXEC
+        // whose batch then fails drops its deliveries (`cmd/multi.rs`).
+        if !batch.notes.is_empty() {
+            crate::notify::defer(batch.take_notes(self.db));
+        }
         Ok(())
     }
 
@@ -1081,6 +1132,11 @@ impl<'a> Keyspace<'a> {
     ) -> StoreResult<Option<Entry>> {
         if e.meta.expired(now) {
             self.delete_into(batch, key, &e.meta)?;
+            if self.store.notify.wants(crate::notify::EXPIRED) {
+                batch
+                    .notes
+                    .push((crate::notify::EXPIRED, "expired", key.to_vec()));
+            }
             return Ok(None);
         }
         Ok(Some(e))
@@ -1173,6 +1229,9 @@ impl<'a> Keyspace<'a> {
     ) {
         let had_deadline = old.is_some_and(|m| m.expire_at.is_some());
         batch.keys += i64::from(old.is_none());
+        if old.is_none() && self.store.notify.wants(crate::notify::NEW) {
+            batch.notes.push((crate::notify::NEW, "new", key.to_vec()));
+        }
         batch.expires += i64::from(expire_at.is_some()) - i64::from(had_deadline);
         if let Some(t) = old.and_then(|m| m.expire_at) {
             if Some(t) != expire_at {
@@ -1212,14 +1271,17 @@ impl<'a> Keyspace<'a> {
         record: &[&[u8]],
         expire_at: Option<u64>,
     ) -> StoreResult<()> {
-        let old = match old {
+        let (old, replaced) = match old {
             Some(o) if o.kind != Kind::String => {
                 self.delete_into(batch, key, o)?;
-                None
+                (None, true)
             }
-            o => o,
+            o => (o, false),
         };
         self.put_meta(batch, key, old, record, expire_at);
+        if replaced {
+            batch.overwritten(key);
+        }
         Ok(())
     }
 
@@ -1253,7 +1315,8 @@ impl<'a> Keyspace<'a> {
     /// (`teks`), which under a stream of new keys costs the writers' CPU ten
     /// times a second for an empty answer. Index records left behind by a
     /// key that lost its deadline are collected once some key has one again.
-    pub fn expire_cycle(&self, limit: usize) -> StoreResult<usize> {
+    /// `written` runs after each key's batch, under the key's lock.
+    pub fn expire_cycle(&self, limit: usize, written: &mut dyn FnMut()) -> StoreResult<usize> {
         if self.store.dbs[self.db].expires.load(Ordering::Relaxed) <= 0 {
             return Ok(0);
         }
@@ -1280,6 +1343,11 @@ impl<'a> Keyspace<'a> {
                     let e = decode_entry(key, raw)?;
                     if e.meta.expire_at == Some(at) && e.meta.expired(now) {
                         self.delete_into(&mut batch, key, &e.meta)?;
+                        if self.store.notify.wants(crate::notify::EXPIRED) {
+                            batch
+                                .notes
+                                .push((crate::notify::EXPIRED, "expired", key.to_vec()));
+                        }
                         deleted += 1;
                     } else if e.meta.expire_at != Some(at) {
                         batch.delete(&ik); // stale index record
@@ -1290,6 +1358,7 @@ impl<'a> Keyspace<'a> {
                 }
             }
             self.write(batch)?;
+            written();
         }
         self.store
             .expired_keys

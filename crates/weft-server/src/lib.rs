@@ -148,6 +148,7 @@ mod event_loop;
 pub mod glob;
 pub mod keyspace;
 pub mod locks;
+pub mod notify;
 mod poll;
 pub mod pubsub;
 pub mod repl;
@@ -307,6 +308,10 @@ pub struct Config {
     /// Default 16. Database 0 is the engine's default keyspace, database
     /// `n` the engine keyspace `"db<n>"`.
     pub databases: usize,
+    /// Redis's `notify-keyspace-events`: which writes publish keyspace
+    /// events, as flags from [`notify::parse`]. Default 0 (none).
+    /// `CONFIG SET notify-keyspace-events` changes it at run time.
+    pub notify_keyspace_events: u32,
     /// Engine options.
     pub db_options: weft::Options,
 }
@@ -353,6 +358,7 @@ impl Default for Config {
             repl_backlog_size: 64 << 20,
             replica_priority: 100,
             databases: 16,
+            notify_keyspace_events: 0,
             db_options: weft::Options::default(),
         }
     }
@@ -511,6 +517,7 @@ impl Shared {
         let save_dir =
             (config.save_dir.clone()).unwrap_or_else(|| save::default_save_dir(&config.dir));
         let loops = config.threads.max(1);
+        store.notify.store(config.notify_keyspace_events);
         Ok(Shared {
             store,
             port,

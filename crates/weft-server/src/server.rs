@@ -157,7 +157,12 @@ impl Server {
                     continue;
                 }
                 loop {
-                    match sh.store.expire_cycle(EXPIRE_BATCH) {
+                    let mut publish = || {
+                        if sh.store.notify.effective() != 0 {
+                            crate::notify::post_pending(sh);
+                        }
+                    };
+                    match sh.store.expire_cycle(EXPIRE_BATCH, &mut publish) {
                         Ok(n) if n >= EXPIRE_BATCH && !stop.stopped() => continue,
                         Ok(_) => break,
                         Err(e) => {

@@ -1726,3 +1726,510 @@ fn transactions_and_databases_reply_as_redis_7_does() {
         run_lines_on(TX_SCRIPT, &mut w, &mut r, Some((&mut w2, &mut r2)), proto);
     }
 }
+
+/// What the scripts above leave out of keyspace events: orders between
+/// keys (`MSET` with a repeated key, `SMOVE`/`LMOVE` to new keys,
+/// `RENAME`/`COPY` over existing keys), overwrites that are not new keys
+/// (`SET` over a hash, `*STORE` over another type), emptied collections,
+/// blocking pops served at once, and the databases in channel names.
+const NOTIFY_SCRIPT: &str = r#"
+MSET a 1 b 2 a 3
+MSETNX c 1 d 2
+MSETNX c 1 e 2
+SET a x EX 100
+SET a y KEEPTTL
+SET a z NX
+SET a z XX GET
+SETNX a q
+SETNX newk q
+GETSET newk2 v
+INCRBY a 1
+INCRBY cnt 5
+DECR cnt
+APPEND a tail
+SETRANGE a 0 ""
+SETRANGE nos 0 ""
+SETRANGE nos 2 xy
+SETBIT bits 3 1
+SETBIT bits 3 1
+INCRBYFLOAT fl 1.5
+HSET h f v
+SET h str
+HSET h2 f v g w
+HSETNX h2 f x
+HSETNX h2 z x
+HDEL h2 f g z
+HINCRBY h3 f 2
+HINCRBYFLOAT h3 g 2.5
+HDEL h3 f g
+SADD s1 a b c
+SADD s1 a
+SMOVE s1 s2 a
+SMOVE s1 s2 a
+SMOVE s1 s1 b
+SADD s2 b
+SMOVE s1 s2 b
+SMOVE s1 s3 c
+SADD s4 x y z
+SPOP s4 0
+SPOP s4 1
+SPOP s4 5
+SADD s5 1 2
+SADD s6 2 3
+SINTERSTORE d5 s5 s6
+SUNIONSTORE d5 s5 s6
+SDIFFSTORE d5 s5 s6 s5
+SET strdst v
+SUNIONSTORE strdst s5
+SINTERSTORE nodst s5 nosuch
+RPUSH l1 a b
+LMOVE l1 l2 LEFT RIGHT
+LMOVE l1 l2 LEFT LEFT
+LMOVE l2 l2 RIGHT LEFT
+RPOPLPUSH l2 l3
+RPUSH bl a
+BLPOP bl 0
+RPUSH bl a b
+BRPOP bl 0
+BLMPOP 0 1 bl RIGHT COUNT 5
+RPUSH bm a
+BLMOVE bm bm2 LEFT RIGHT 0
+BRPOPLPUSH bm2 bm3 0
+LPUSHX nolist a
+RPUSH lt a b c
+LTRIM lt 0 -1
+LTRIM lt 1 0
+RPUSH lr a b a
+LREM lr 0 zz
+LREM lr 0 a
+LREM lr 0 b
+RPUSH ls a
+LSET ls 0 b
+LINSERT ls BEFORE b a
+LINSERT ls BEFORE nope a
+LPOP ls 0
+LPOP ls 5
+ZADD z 1 a 2 b
+ZADD z 1 a
+ZADD z 3 a
+ZADD z INCR 0 a
+ZADD z INCR 1 a
+ZADD z XX 1 newm
+ZADD zz XX 1 a
+ZINCRBY z 1 b
+ZREM z nope
+ZADD zb 1 a 2 b 3 c 4 d
+ZPOPMIN zb
+ZPOPMAX zb 0
+ZPOPMAX zb 1
+BZPOPMIN zb 0
+BZMPOP 0 1 zb MAX COUNT 3
+ZADD zr 1 a 2 b 3 c
+ZREMRANGEBYSCORE zr 5 6
+ZREMRANGEBYSCORE zr 1 1
+ZREMRANGEBYRANK zr 0 0
+ZREMRANGEBYLEX zr - +
+ZADD zs1 1 a 2 b
+ZADD zs2 2 b 3 c
+ZUNIONSTORE zd 2 zs1 zs2
+ZINTERSTORE zd 2 zs1 zs2
+ZDIFFSTORE zd 2 zs1 zs1
+ZRANGESTORE zd2 zs1 0 -1
+ZRANGESTORE zd2 zs1 5 6
+SET zstr v
+ZUNIONSTORE zstr 1 zs1
+ZMPOP 1 zs1 MIN COUNT 9
+SET r1 v
+SET r2 w
+RENAME r1 r2
+RENAMENX r2 r3
+RENAME r3 r3
+COPY r3 r4
+COPY r3 r4 REPLACE
+COPY r3 r4 DB 2
+SELECT 2
+SET d2 v
+EXPIRE d2 100
+PERSIST d2
+PERSIST d2
+DEL d2 d2 nosuch
+SELECT 0
+MOVE r4 3
+EXPIRE r3 100 NX
+EXPIRE r3 100 NX
+PEXPIRE r3 -1
+GETEX r4 EX 100
+GETEX r4 PERSIST
+GETEX r4 PERSIST
+GETEX r4 PXAT 1
+GETDEL a
+GETDEL nosuch
+DEL c d e nosuch c
+UNLINK newk
+MULTI
+SET tx 1
+LPUSH txl a
+RENAME tx tx2
+DEL tx2
+EXEC
+"#;
+
+/// Every keyspace event one server publishes, as a subscriber sees them:
+/// `channel payload` lines, the script line that raised them found by a
+/// marker published after each line from a third connection (messages
+/// ordered by a reply keep their order).
+struct Events {
+    sub: Raw,
+    marker: Raw,
+}
+
+impl Events {
+    fn new(addr: std::net::SocketAddr) -> Events {
+        let mut sub = Raw::connect(addr);
+        assert!(matches!(
+            sub.cmd(&["PSUBSCRIBE", "__key*__:*"]),
+            V::Array(_)
+        ));
+        assert!(matches!(
+            sub.cmd(&["SUBSCRIBE", "events-marker"]),
+            V::Array(_)
+        ));
+        Events {
+            sub,
+            marker: Raw::connect(addr),
+        }
+    }
+
+    /// The events published since the last call.
+    fn since_last(&mut self) -> Vec<String> {
+        assert_eq!(
+            self.marker.cmd(&["PUBLISH", "events-marker", "m"]),
+            V::Int(1)
+        );
+        let mut out = Vec::new();
+        loop {
+            let V::Array(m) = self.sub.read() else {
+                panic!("a subscriber got a non-message")
+            };
+            let text = |v: &V| match v {
+                V::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+                other => format!("{other:?}"),
+            };
+            match m.len() {
+                3 => return out, // the marker
+                4 => out.push(format!("{} {}", text(&m[2]), text(&m[3]))),
+                _ => panic!("odd message {m:?}"),
+            }
+        }
+    }
+}
+
+/// Runs `script` on both servers (lines starting `2 ` on the second
+/// connections; replies are compared by the tests above) and compares
+/// the keyspace events each line raised; returns the differences.
+fn events_per_line(
+    script: &str,
+    conns: [&mut Raw; 4],
+    events: [&mut Events; 2],
+    bad: &mut Vec<String>,
+) {
+    let [w, r, w2, r2] = conns;
+    let [ew, er] = events;
+    for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let line = line.trim_start_matches(['^', '~']);
+        let (line, second) = match line.strip_prefix("2 ") {
+            Some(rest) => (rest, true),
+            None => (line, false),
+        };
+        let args = split_line(line);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        if second {
+            w2.cmd(&args);
+            r2.cmd(&args);
+        } else {
+            w.cmd(&args);
+            r.cmd(&args);
+        }
+        let (got, want) = (ew.since_last(), er.since_last());
+        if got != want {
+            bad.push(format!("{line}\n weft:  {got:?}\n redis: {want:?}"));
+        }
+    }
+}
+
+/// Keyspace notifications side by side with Redis 7: `CONFIG SET/GET
+/// notify-keyspace-events` with Redis's letters and errors, then every
+/// line of the scripts above (strings, keys, hashes, lists, sets, sorted
+/// sets, transactions, databases) run on both with `AKEn`, each line's
+/// events equal in order; then a client woken from `BLPOP` by another's
+/// push, and expiry by a write that finds the key expired and by the
+/// background expirer.
+#[test]
+fn keyspace_notifications_match_redis_7() {
+    let redis = RedisServer::start();
+    // Several loops: the pusher, the blocked client and the subscriber
+    // below live on different ones.
+    let weft = TestServer::with(|c| c.threads = 4);
+    let raddr: std::net::SocketAddr = ([127, 0, 0, 1], redis.port).into();
+    let mut w = weft.raw();
+    let mut r = Raw::connect(raddr);
+    let mut w2 = weft.raw();
+    let mut r2 = Raw::connect(raddr);
+    let mut bad = Vec::new();
+    for flags in [
+        "KEA",
+        "AKEn",
+        "g$lshzxetdnmKE",
+        "KEg$",
+        "AAKKgg",
+        "Ex",
+        "nlK",
+        "",
+        "KEQ",
+        "k",
+        "A E",
+        "KEm",
+    ] {
+        let set = |c: &mut Raw| c.cmd(&["CONFIG", "SET", "notify-keyspace-events", flags]);
+        let get = |c: &mut Raw| c.cmd(&["CONFIG", "GET", "notify-keyspace-events"]);
+        let (sw, sr) = (set(&mut w), set(&mut r));
+        let (gw, gr) = (get(&mut w), get(&mut r));
+        if (&sw, &gw) != (&sr, &gr) {
+            bad.push(format!(
+                "CONFIG SET {flags:?}\n weft:  {sw:?} {gw:?}\n redis: {sr:?} {gr:?}"
+            ));
+        }
+    }
+    // Nothing is published while neither K nor E is set.
+    let mut ew = Events::new(weft.addr);
+    let mut er = Events::new(raddr);
+    for c in [&mut w, &mut r] {
+        c.cmd(&["FLUSHALL"]);
+        c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "A"]);
+        c.cmd(&["SET", "quiet", "1"]);
+    }
+    assert_eq!(ew.since_last(), Vec::<String>::new());
+    assert_eq!(er.since_last(), Vec::<String>::new());
+    for c in [&mut w, &mut r] {
+        c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "AKEn"]);
+        c.cmd(&["FLUSHALL"]);
+    }
+    for script in [SCRIPT, SCRIPT_KEYS, TX_SCRIPT, NOTIFY_SCRIPT] {
+        for c in [&mut w, &mut r] {
+            c.cmd(&["FLUSHALL"]);
+        }
+        events_per_line(
+            script,
+            [&mut w, &mut r, &mut w2, &mut r2],
+            [&mut ew, &mut er],
+            &mut bad,
+        );
+    }
+    assert!(
+        bad.is_empty(),
+        "{} lines raise other events:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+
+    // A client blocked in BLPOP, woken by another's push: the pusher's
+    // events come first, even though the pusher goes on with slow
+    // commands (KEYS over 20000 keys of database 9) before its connection
+    // sends anything.
+    let mut mset: Vec<String> = vec!["MSET".into()];
+    for i in 0..20_000 {
+        mset.push(format!("k{i}"));
+        mset.push("v".into());
+    }
+    let mset: Vec<&str> = mset.iter().map(String::as_str).collect();
+    for (c, blocked) in [(&mut w, &mut w2), (&mut r, &mut r2)] {
+        c.cmd(&["CONFIG", "SET", "notify-keyspace-events", ""]);
+        c.cmd(&["SELECT", "9"]);
+        c.cmd(&mset);
+        c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "AKEn"]);
+        blocked.cmd(&["SELECT", "9"]);
+        blocked.send(&["BLPOP", "bq", "0"]);
+        // Parked before the push, or served at once: the same events.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut pipeline = Raw::encode(&[b"RPUSH", b"bq", b"x"]);
+        for _ in 0..5 {
+            pipeline.extend_from_slice(&Raw::encode(&[b"KEYS", b"*nomatch"]));
+        }
+        c.send_bytes(&pipeline);
+        assert_eq!(c.read(), V::Int(1));
+        for _ in 0..5 {
+            assert_eq!(c.read(), V::Array(vec![]));
+        }
+        assert_eq!(blocked.read(), V::Array(vec![V::bulk("bq"), V::bulk("x")]));
+        for c in [c, blocked] {
+            c.cmd(&["SELECT", "0"]);
+        }
+    }
+    let want: Vec<String> = [
+        "__keyspace@9__:bq new",
+        "__keyevent@9__:new bq",
+        "__keyspace@9__:bq rpush",
+        "__keyevent@9__:rpush bq",
+        "__keyspace@9__:bq lpop",
+        "__keyevent@9__:lpop bq",
+        "__keyspace@9__:bq del",
+        "__keyevent@9__:del bq",
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(er.since_last(), want, "redis");
+    assert_eq!(ew.since_last(), want, "weft");
+
+    // A write that finds its key expired: `expired` before its own
+    // events (whether the lookup or an expiry cycle deleted it).
+    for c in [&mut w, &mut r] {
+        c.cmd(&["SET", "e", "v", "PX", "1"]);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    for c in [&mut w, &mut r] {
+        c.cmd(&["INCR", "e"]);
+    }
+    let (got, want) = (ew.since_last(), er.since_last());
+    assert_eq!(got, want);
+    assert_eq!(
+        want[6..],
+        [
+            "__keyspace@0__:e expired",
+            "__keyevent@0__:expired e",
+            "__keyspace@0__:e new",
+            "__keyevent@0__:new e",
+            "__keyspace@0__:e incrby",
+            "__keyevent@0__:incrby e"
+        ]
+    );
+    // The background expirer's `expired`, unprompted.
+    for (c, ev) in [(&mut w, &mut ew), (&mut r, &mut er)] {
+        c.cmd(&["SELECT", "5"]);
+        c.cmd(&["SET", "gone", "v", "PX", "30"]);
+        let mut seen = ev.since_last();
+        // Bounded: the subscriber's reads time out (common::TIMEOUT).
+        while seen.len() < 8 {
+            let V::Array(m) = ev.sub.read() else {
+                panic!("a subscriber got a non-message")
+            };
+            let V::Bulk(ch) = &m[2] else { panic!("{m:?}") };
+            seen.push(String::from_utf8_lossy(ch).into_owned());
+        }
+        assert_eq!(
+            seen[6..],
+            ["__keyspace@5__:gone", "__keyevent@5__:expired"],
+            "{seen:?}"
+        );
+        c.cmd(&["SELECT", "0"]);
+    }
+}
+
+/// `blocked_clients` of `INFO clients`.
+fn blocked_clients(c: &mut Raw) -> i64 {
+    let V::Bulk(text) = c.cmd(&["INFO", "clients"]) else {
+        panic!("INFO clients")
+    };
+    let text = String::from_utf8(text).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Waits (bounded) until `n` clients are blocked.
+fn wait_blocked(c: &mut Raw, n: i64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while blocked_clients(c) != n {
+        assert!(Instant::now() < deadline, "never {n} blocked clients");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// What one server answers through a `CLIENT UNBLOCK` session: the
+/// blocked client's replies and the unblocker's, in order.
+fn unblock_session(addr: std::net::SocketAddr, resp3: bool) -> Vec<V> {
+    let mut ctl = Raw::connect(addr);
+    ctl.cmd(&["FLUSHALL"]);
+    let mut seen = Vec::new();
+    let blocking: [&[&str]; 7] = [
+        &["BLPOP", "k", "0"],
+        &["BRPOP", "k", "k2", "100"],
+        &["BLMOVE", "k", "d", "LEFT", "RIGHT", "0"],
+        &["BRPOPLPUSH", "k", "d", "0"],
+        &["BLMPOP", "0", "1", "k", "LEFT"],
+        &["BZPOPMIN", "z", "0"],
+        &["BZMPOP", "0", "1", "z", "MAX"],
+    ];
+    for how in ["TIMEOUT", "ERROR", ""] {
+        for cmd in blocking {
+            let mut b = Raw::connect(addr);
+            if resp3 {
+                b.cmd(&["HELLO", "3"]);
+            }
+            let V::Int(id) = b.cmd(&["CLIENT", "ID"]) else {
+                panic!("CLIENT ID")
+            };
+            let id = id.to_string();
+            // The blocking command and a PING behind it in one write.
+            let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+            let mut bytes = Raw::encode(&args);
+            bytes.extend(Raw::encode(&[b"PING"]));
+            b.send_bytes(&bytes);
+            wait_blocked(&mut ctl, 1);
+            let mut unblock = vec!["CLIENT", "UNBLOCK", id.as_str()];
+            if !how.is_empty() {
+                unblock.push(how);
+            }
+            seen.push(ctl.cmd(&unblock));
+            seen.push(b.read());
+            seen.push(b.read());
+            // Unparked for good: a push finds nobody waiting, and the
+            // client runs what it sends.
+            wait_blocked(&mut ctl, 0);
+            seen.push(ctl.cmd(&unblock));
+            seen.push(b.cmd(&["ECHO", "after"]));
+        }
+    }
+    seen.push(ctl.cmd(&["RPUSH", "k", "x"]));
+    seen.push(ctl.cmd(&["LLEN", "k"]));
+    // Errors, and clients that are not blocked.
+    let V::Int(me) = ctl.cmd(&["CLIENT", "ID"]) else {
+        panic!("CLIENT ID")
+    };
+    let me = me.to_string();
+    for args in [
+        vec!["CLIENT", "UNBLOCK", &me],
+        vec!["CLIENT", "UNBLOCK", "999999"],
+        vec!["CLIENT", "UNBLOCK", "-1"],
+        vec!["CLIENT", "UNBLOCK", "x"],
+        vec!["CLIENT", "UNBLOCK", "x", "BOGUS"],
+        vec!["CLIENT", "UNBLOCK", &me, "error"],
+        vec!["CLIENT", "UNBLOCK", &me, "timeout"],
+        vec!["CLIENT", "UNBLOCK"],
+        vec!["CLIENT", "UNBLOCK", &me, "ERROR", "x"],
+    ] {
+        seen.push(ctl.cmd(&args));
+    }
+    seen
+}
+
+/// `CLIENT UNBLOCK id [TIMEOUT|ERROR]` side by side with Redis 7: every
+/// blocking pop unparked with its timeout reply or `-UNBLOCKED`, the
+/// requests behind it then run, nothing left waiting; 0 for clients not
+/// blocked; Redis's errors. Weft runs several loops, so the unblocker and
+/// the blocked client mostly live on different ones.
+#[test]
+fn client_unblock_answers_as_redis_7_does() {
+    let redis = RedisServer::start();
+    let weft = TestServer::with(|c| c.threads = 3);
+    for resp3 in [false, true] {
+        let want = unblock_session(([127, 0, 0, 1], redis.port).into(), resp3);
+        let got = unblock_session(weft.addr, resp3);
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "reply {i} (resp3 {resp3})");
+        }
+    }
+}

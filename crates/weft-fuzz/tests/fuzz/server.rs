@@ -202,6 +202,10 @@ const KEYWORDS: &[&str] = &[
     "latency-monitor-threshold",
     "client-output-buffer-limit",
     "maxmemory",
+    "notify-keyspace-events",
+    "KEA",
+    "AKEn",
+    "Ex",
 ];
 
 /// Integers at the edges and a few that are not integers.
@@ -1876,6 +1880,8 @@ fn check_store(fx: &mut Fixture, restart: bool) {
         b"10000",
         b"latency-monitor-threshold",
         b"0",
+        b"notify-keyspace-events",
+        b"",
     ]);
     c.must(&[b"SLOWLOG", b"RESET"]);
     c.close();

@@ -27,7 +27,7 @@ use weft::ReadOptions;
 use super::zset::{self, parse_float, Scored};
 use super::{err, list, CmdError, CmdResult, Ctx, Session, COMMANDS, WRONGTYPE};
 use crate::blocking::{db_of, Parked, Waiter};
-use crate::deliver::{Delivery, Wake};
+use crate::deliver::{ClientRef, Delivery, Wake};
 use crate::encoding::{Kind, Meta};
 use crate::keyspace::Batch;
 use crate::Shared;
@@ -159,7 +159,7 @@ fn serve_or_park(
             // passes it on when it arrives): waking more would let later
             // waiters overtake.
             for k in &woken {
-                wake_next(shared, p.db, k);
+                wake_next_after(ctx, p.db, k);
             }
         }
     }
@@ -192,8 +192,8 @@ fn park(ctx: &mut Ctx<'_>, keys: &[Vec<u8>], kind: Kind, timeout: Option<Duratio
         .waiters
         .count_parked(s.me.loop_ix as usize, 1, deadline.is_some());
     if let Some(info) = &s.info {
-        info.blocked
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        info.parking
+            .store(ticket, std::sync::atomic::Ordering::Relaxed);
     }
     s.blocking.parked = Some(Parked {
         db,
@@ -231,8 +231,7 @@ fn leave(shared: &Shared, s: &mut Session) -> Option<Parked> {
         .waiters
         .count_parked(s.me.loop_ix as usize, -1, p.deadline.is_some());
     if let Some(info) = &s.info {
-        info.blocked
-            .store(false, std::sync::atomic::Ordering::Relaxed);
+        info.parking.store(0, std::sync::atomic::Ordering::Relaxed);
     }
     Some(p)
 }
@@ -243,8 +242,32 @@ fn leave(shared: &Shared, s: &mut Session) -> Option<Parked> {
 /// of the same hint slot; else a look under the shard's lock, and with
 /// waiters on the key, one metadata read.
 pub(crate) fn wake_next(shared: &Shared, db: usize, key: &[u8]) {
+    if let Some((to, wake)) = next_waiter(shared, db, key) {
+        shared.postal.post(to, wake);
+    }
+}
+
+/// [`wake_next`] from a command that may have raised keyspace events
+/// (`crate::notify`): while events are published, the wake-up joins the
+/// command's deliveries instead, which the connection posts after every
+/// other delivery of its requests (`conn.rs`), so the woken client's
+/// events (its `lpop`) reach a subscriber after this command's (the
+/// `rpush`), as in Redis. The connection posts them before its replies,
+/// as every delivery.
+pub(crate) fn wake_next_after(ctx: &mut Ctx<'_>, db: usize, key: &[u8]) {
+    if ctx.shared.store.notify.effective() == 0 {
+        return wake_next(ctx.shared, db, key);
+    }
+    if let Some(post) = next_waiter(ctx.shared, db, key) {
+        ctx.session.posts.push(post);
+    }
+}
+
+/// Takes the first client waiting on `key` for the type it holds now, if
+/// it holds one with elements, and returns its wake-up.
+fn next_waiter(shared: &Shared, db: usize, key: &[u8]) -> Option<(ClientRef, Delivery)> {
     if !shared.waiters.any_waiting(db, key) {
-        return;
+        return None;
     }
     let kind = match shared.store.view(db).get(key, &ReadOptions::new()) {
         Ok(Some(e)) if matches!(e.meta.kind, Kind::List | Kind::ZSet) && e.meta.count > 0 => {
@@ -252,18 +275,17 @@ pub(crate) fn wake_next(shared: &Shared, db: usize, key: &[u8]) {
         }
         // Absent, emptied again, of a type nobody pops, or unreadable (a
         // failing engine: the waiters keep waiting).
-        _ => return,
+        _ => return None,
     };
-    if let Some(w) = shared.waiters.take_first(db, key, kind) {
-        shared.postal.post(
-            w.at,
-            Delivery::Wake(Wake {
-                db,
-                key: key.to_vec(),
-                ticket: w.ticket,
-            }),
-        );
-    }
+    let w = shared.waiters.take_first(db, key, kind)?;
+    Some((
+        w.at,
+        Delivery::Wake(Wake {
+            db,
+            key: key.to_vec(),
+            ticket: w.ticket,
+        }),
+    ))
 }
 
 /// Passes on wake-ups their client will not act on.
@@ -302,6 +324,8 @@ pub(crate) fn retry(ctx: &mut Ctx<'_>, args: &[Vec<u8>], wakes: &[Wake]) {
     ctx.session.blocking.woken_by = mine.clone();
     let mark = ctx.out.buf.len();
     let r = (COMMANDS[cmd].handler)(ctx, args);
+    // What its batches left pending (keyspace events), as `cmd::run` does.
+    ctx.raise_pending();
     ctx.session.blocking.woken_by.clear();
     if let Err(CmdError(msg)) = r {
         ctx.out.buf.truncate(mark);
@@ -324,6 +348,32 @@ pub(crate) fn time_out(ctx: &mut Ctx<'_>) {
     }
 }
 
+/// `CLIENT UNBLOCK` reached the connection `ctx`: if it is still parked
+/// in the parking `u` names (not served, timed out or parked again since),
+/// unparks it with the timeout reply, or with `-UNBLOCKED` for `ERROR`, as
+/// Redis does. Returns whether it did.
+pub(crate) fn unblock(ctx: &mut Ctx<'_>, u: &crate::deliver::Unblock) -> bool {
+    if ctx
+        .session
+        .blocking
+        .parked
+        .as_ref()
+        .is_none_or(|p| p.ticket != u.ticket)
+    {
+        return false;
+    }
+    leave(ctx.shared, ctx.session);
+    if u.error {
+        const MSG: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
+        ctx.out.error(MSG);
+        let ix = ctx.session.me.loop_ix as usize;
+        ctx.shared.stats.for_loop(ix).error(MSG);
+    } else {
+        ctx.out.null_array();
+    }
+    true
+}
+
 /// The connection of `s` closes: it leaves its FIFOs and passes on the
 /// wake-ups delivered to it and not acted on. One still on its way is
 /// passed on by the loop that finds its connection gone.
@@ -339,6 +389,7 @@ fn serve_pop(ctx: &mut Ctx<'_>, key: &[u8], old: Meta, mut batch: Batch, left: b
     let got = list::pop_n(ks, &mut batch, key, &mut m, left, 1)?;
     ks.put_collection(&mut batch, key, Some(&old), &m);
     ks.write(batch)?;
+    list::notify_pop(ctx, key, left, m.count == 0);
     let Some(v) = got.first() else {
         return err("ERR weft: empty list");
     };
@@ -389,12 +440,13 @@ fn blmove_generic(
         deny: Deny::Null,
     };
     let served = serve_or_park(ctx, w, |ctx, src, sold, batch| {
-        let v = list::lmove_from(&ctx.ks(), batch, src, sold, dst, from_left, to_left)?;
+        let (v, emptied) = list::lmove_from(&ctx.ks(), batch, src, sold, dst, from_left, to_left)?;
+        list::notify_move(ctx, src, dst, from_left, to_left, emptied);
         ctx.out.bulk(&v);
         Ok(())
     })?;
     if served {
-        super::coll::key_ready(ctx.shared, &ctx.ks(), dst);
+        super::coll::key_ready(ctx, dst);
     }
     Ok(())
 }
@@ -430,6 +482,7 @@ pub fn blmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         let got = list::pop_n(ks, &mut batch, key, &mut m, left, count)?;
         ks.put_collection(&mut batch, key, Some(&old), &m);
         ks.write(batch)?;
+        list::notify_pop(ctx, key, left, m.count == 0);
         ctx.out.array(2);
         ctx.out.bulk(key);
         ctx.out.array(got.len());
@@ -455,6 +508,7 @@ fn zpop_n(
     let got = zset::pop_n(ks, &mut batch, key, &mut m, max, count)?;
     ks.put_collection(&mut batch, key, Some(&old), &m);
     ks.write(batch)?;
+    zset::notify_pop(ctx, key, max, m.count == 0);
     Ok(got)
 }
 

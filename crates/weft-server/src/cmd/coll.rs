@@ -39,6 +39,24 @@ pub fn load_meta(
     }
 }
 
+/// The keyspace events of a `*STORE` into `dst` as Redis raises them:
+/// `event` (class `class`) when it stored a non-empty result, else `del`
+/// if it deleted what `dst` held.
+pub fn notify_store(
+    ctx: &mut super::Ctx<'_>,
+    class: u32,
+    event: &'static str,
+    dst: &[u8],
+    stored: bool,
+    existed: bool,
+) {
+    if stored {
+        ctx.notify(class, event, dst);
+    } else if existed {
+        ctx.notify(crate::notify::GENERIC, "del", dst);
+    }
+}
+
 /// `old`, or the metadata of a new, empty `kind` under a fresh version.
 pub fn or_new(old: Option<Meta>, kind: Kind) -> Meta {
     old.unwrap_or_else(|| Meta::new_collection(kind, new_version()))
@@ -81,9 +99,15 @@ pub fn elements(
 /// RENAME, COPY, RESTORE, ...), once the batch is written and the key's
 /// lock released: reports it to [`key_ready_now`] at once, or, inside an
 /// `EXEC`, once the `EXEC`'s batch is in the engine.
-pub fn key_ready(shared: &Shared, ks: &Keyspace, key: &[u8]) {
+pub fn key_ready(ctx: &mut super::Ctx<'_>, key: &[u8]) {
+    let ks = ctx.ks();
+    key_ready_in(ctx, &ks, key);
+}
+
+/// [`key_ready`] for a key of `ks`'s database (`COPY ... DB`, `MOVE`).
+pub fn key_ready_in(ctx: &mut super::Ctx<'_>, ks: &Keyspace, key: &[u8]) {
     if !ks.defer_ready(key) {
-        key_ready_now(shared, ks.index(), key);
+        super::blocking::wake_next_after(ctx, ks.index(), key);
     }
 }
 

@@ -678,13 +678,19 @@ pub fn restore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     };
     // Already past its deadline: nothing is created (the old key, with
     // REPLACE, is deleted all the same).
-    if expire_at.is_none_or(|t| t > now_ms()) {
+    let stored = expire_at.is_none_or(|t| t > now_ms());
+    if stored {
         value::store(ks, &mut batch, key, &v, expire_at);
     }
     ks.write(batch)?;
     drop(g);
+    if stored {
+        ctx.notify(crate::notify::GENERIC, "restore", key);
+    } else if old.is_some() {
+        ctx.notify(crate::notify::GENERIC, "del", key);
+    }
     // A restored list or sorted set serves its blocked clients.
-    super::coll::key_ready(ctx.shared, &ctx.ks(), key);
+    super::coll::key_ready(ctx, key);
     ctx.out.ok();
     Ok(())
 }
@@ -853,6 +859,7 @@ pub fn migrate(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     }
     let mut batch = Batch::new();
     let mut socket_error = false;
+    let mut deleted = Vec::new();
     for (k, meta) in &sent {
         match read_line(&mut reader) {
             Ok(l) => {
@@ -860,6 +867,7 @@ pub fn migrate(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
                 note(l, &mut target_err);
                 if ok && !copy {
                     ks.delete_into(&mut batch, k, meta)?;
+                    deleted.push(k);
                 }
             }
             Err(_) => {
@@ -870,6 +878,9 @@ pub fn migrate(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     }
     drop(snap);
     ks.write(batch)?;
+    for k in deleted {
+        ctx.notify(crate::notify::GENERIC, "del", k);
+    }
     if let Some(e) = target_err {
         return Err(CmdError(Cow::Owned(format!(
             "ERR Target instance replied with error: {}",

@@ -12,6 +12,7 @@ use super::{
 };
 use crate::encoding::{self, Kind, Meta};
 use crate::keyspace::{Batch, Keyspace};
+use crate::notify::{GENERIC, HASH};
 
 /// Reads a hash's metadata at `opts`; `Ok(None)` when absent, WRONGTYPE
 /// for another type.
@@ -38,6 +39,7 @@ fn set_fields(
     let mut meta = or_new(old, Kind::Hash);
     let mut seen: HashSet<&[u8]> = HashSet::new();
     let mut added = 0;
+    let mut written = false;
     for p in pairs.chunks(2) {
         let (f, v) = (&p[0], &p[1]);
         let fk = field_key(key, &meta, f);
@@ -51,11 +53,15 @@ fn set_fields(
         }
         seen.insert(f);
         batch.put(fk, v);
+        written = true;
     }
     if added > 0 {
         ks.put_collection(&mut batch, key, old.as_ref(), &meta);
     }
     ks.write(batch)?;
+    if written {
+        ctx.notify(HASH, "hset", key);
+    }
     Ok(added)
 }
 
@@ -189,6 +195,12 @@ pub fn hdel(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.put_collection(&mut batch, key, Some(&old), &new);
     }
     ks.write(batch)?;
+    if removed > 0 {
+        ctx.notify(HASH, "hdel", key);
+        if removed >= old.count {
+            ctx.notify(GENERIC, "del", key);
+        }
+    }
     ctx.out.int(removed as i64);
     Ok(())
 }
@@ -240,6 +252,7 @@ pub fn hincrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.put_collection(&mut batch, key, old.as_ref(), &meta);
     }
     ks.write(batch)?;
+    ctx.notify(HASH, "hincrby", key);
     ctx.out.int(n);
     Ok(())
 }
@@ -320,6 +333,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.put_collection(&mut batch, key, old.as_ref(), &meta);
     }
     ks.write(batch)?;
+    ctx.notify(HASH, "hincrbyfloat", key);
     ctx.out.bulk(n.as_bytes());
     Ok(())
 }

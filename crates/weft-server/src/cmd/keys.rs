@@ -13,6 +13,7 @@ use super::{cursor_arg, err, int_arg, is, scan_opts, CmdError, CmdResult, Ctx, S
 use crate::encoding::{self, Kind};
 use crate::glob;
 use crate::keyspace::{decode_entry, meta_range, now_ms, Batch, Entry, Keyspace};
+use crate::notify::GENERIC;
 
 pub fn del(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let ks = &ctx.ks();
@@ -21,15 +22,24 @@ pub fn del(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     keys.dedup();
     let _g = ks.locks().lock_many(keys.iter().copied());
     let mut batch = Batch::new();
-    let mut n = 0;
+    let mut deleted = Vec::new();
     for k in keys {
         if let Some(e) = ks.load_for_write(k, &mut batch)? {
             ks.delete_into(&mut batch, k, &e.meta)?;
-            n += 1;
+            deleted.push(k);
         }
     }
     ks.write(batch)?;
-    ctx.out.int(n);
+    // Redis raises `del` in argument order, once per key deleted.
+    if ctx.shared.store.notify.wants(GENERIC) {
+        let mut raised = std::collections::HashSet::new();
+        for k in &a[1..] {
+            if deleted.contains(&k.as_slice()) && raised.insert(k.as_slice()) {
+                ctx.notify(GENERIC, "del", k);
+            }
+        }
+    }
+    ctx.out.int(deleted.len() as i64);
     Ok(())
 }
 
@@ -195,15 +205,18 @@ fn expire_core(
         ctx.out.int(0);
         return Ok(());
     }
-    if at <= now {
+    let event = if at <= now {
         ks.delete_into(&mut batch, key, &e.meta)?;
+        "del"
     } else {
         let at = at as u64;
         let raw = encoding::with_expiry(e.raw(), Some(at))
             .ok_or_else(|| CmdError("ERR weft: malformed metadata".into()))?;
         ks.put_meta(&mut batch, key, Some(&e.meta), &[&raw], Some(at));
-    }
+        "expire"
+    };
     ks.write(batch)?;
+    ctx.notify(GENERIC, event, key);
     ctx.out.int(1);
     Ok(())
 }
@@ -259,6 +272,9 @@ pub fn persist(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         _ => false,
     };
     ks.write(batch)?;
+    if done {
+        ctx.notify(GENERIC, "persist", key);
+    }
     ctx.out.int(i64::from(done));
     Ok(())
 }
@@ -394,8 +410,12 @@ fn rename_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], nx: bool) -> CmdResult {
     value::store(ks, &mut batch, dst, &v, e.meta.expire_at);
     ks.write(batch)?;
     drop(g);
+    // Redis creates `dst` (its `new`) before it raises these.
+    ctx.raise_pending();
+    ctx.notify(GENERIC, "rename_from", src);
+    ctx.notify(GENERIC, "rename_to", dst);
     // A list or sorted set arriving at `dst` serves its blocked clients.
-    super::coll::key_ready(ctx.shared, &ctx.ks(), dst);
+    super::coll::key_ready(ctx, dst);
     reply_rename(ctx, nx, true);
     Ok(())
 }
@@ -474,7 +494,8 @@ pub fn copy(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     }
     drop(g);
     if copied {
-        super::coll::key_ready(ctx.shared, &dks, dst);
+        ctx.notify_in(to, GENERIC, "copy_to", dst);
+        super::coll::key_ready_in(ctx, &dks, dst);
     }
     ctx.out.int(i64::from(copied));
     Ok(())

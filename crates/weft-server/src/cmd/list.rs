@@ -16,6 +16,7 @@ use super::{
 };
 use crate::encoding::{self, Kind, Meta};
 use crate::keyspace::{Batch, Keyspace, RANGE_DELETE_ELEMENTS};
+use crate::notify::{GENERIC, LIST};
 
 /// The engine key of the element at position `pos` (0 = head).
 fn lkey(key: &[u8], m: &Meta, pos: u64) -> Vec<u8> {
@@ -132,7 +133,8 @@ fn push(ctx: &mut Ctx<'_>, a: &[Vec<u8>], left: bool, only_existing: bool) -> Cm
         }
     };
     if len > 0 {
-        key_ready(ctx.shared, &ctx.ks(), key);
+        ctx.notify(LIST, if left { "lpush" } else { "rpush" }, key);
+        key_ready(ctx, key);
     }
     ctx.out.int(len as i64);
     Ok(())
@@ -183,6 +185,7 @@ fn pop(ctx: &mut Ctx<'_>, a: &[Vec<u8>], left: bool) -> CmdResult {
     let got = pop_n(ks, &mut batch, key, &mut m, left, count.unwrap_or(1) as u64)?;
     ks.put_collection(&mut batch, key, Some(&old), &m);
     ks.write(batch)?;
+    notify_pop(ctx, key, left, m.count == 0);
     match count {
         None => ctx.out.opt_bulk(got.first().map(|v| v.as_slice())),
         Some(_) => {
@@ -265,6 +268,7 @@ pub fn lset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     };
     batch.put(lkey(key, &m, p), &a[3]);
     ks.write(batch)?;
+    ctx.notify(LIST, "lset", key);
     ctx.out.ok();
     Ok(())
 }
@@ -340,7 +344,8 @@ pub fn linsert(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.write(batch)?;
         m.count
     };
-    key_ready(ctx.shared, &ctx.ks(), key);
+    ctx.notify(LIST, "linsert", key);
+    key_ready(ctx, key);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -387,6 +392,12 @@ pub fn lrem(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.put_collection(&mut batch, key, Some(&old), &m);
     }
     ks.write(batch)?;
+    if removed > 0 {
+        ctx.notify(LIST, "lrem", key);
+        if removed == elems.len() {
+            ctx.notify(GENERIC, "del", key);
+        }
+    }
     ctx.out.int(removed as i64);
     Ok(())
 }
@@ -398,7 +409,9 @@ pub fn ltrim(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let ks = &ctx.ks();
     let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
+    let mut trimmed = None;
     if let Some(old) = load_meta(ks, key, Kind::List, &mut batch)? {
+        trimmed = Some(clamp(old.count, start, end).is_none());
         match clamp(old.count, start, end) {
             None => ks.delete_into(&mut batch, key, &old)?,
             Some((s, e)) => {
@@ -416,6 +429,12 @@ pub fn ltrim(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         }
     }
     ks.write(batch)?;
+    if let Some(emptied) = trimmed {
+        ctx.notify(LIST, "ltrim", key);
+        if emptied {
+            ctx.notify(GENERIC, "del", key);
+        }
+    }
     ctx.out.ok();
     Ok(())
 }
@@ -535,15 +554,41 @@ fn lmove_generic(
         };
         lmove_from(ks, batch, src, sold, dst, from_left, to_left)?
     };
-    key_ready(ctx.shared, &ctx.ks(), dst);
-    ctx.out.bulk(&moved);
+    notify_move(ctx, src, dst, from_left, to_left, moved.1);
+    key_ready(ctx, dst);
+    ctx.out.bulk(&moved.0);
     Ok(())
+}
+
+/// The keyspace events of a pop from the list `key` (`lpop`/`rpop`, then
+/// `del` if it emptied it), as Redis raises them.
+pub(super) fn notify_pop(ctx: &mut Ctx<'_>, key: &[u8], left: bool, emptied: bool) {
+    ctx.notify(LIST, if left { "lpop" } else { "rpop" }, key);
+    if emptied {
+        ctx.notify(GENERIC, "del", key);
+    }
+}
+
+/// The keyspace events of LMOVE: Redis raises the push on `dst` first,
+/// then the pop from `src` and its `del` if emptied.
+pub(super) fn notify_move(
+    ctx: &mut Ctx<'_>,
+    src: &[u8],
+    dst: &[u8],
+    from_left: bool,
+    to_left: bool,
+    emptied: bool,
+) {
+    ctx.notify(LIST, if to_left { "lpush" } else { "rpush" }, dst);
+    notify_pop(ctx, src, from_left, emptied);
 }
 
 /// The move of LMOVE (and BLMOVE) once `src` is known to hold the list
 /// `sold`, for a caller holding both keys' locks: writes `batch` with the
-/// pop and the push and returns the element moved. The caller calls
-/// `key_ready(dst)` once the locks are released.
+/// pop and the push and returns the element moved, and whether `src` is
+/// now gone (emptied). The caller raises the keyspace events
+/// ([`notify_move`]) and calls `key_ready(dst)` once the locks are
+/// released.
 pub(super) fn lmove_from(
     ks: &Keyspace,
     mut batch: Batch,
@@ -552,7 +597,7 @@ pub(super) fn lmove_from(
     dst: &[u8],
     from_left: bool,
     to_left: bool,
-) -> Result<Vec<u8>, CmdError> {
+) -> Result<(Vec<u8>, bool), CmdError> {
     let mut sm = sold;
     if src == dst {
         let got = pop_n(ks, &mut batch, src, &mut sm, from_left, 1)?;
@@ -562,7 +607,7 @@ pub(super) fn lmove_from(
         push_one(&mut batch, src, &mut sm, to_left, &v)?;
         ks.put_collection(&mut batch, src, Some(&sold), &sm);
         ks.write(batch)?;
-        Ok(v)
+        Ok((v, false))
     } else {
         let dold = match ks.load_for_write(dst, &mut batch)? {
             Some(e) if e.meta.kind != Kind::List => return err(WRONGTYPE),
@@ -577,7 +622,7 @@ pub(super) fn lmove_from(
         ks.put_collection(&mut batch, src, Some(&sold), &sm);
         ks.put_collection(&mut batch, dst, dold.as_ref(), &dm);
         ks.write(batch)?;
-        Ok(v)
+        Ok((v, sm.count == 0))
     }
 }
 
@@ -653,6 +698,7 @@ pub fn lmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         let got = pop_n(ks, &mut batch, key, &mut m, left, count)?;
         ks.put_collection(&mut batch, key, Some(&old), &m);
         ks.write(batch)?;
+        notify_pop(ctx, key, left, m.count == 0);
         ctx.out.array(2);
         ctx.out.bulk(key);
         ctx.out.array(got.len());

@@ -163,6 +163,57 @@ impl<'a> Ctx<'a> {
     pub fn in_exec(&self) -> bool {
         self.exec.is_some()
     }
+
+    /// Raises keyspace event `event` of `class` (`crate::notify`'s
+    /// constants) on `key` in the connection's database, after the
+    /// events its writes left pending (`expired`, `new`). When the class
+    /// is off: one load and one branch.
+    #[inline]
+    pub fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        if self.shared.store.notify.wants(class) {
+            let db = self.session.db;
+            self.raise(db, class, event, key);
+        }
+    }
+
+    /// [`Ctx::notify`] in database `db` (`MOVE`, `COPY ... DB`).
+    #[inline]
+    pub fn notify_in(&mut self, db: usize, class: u32, event: &'static str, key: &[u8]) {
+        if self.shared.store.notify.wants(class) {
+            self.raise(db, class, event, key);
+        }
+    }
+
+    /// Publishes the events this command's writes left pending (`new`,
+    /// `expired`) now: for a command whose key creation Redis raises before
+    /// its events on other keys (`RENAME`'s `new` on the destination comes
+    /// before `rename_from` on the source).
+    pub fn raise_pending(&mut self) {
+        if self.shared.store.notify.effective() != 0 {
+            crate::notify::publish_pending(
+                &self.shared.hub,
+                &self.shared.store.notify,
+                None,
+                &mut self.session.posts,
+            );
+        }
+    }
+
+    #[cold]
+    fn raise(&mut self, db: usize, class: u32, event: &'static str, key: &[u8]) {
+        let ev = crate::notify::Event {
+            db,
+            class,
+            name: event,
+            key: key.to_vec(),
+        };
+        crate::notify::publish_pending(
+            &self.shared.hub,
+            &self.shared.store.notify,
+            Some(&ev),
+            &mut self.session.posts,
+        );
+    }
 }
 
 type Handler = fn(&mut Ctx<'_>, &[Vec<u8>]) -> CmdResult;
@@ -472,6 +523,16 @@ fn run(ctx: &mut Ctx<'_>, ix: usize, args: &[Vec<u8>]) {
     let started = Instant::now();
     let mark = ctx.out.buf.len();
     let result = (cmd.handler)(ctx, args);
+    if ctx.shared.store.notify.effective() != 0 {
+        // What its batches raised (`expired`, `new`) and no own event
+        // published yet.
+        crate::notify::publish_pending(
+            &ctx.shared.hub,
+            &ctx.shared.store.notify,
+            None,
+            &mut ctx.session.posts,
+        );
+    }
     if let Err(CmdError(msg)) = &result {
         ctx.out.buf.truncate(mark);
         ctx.out.error(msg);

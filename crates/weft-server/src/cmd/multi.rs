@@ -224,10 +224,19 @@ pub fn exec(ctx: &mut Ctx<'_>, _a: &[Vec<u8>]) -> CmdResult {
         resp3: ctx.out.resp3,
         ..Out::default()
     };
+    let posted = ctx.session.posts.len();
     run_queued(ctx, &exec, &queue.cmds, &mut out);
-    let ready = store.finish_exec(exec, locks, true)?;
+    let ready = match store.finish_exec(exec, locks, true) {
+        Ok(ready) => ready,
+        Err(e) => {
+            // Nothing was applied: nothing its commands raised or posted
+            // (keyspace events, messages) goes out.
+            ctx.session.posts.truncate(posted);
+            return Err(e.into());
+        }
+    };
     for (db, key) in ready {
-        super::key_ready_now(ctx.shared, db, &key);
+        super::blocking::wake_next_after(ctx, db, &key);
     }
     ctx.out.array(queue.cmds.len());
     ctx.out.buf.extend_from_slice(&out.buf);
@@ -290,7 +299,12 @@ pub fn move_(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     ks.write_with(src_batch, &dst, dst_batch)?;
     drop(_g);
     if moved {
-        super::coll::key_ready(ctx.shared, &dst, key);
+        // Redis creates the key in `to` (its `new`) before these.
+        ctx.raise_pending();
+        let from = ks.index();
+        ctx.notify_in(from, crate::notify::GENERIC, "move_from", key);
+        ctx.notify_in(to, crate::notify::GENERIC, "move_to", key);
+        super::coll::key_ready_in(ctx, &dst, key);
     }
     ctx.out.int(i64::from(moved));
     Ok(())

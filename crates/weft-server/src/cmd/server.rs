@@ -704,6 +704,7 @@ enum NewValue {
     ReplicaReadOnly(bool),
     ReplicaPriority(u64),
     BacklogSize(u64),
+    Notify(u32),
 }
 
 /// The parameters `CONFIG GET` knows, with their values now.
@@ -752,7 +753,10 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String)> {
         ),
         ("maxmemory", "0".into()),
         ("maxmemory-policy", "noeviction".into()),
-        ("notify-keyspace-events", String::new()),
+        (
+            "notify-keyspace-events",
+            crate::notify::format(sh.store.notify.get()),
+        ),
         ("port", sh.port.to_string()),
         ("protected-mode", "no".into()),
         ("proto-max-bulk-len", c.max_bulk.to_string()),
@@ -855,6 +859,9 @@ fn config_value(sh: &Shared, name: &str, v: &[u8]) -> Result<NewValue, CmdError>
         "slowlog-log-slower-than" => NewValue::SlowerThan(int()?),
         "slowlog-max-len" => NewValue::SlowMaxLen(non_neg()? as usize),
         "latency-monitor-threshold" => NewValue::LatencyMs(non_neg()?),
+        "notify-keyspace-events" => {
+            NewValue::Notify(crate::notify::parse(v).ok_or_else(|| bad(crate::notify::INVALID))?)
+        }
         "client-output-buffer-limit" => {
             let words: Vec<&[u8]> = v.split(|&b| b == b' ').filter(|w| !w.is_empty()).collect();
             if words.is_empty() || !words.len().is_multiple_of(4) {
@@ -918,6 +925,7 @@ fn apply(sh: &Shared, v: NewValue) {
         NewValue::SlowerThan(n) => sh.stats.slowlog_slower_than.store(n, Ordering::Relaxed),
         NewValue::SlowMaxLen(n) => sh.stats.slowlog_max_len.store(n, Ordering::Relaxed),
         NewValue::LatencyMs(n) => sh.stats.latency_threshold_ms.store(n, Ordering::Relaxed),
+        NewValue::Notify(f) => sh.store.notify.store(f),
         NewValue::PubsubLimit(l) => sh.runtime.set_pubsub_limit(l),
         NewValue::ReplicaReadOnly(on) => {
             sh.repl.read_only.store(on, Ordering::Relaxed);
@@ -1144,8 +1152,45 @@ fn kill(ctx: &mut Ctx<'_>, targets: &[std::sync::Arc<ClientInfo>]) {
     }
 }
 
+/// `CLIENT UNBLOCK id [TIMEOUT|ERROR]`: 1 if client `id` is parked in a
+/// blocking command (`BLPOP`, `BZPOPMIN`, ...), which is then answered
+/// as if timed out (or with `-UNBLOCKED`), else 0. The target's loop does
+/// the unparking ([`Delivery::Unblock`]); a client served before the
+/// delivery arrives keeps what it got.
+fn unblock(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    // Redis checks the reason before the id.
+    let error = match a.get(3) {
+        None => false,
+        Some(r) if is(r, "timeout") => false,
+        Some(r) if is(r, "error") => true,
+        Some(_) => return err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+    };
+    let id = super::int_arg(&a[2])?;
+    let target = u64::try_from(id)
+        .ok()
+        .and_then(|id| ctx.shared.clients.get(id));
+    let ticket = target
+        .as_ref()
+        .map_or(0, |c| c.parking.load(Ordering::Relaxed));
+    match target {
+        Some(c) if ticket != 0 => {
+            let u = crate::deliver::Unblock { ticket, error };
+            if c.at.id == ctx.session.id {
+                // Itself: a client parked runs nothing, so never here.
+                ctx.out.int(0);
+                return Ok(());
+            }
+            ctx.session.posts.push((c.at, Delivery::Unblock(u)));
+            ctx.out.int(1);
+        }
+        _ => ctx.out.int(0),
+    }
+    Ok(())
+}
+
 /// `CLIENT ID | SETNAME | GETNAME | SETINFO | INFO | LIST [TYPE t] [ID
-/// id...] | KILL addr | KILL <filter> ... | NO-EVICT | HELP`.
+/// id...] | KILL addr | KILL <filter> ... | UNBLOCK id [TIMEOUT|ERROR] |
+/// NO-EVICT | HELP`.
 pub fn client(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let sub = &a[1];
     if is(sub, "id") && a.len() == 2 {
@@ -1209,6 +1254,11 @@ pub fn client(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             .collect();
         kill(ctx, &hit);
         ctx.out.int(hit.len() as i64);
+    } else if is(sub, "unblock") && (a.len() == 3 || a.len() == 4) {
+        unblock(ctx, a)?;
+    } else if is(sub, "unblock") && a.len() < 3 {
+        // Below the subcommand's arity (Redis 7's wording).
+        return err("ERR wrong number of arguments for 'client|unblock' command");
     } else if is(sub, "help") && a.len() == 2 {
         help(
             ctx.out,
@@ -1228,6 +1278,8 @@ pub fn client(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
                 "    Return information about client connections. Options: TYPE, ID.",
                 "SETNAME <name>",
                 "    Assign the name <name> to the current connection.",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+                "    Unblock the specified blocked client.",
                 "HELP",
                 "    Print this help.",
             ],

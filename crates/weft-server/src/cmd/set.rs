@@ -17,6 +17,7 @@ use super::{
 };
 use crate::encoding::{self, Kind, Meta};
 use crate::keyspace::{Batch, Keyspace};
+use crate::notify::{GENERIC, SET};
 
 /// The engine key of `member` of the set `m` describes.
 fn mkey(key: &[u8], m: &Meta, member: &[u8]) -> Vec<u8> {
@@ -75,6 +76,9 @@ pub fn sadd(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.put_collection(&mut batch, key, old.as_ref(), &m);
     }
     ks.write(batch)?;
+    if added > 0 {
+        ctx.notify(SET, "sadd", key);
+    }
     ctx.out.int(added as i64);
     Ok(())
 }
@@ -108,6 +112,12 @@ pub fn srem(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.put_collection(&mut batch, key, Some(&old), &m);
     }
     ks.write(batch)?;
+    if removed > 0 {
+        ctx.notify(SET, "srem", key);
+        if removed >= old.count {
+            ctx.notify(GENERIC, "del", key);
+        }
+    }
     ctx.out.int(removed as i64);
     Ok(())
 }
@@ -263,6 +273,7 @@ pub fn spop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
     let old = load_meta(ks, key, Kind::Set, &mut batch)?;
+    let mut emptied = false;
     let popped = match old {
         None => Vec::new(),
         Some(_) if count == Some(0) => Vec::new(),
@@ -271,6 +282,7 @@ pub fn spop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             let got = if n >= old.count {
                 let all = members(ks, key, &old, None)?;
                 ks.delete_into(&mut batch, key, &old)?;
+                emptied = true;
                 all
             } else {
                 let snap = ks.db().snapshot();
@@ -292,6 +304,12 @@ pub fn spop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         }
     };
     ks.write(batch)?;
+    if !popped.is_empty() {
+        ctx.notify(SET, "spop", key);
+        if emptied {
+            ctx.notify(GENERIC, "del", key);
+        }
+    }
     match count {
         None => ctx.out.opt_bulk(popped.first().map(|v| v.as_slice())),
         Some(_) => reply_members(ctx, popped.len(), popped.iter()),
@@ -364,6 +382,7 @@ pub fn smove(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     }
+    let mut added = false;
     if !same {
         batch.delete(&sk);
         let sm = Meta {
@@ -377,9 +396,19 @@ pub fn smove(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             batch.put(dk, b"");
             dm.count += 1;
             ks.put_collection(&mut batch, dst, dold.as_ref(), &dm);
+            added = true;
         }
     }
     ks.write(batch)?;
+    if !same {
+        ctx.notify(SET, "srem", src);
+        if sold.count == 1 {
+            ctx.notify(GENERIC, "del", src);
+        }
+        if added {
+            ctx.notify(SET, "sadd", dst);
+        }
+    }
     ctx.out.int(1);
     Ok(())
 }
@@ -442,13 +471,15 @@ fn algebra(ctx: &mut Ctx<'_>, keys: &[Vec<u8>], op: Op) -> CmdResult {
 }
 
 /// Replaces whatever `dst` holds with the set `members` (deleting it when
-/// empty), into `batch`; the caller holds `dst`'s lock.
-pub(crate) fn store_set(
+/// empty), into `batch`; the caller holds `dst`'s lock. Returns whether
+/// `dst` held a key (for the keyspace events:
+/// [`super::coll::notify_store`]).
+fn store_set(
     ks: &Keyspace,
     batch: &mut Batch,
     dst: &[u8],
     members: &BTreeSet<Vec<u8>>,
-) -> Result<(), CmdError> {
+) -> Result<bool, CmdError> {
     let old = ks.load_for_write(dst, batch)?;
     if let Some(e) = &old {
         ks.delete_into(batch, dst, &e.meta)?;
@@ -458,9 +489,13 @@ pub(crate) fn store_set(
         batch.put(mkey(dst, &m, v), b"");
     }
     m.count = members.len() as u64;
-    // The old key (if any) is deleted above: the new one is created.
+    // The old key (if any) is deleted above: the new one is created,
+    // overwriting it where it stands as far as the events go.
     ks.put_collection(batch, dst, None, &m);
-    Ok(())
+    if old.is_some() {
+        batch.overwritten(dst);
+    }
+    Ok(old.is_some())
 }
 
 fn algebra_store(ctx: &mut Ctx<'_>, a: &[Vec<u8>], op: Op) -> CmdResult {
@@ -471,8 +506,14 @@ fn algebra_store(ctx: &mut Ctx<'_>, a: &[Vec<u8>], op: Op) -> CmdResult {
     let snap = ks.db().snapshot();
     let r = combine(op, load_sets(ks, keys, &snap)?);
     let mut batch = Batch::new();
-    store_set(ks, &mut batch, dst, &r)?;
+    let existed = store_set(ks, &mut batch, dst, &r)?;
     ks.write(batch)?;
+    let event = match op {
+        Op::Inter => "sinterstore",
+        Op::Union => "sunionstore",
+        Op::Diff => "sdiffstore",
+    };
+    super::coll::notify_store(ctx, SET, event, dst, !r.is_empty(), existed);
     ctx.out.int(r.len() as i64);
     Ok(())
 }

@@ -6,6 +6,7 @@ use weft::ReadOptions;
 use super::{err, int_arg, is, CmdError, CmdResult, Ctx, NOT_INT, OVERFLOW, SYNTAX, WRONGTYPE};
 use crate::encoding::{Header, Kind};
 use crate::keyspace::{now_ms, Batch, Entry, Keyspace};
+use crate::notify::{GENERIC, STRING};
 use crate::resp::Out;
 
 fn check_len(ctx: &Ctx<'_>, len: usize) -> CmdResult {
@@ -85,6 +86,12 @@ fn set_generic(
     }
     // An expired key's cleanup is written even when NX/XX refuse the set.
     ks.write(batch)?;
+    if applied {
+        ctx.notify(STRING, "set", key);
+        if matches!(ttl, Ttl::At(_)) {
+            ctx.notify(GENERIC, "expire", key);
+        }
+    }
     let old = if want_old { string_value(old)? } else { None };
     Ok((applied, old))
 }
@@ -190,6 +197,9 @@ pub fn mset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         check_len(ctx, pair[1].len())?;
     }
     put_strings(&ctx.ks(), a[1..].chunks(2).map(|p| (&p[0][..], &p[1][..])))?;
+    for pair in a[1..].chunks(2) {
+        ctx.notify(STRING, "set", &pair[0]);
+    }
     ctx.out.ok();
     Ok(())
 }
@@ -298,6 +308,7 @@ pub fn reply_sets(out: &mut Out, n: usize, r: &CmdResult) {
 fn update<T>(
     ctx: &mut Ctx<'_>,
     key: &[u8],
+    event: Option<&'static str>,
     f: impl FnOnce(Option<&[u8]>) -> Result<(Vec<u8>, T), CmdError>,
 ) -> Result<T, CmdError> {
     let ks = &ctx.ks();
@@ -317,11 +328,14 @@ fn update<T>(
         expire_at,
     );
     ks.write(batch)?;
+    if let Some(event) = event {
+        ctx.notify(STRING, event, key);
+    }
     Ok(out)
 }
 
 fn incr_generic(ctx: &mut Ctx<'_>, key: &[u8], by: i64) -> CmdResult {
-    let n = update(ctx, key, |old| {
+    let n = update(ctx, key, Some("incrby"), |old| {
         let cur = match old {
             Some(v) => super::parse_i64(v).ok_or(CmdError(NOT_INT.into()))?,
             None => 0,
@@ -356,7 +370,7 @@ pub fn decrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 pub fn append(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let max = ctx.shared.config.max_bulk.min(weft::MAX_VALUE_SIZE - 9);
-    let len = update(ctx, &a[1], |old| {
+    let len = update(ctx, &a[1], Some("append"), |old| {
         let old = old.unwrap_or_default();
         if old.len() + a[2].len() > max {
             return err("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
@@ -473,10 +487,11 @@ pub fn getex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.write(batch)?;
         return err(WRONGTYPE);
     }
-    match ttl {
-        GetexTtl::Keep => {}
+    let event = match ttl {
+        GetexTtl::Keep => None,
         GetexTtl::Persist => {
-            if e.meta.expire_at.is_some() {
+            let had = e.meta.expire_at.is_some();
+            if had {
                 let h = Header::new(Kind::String, None);
                 ks.put_meta(
                     &mut batch,
@@ -486,19 +501,25 @@ pub fn getex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
                     None,
                 );
             }
+            had.then_some("persist")
         }
         GetexTtl::Set(j, unit, abs) => {
             let at = deadline(&a[j], unit, abs, "getex")?;
             if at <= now_ms() {
                 ks.delete_into(&mut batch, key, &e.meta)?;
+                Some("del")
             } else {
                 let h = Header::new(Kind::String, Some(at));
                 let rec = [h.as_bytes(), e.payload()];
                 ks.put_meta(&mut batch, key, Some(&e.meta), &rec, Some(at));
+                Some("expire")
             }
         }
-    }
+    };
     ks.write(batch)?;
+    if let Some(event) = event {
+        ctx.notify(GENERIC, event, key);
+    }
     ctx.out.bulk(e.payload());
     Ok(())
 }
@@ -517,6 +538,9 @@ pub fn getdel(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.delete_into(&mut batch, key, &e.meta)?;
     }
     ks.write(batch)?;
+    if e.is_some() {
+        ctx.notify(GENERIC, "del", key);
+    }
     ctx.out.opt_bulk(e.as_ref().map(|e| e.payload()));
     Ok(())
 }
@@ -554,6 +578,11 @@ pub fn msetnx(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     }
     // Expired keys found on the way are deleted either way.
     ks.write(batch)?;
+    if !any {
+        for pair in a[1..].chunks(2) {
+            ctx.notify(STRING, "set", &pair[0]);
+        }
+    }
     ctx.out.int(i64::from(!any));
     Ok(())
 }
@@ -598,6 +627,10 @@ pub fn setrange(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         }
     };
     ks.write(batch)?;
+    let written = result.is_ok() && !value.is_empty();
+    if written {
+        ctx.notify(STRING, "setrange", key);
+    }
     ctx.out.int(result? as i64);
     Ok(())
 }
@@ -715,7 +748,7 @@ fn trim_decimals(mut s: String) -> String {
 
 pub fn incrbyfloat(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let by = &a[2];
-    let new = update(ctx, &a[1], |old| {
+    let new = update(ctx, &a[1], Some("incrbyfloat"), |old| {
         let old = old.unwrap_or(b"0");
         if parse_long_double(old).is_none() || parse_long_double(by).is_none() {
             return err("ERR value is not a valid float");
@@ -757,11 +790,17 @@ pub fn setbit(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     if (off >> 3) as usize + 1 > weft::MAX_VALUE_SIZE - 9 {
         return err("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
     }
-    let old = update(ctx, &a[1], |old| {
+    let (old, changed) = update(ctx, &a[1], None, |old| {
         let mut v = old.map(<[u8]>::to_vec).unwrap_or_default();
         let bit = super::bits::set_bit(&mut v, off, on);
-        Ok((v, bit))
+        // Redis raises `setbit` only for a key created or grown, or a
+        // bit changed.
+        let changed = old.is_none_or(|o| o.len() != v.len()) || (bit == 1) != on;
+        Ok((v, (bit, changed)))
     })?;
+    if changed {
+        ctx.notify(STRING, "setbit", &a[1]);
+    }
     ctx.out.int(i64::from(old));
     Ok(())
 }

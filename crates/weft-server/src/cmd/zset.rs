@@ -29,6 +29,7 @@ use super::{
 };
 use crate::encoding::{self, Kind, Meta};
 use crate::keyspace::{new_version, Batch, Keyspace};
+use crate::notify::{GENERIC, ZSET};
 use crate::resp::format_double;
 
 const NOT_FLOAT: &str = "ERR value is not a valid float";
@@ -519,8 +520,11 @@ fn zadd_generic(
         ks.write(batch)?;
         (added, updated, last)
     };
+    if result.0 > 0 || result.1 > 0 {
+        ctx.notify(ZSET, if f.incr { "zincr" } else { "zadd" }, key);
+    }
     if result.0 > 0 {
-        key_ready(ctx.shared, &ctx.ks(), key);
+        key_ready(ctx, key);
     }
     Ok(result)
 }
@@ -620,6 +624,12 @@ pub fn zrem(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.put_collection(&mut batch, key, Some(&old), &m);
     }
     ks.write(batch)?;
+    if removed > 0 {
+        ctx.notify(ZSET, "zrem", key);
+        if removed == old.count {
+            ctx.notify(GENERIC, "del", key);
+        }
+    }
     ctx.out.int(removed as i64);
     Ok(())
 }
@@ -812,23 +822,32 @@ pub fn zrevrange(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 /// Replaces whatever `dst` holds with the sorted set `items` (deleting
-/// it when empty), into `batch`; the caller holds `dst`'s lock.
+/// it when empty), into `batch`; the caller holds `dst`'s lock. Returns
+/// whether `dst` held a key (for the keyspace events:
+/// [`super::coll::notify_store`]).
 fn store_zset(
     ks: &Keyspace,
     batch: &mut Batch,
     dst: &[u8],
     items: &[Scored],
-) -> Result<(), CmdError> {
-    if let Some(e) = ks.load_for_write(dst, batch)? {
-        ks.delete_into(batch, dst, &e.meta)?;
-    }
+) -> Result<bool, CmdError> {
+    let existed = match ks.load_for_write(dst, batch)? {
+        Some(e) => {
+            ks.delete_into(batch, dst, &e.meta)?;
+            true
+        }
+        None => false,
+    };
     let mut m = Meta::new_collection(Kind::ZSet, new_version());
     for (member, score) in items {
         put_member(batch, dst, &m, member, None, *score);
     }
     m.count = items.len() as u64;
     ks.put_collection(batch, dst, None, &m);
-    Ok(())
+    if existed {
+        batch.overwritten(dst);
+    }
+    Ok(existed)
 }
 
 pub fn zrangestore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
@@ -842,12 +861,14 @@ pub fn zrangestore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             None => Vec::new(),
         };
         let mut batch = Batch::new();
-        store_zset(ks, &mut batch, dst, &items)?;
+        let existed = store_zset(ks, &mut batch, dst, &items)?;
         ks.write(batch)?;
-        items.len()
+        (items.len(), existed)
     };
+    let (n, existed) = n;
+    super::coll::notify_store(ctx, ZSET, "zrangestore", dst, n > 0, existed);
     if n > 0 {
-        key_ready(ctx.shared, &ctx.ks(), dst);
+        key_ready(ctx, dst);
     }
     ctx.out.int(n as i64);
     Ok(())
@@ -919,6 +940,15 @@ pub(super) fn pop_n(
     Ok(got)
 }
 
+/// The keyspace events of a pop from the sorted set `key` (`zpopmin` or
+/// `zpopmax`, then `del` if it emptied it).
+pub(super) fn notify_pop(ctx: &mut Ctx<'_>, key: &[u8], max: bool, emptied: bool) {
+    ctx.notify(ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
+    if emptied {
+        ctx.notify(GENERIC, "del", key);
+    }
+}
+
 fn zpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>], max: bool) -> CmdResult {
     if a.len() > 3 {
         return err(SYNTAX);
@@ -935,12 +965,19 @@ fn zpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>], max: bool) -> CmdResult {
                 let mut m = old;
                 let got = pop_n(ks, &mut batch, key, &mut m, max, count.unwrap_or(1) as u64)?;
                 ks.put_collection(&mut batch, key, Some(&old), &m);
-                got
+                Some((got, m.count == 0))
             }
-            _ => Vec::new(),
+            _ => None,
         };
         ks.write(batch)?;
         got
+    };
+    let got = match got {
+        Some((got, emptied)) => {
+            notify_pop(ctx, key, max, emptied);
+            got
+        }
+        None => Vec::new(),
     };
     if count.is_none() || !ctx.out.resp3 {
         // RESP2, and RESP3 without a count: a flat member, score array.
@@ -988,6 +1025,7 @@ pub fn zmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         let got = pop_n(ks, &mut batch, key, &mut m, max, count)?;
         ks.put_collection(&mut batch, key, Some(&old), &m);
         ks.write(batch)?;
+        notify_pop(ctx, key, max, m.count == 0);
         ctx.out.array(2);
         ctx.out.bulk(key);
         ctx.out.array(got.len());
@@ -1039,8 +1077,9 @@ pub fn zrandmember(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     Ok(())
 }
 
-/// Removes the members `select` picks; replies how many.
-fn remove_range(ctx: &mut Ctx<'_>, key: &[u8], select: Select) -> CmdResult {
+/// Removes the members `select` picks; replies how many. `event` names
+/// the command for the keyspace events.
+fn remove_range(ctx: &mut Ctx<'_>, key: &[u8], select: Select, event: &'static str) -> CmdResult {
     let ks = &ctx.ks();
     let _g = ks.locks().lock(key);
     let mut batch = Batch::new();
@@ -1069,23 +1108,29 @@ fn remove_range(ctx: &mut Ctx<'_>, key: &[u8], select: Select) -> CmdResult {
         ks.put_collection(&mut batch, key, Some(&old), &m);
     }
     ks.write(batch)?;
+    if !got.is_empty() {
+        ctx.notify(ZSET, event, key);
+        if got.len() as u64 == old.count {
+            ctx.notify(GENERIC, "del", key);
+        }
+    }
     ctx.out.int(got.len() as i64);
     Ok(())
 }
 
 pub fn zremrangebyscore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let r = ScoreRange::parse(&a[2], &a[3])?;
-    remove_range(ctx, &a[1], Select::Score(r))
+    remove_range(ctx, &a[1], Select::Score(r), "zremrangebyscore")
 }
 
 pub fn zremrangebyrank(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let (s, e) = (int_arg(&a[2])?, int_arg(&a[3])?);
-    remove_range(ctx, &a[1], Select::Rank(s, e))
+    remove_range(ctx, &a[1], Select::Rank(s, e), "zremrangebyrank")
 }
 
 pub fn zremrangebylex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let r = LexRange::parse(&a[2], &a[3])?;
-    remove_range(ctx, &a[1], Select::Lex(r))
+    remove_range(ctx, &a[1], Select::Lex(r), "zremrangebylex")
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -1299,7 +1344,7 @@ fn setop(ctx: &mut Ctx<'_>, a: &[Vec<u8>], op: SetOp, name: &str) -> CmdResult {
     Ok(())
 }
 
-fn setop_store(ctx: &mut Ctx<'_>, a: &[Vec<u8>], op: SetOp, name: &str) -> CmdResult {
+fn setop_store(ctx: &mut Ctx<'_>, a: &[Vec<u8>], op: SetOp, name: &'static str) -> CmdResult {
     let dst = &a[1];
     let (mut s, j) = parse_set_args(a, 2, name)?;
     let ks = &ctx.ks();
@@ -1312,12 +1357,14 @@ fn setop_store(ctx: &mut Ctx<'_>, a: &[Vec<u8>], op: SetOp, name: &str) -> CmdRe
         parse_set_options(a, j, &mut s, op, true, false)?;
         let out = compute(op, &s, inputs);
         let mut batch = Batch::new();
-        store_zset(ks, &mut batch, dst, &out)?;
+        let existed = store_zset(ks, &mut batch, dst, &out)?;
         ks.write(batch)?;
-        out.len()
+        (out.len(), existed)
     };
+    let (n, existed) = n;
+    super::coll::notify_store(ctx, ZSET, name, dst, n > 0, existed);
     if n > 0 {
-        key_ready(ctx.shared, &ctx.ks(), dst);
+        key_ready(ctx, dst);
     }
     ctx.out.int(n as i64);
     Ok(())
