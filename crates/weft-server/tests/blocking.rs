@@ -532,6 +532,28 @@ enum Miss {
     Stolen,
 }
 
+/// LPOS scans of 500 000 elements the staller pipelines: long after the
+/// first one ends, the loop is still busy with the rest.
+const STALLING_SCANS: usize = 12;
+
+/// Waits (bounded) until `CLIENT LIST`, asked on another loop, shows that
+/// client `id` has finished an `LPOS`.
+fn wait_ran_lpos(c: &mut redis::Connection, id: i64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let me = format!("id={id} ");
+    loop {
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(c).unwrap();
+        if list
+            .lines()
+            .any(|l| l.starts_with(&me) && l.contains(" cmd=lpos "))
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the staller never ran: {list}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn a_waiter_woken_that_cannot_take_passes_its_wake_up_on() {
     // Two loops; connections are dealt to them in turn: 0 1 0 1 0.
@@ -558,16 +580,19 @@ fn a_waiter_woken_that_cannot_take_passes_its_wake_up_on() {
         second.send(&["BLPOP", "k", "0"]);
         wait_blocked(&mut ctl, 2);
         let mut staller = s.raw(); // loop 0
-                                   // Keeps loop 0 busy while the wake-up (and the kill) reach its
-                                   // mailbox: `first` is woken and cannot run before it is killed or
-                                   // its deadline passes.
+        let staller_id = client_id(&mut staller);
+        // Keeps loop 0 busy while the wake-up (and the kill) reach its
+        // mailbox: `first` is woken and cannot run before it is killed or
+        // its deadline passes.
         let mut scans = Vec::new();
-        for _ in 0..6 {
+        for _ in 0..STALLING_SCANS {
             scans.extend(Raw::encode(&[b"LPOS", b"big", b"none"]));
         }
         let started = Instant::now();
         staller.send_bytes(&scans);
-        std::thread::sleep(Duration::from_millis(30));
+        // Loop 0 is inside the staller's pipeline once its first scan is
+        // done (a loaded machine may start it late: no fixed sleep).
+        wait_ran_lpos(&mut other, staller_id);
         let kill = |c: &mut redis::Connection| {
             let n: i64 = redis::cmd("CLIENT")
                 .arg("KILL")
@@ -589,7 +614,7 @@ fn a_waiter_woken_that_cannot_take_passes_its_wake_up_on() {
             assert_eq!(got.as_deref(), Some("x"));
         }
         let pushed = started.elapsed();
-        for _ in 0..6 {
+        for _ in 0..STALLING_SCANS {
             assert_eq!(staller.read(), V::Nil);
         }
         let scanned = started.elapsed();
