@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use weft::ReadOptions;
 
 use super::coll::{load_meta, or_new, read_meta};
+use super::long_double::LongDouble;
 use super::{
     cursor_arg, err, int_arg, is, range_arg, scan_opts, CmdError, CmdResult, Ctx, OVERFLOW, SYNTAX,
 };
@@ -280,17 +281,10 @@ pub fn hstrlen(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hincrbyfloat(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let (key, field, by) = (&a[1], &a[2], &a[3]);
-    match std::str::from_utf8(by).ok().and_then(|t| {
-        (!t.is_empty() && !t.starts_with(|c: char| c.is_ascii_whitespace()))
-            .then(|| t.parse::<f64>().ok())
-            .flatten()
-    }) {
-        None => return Err(CmdError("ERR value is not a valid float".into())),
-        Some(v) if !v.is_finite() => {
-            return Err(CmdError("ERR value is NaN or Infinity".into()));
-        }
-        Some(_) => {}
+    let (key, field) = (&a[1], &a[2]);
+    let by = LongDouble::parse(&a[3]).ok_or(CmdError("ERR value is not a valid float".into()))?;
+    if !by.is_finite() {
+        return Err(CmdError("ERR value is NaN or Infinity".into()));
     }
     let ks = &ctx.ks();
     let _g = ks.locks().lock(key);
@@ -302,15 +296,8 @@ pub fn hincrbyfloat(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         Some(_) => ks.db().get(&fk)?,
         None => None,
     };
-    let base = cur.as_deref().unwrap_or(b"0");
-    let valid = std::str::from_utf8(base).ok().is_some_and(|t| {
-        !t.is_empty()
-            && !t.starts_with(|c: char| c.is_ascii_whitespace())
-            && t.parse::<f64>().is_ok_and(|v| !v.is_nan())
-    });
-    if !valid {
-        return Err(CmdError("ERR hash value is not a float".into()));
-    }
+    let base = LongDouble::parse(cur.as_deref().unwrap_or(b"0"))
+        .ok_or(CmdError("ERR hash value is not a float".into()))?;
     let n = super::string::add_floats(base, by).ok_or(CmdError(
         "ERR increment would produce NaN or Infinity".into(),
     ))?;
