@@ -598,6 +598,8 @@ mod tests {
         assert_eq!(t("-1e-400"), Ok(None));
         assert_eq!(t("1.5e15"), Ok(Some(1_500_000_000_000_000_000)));
         assert_eq!(t("0x1p-3"), Ok(Some(125)), "strtold reads hexadecimal");
+        // In long double, -0.001 · 1000 is -0.999…, which ceil makes 0.
+        assert_eq!(t("-0.001"), Ok(None), "waits for ever, as in Redis");
         for neg in [
             "-1",
             "-0.002",
