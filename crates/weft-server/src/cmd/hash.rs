@@ -37,12 +37,16 @@ fn set_fields(
     let mut batch = Batch::new();
     let old = load_meta(ks, key, Kind::Hash, &mut batch)?;
     let mut meta = or_new(old, Kind::Hash);
+    // Fields set earlier in this command (a field may repeat); one field,
+    // the common case, needs no set (and its allocation).
+    let repeats = pairs.len() > 2;
     let mut seen: HashSet<&[u8]> = HashSet::new();
     let mut added = 0;
     for p in pairs.chunks(2) {
         let (f, v) = (&p[0], &p[1]);
         let fk = field_key(key, &meta, f);
-        let exists = seen.contains(f.as_slice()) || (old.is_some() && ks.db().get(&fk)?.is_some());
+        let exists = (repeats && seen.contains(f.as_slice()))
+            || (old.is_some() && ks.db().get(&fk)?.is_some());
         if exists && only_new {
             continue;
         }
@@ -50,7 +54,9 @@ fn set_fields(
             meta.count += 1;
             added += 1;
         }
-        seen.insert(f);
+        if repeats {
+            seen.insert(f);
+        }
         batch.put(fk, v);
     }
     if added > 0 {

@@ -470,7 +470,9 @@ fn zadd_generic(
             return Ok((0, 0, None));
         }
         let mut m = or_new(old, Kind::ZSet);
-        // Scores as this command has set them so far (a member may repeat).
+        // Scores as this command has set them so far (a member may repeat;
+        // one member, the common case, needs no map).
+        let repeats = pairs.len() > 1;
         let mut current: HashMap<&[u8], Option<f64>> = HashMap::new();
         let (mut added, mut updated) = (0, 0);
         let mut last = None;
@@ -508,7 +510,9 @@ fn zadd_generic(
                 }
             };
             put_member(&mut batch, key, &m, member, cur, new);
-            current.insert(member, Some(new));
+            if repeats {
+                current.insert(member, Some(new));
+            }
             last = Some(new);
         }
         if added > 0 {
