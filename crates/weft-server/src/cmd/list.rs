@@ -116,7 +116,14 @@ fn push(ctx: &mut Ctx<'_>, a: &[Vec<u8>], left: bool, only_existing: bool) -> Cm
     let ks = &ctx.ks();
     let len = {
         let _g = ks.locks().lock(key);
-        let mut batch = Batch::with_capacity(a[2..].iter().map(|e| e.len() + 40).sum());
+        // Each element record holds the key; the metadata record follows.
+        let room = 64
+            + key.len()
+            + a[2..]
+                .iter()
+                .map(|e| e.len() + 40 + key.len())
+                .sum::<usize>();
+        let mut batch = Batch::with_capacity(room);
         let old = load_meta(ks, key, Kind::List, &mut batch)?;
         if old.is_none() && only_existing {
             ks.write(batch)?;
