@@ -458,6 +458,59 @@ mod tests {
         assert_eq!(range_bound(b"nan"), None);
     }
 
+    /// glibc's own `strtod` on `s` as Redis's `string2d` and
+    /// `zslParseRange` call it: (`string2d`'s answer, the range bound's).
+    fn glibc(s: &[u8]) -> (Option<f64>, Option<f64>) {
+        let c = std::ffi::CString::new(s).unwrap_or_default();
+        let mut end: *mut libc::c_char = std::ptr::null_mut();
+        // SAFETY: `c` is a NUL-terminated string that outlives the call;
+        // `end` is a valid out-pointer; errno is this thread's.
+        let (v, consumed, erange) = unsafe {
+            *libc::__errno_location() = 0;
+            let v = libc::strtod(c.as_ptr(), &mut end);
+            let consumed = end.offset_from(c.as_ptr()) as usize;
+            (v, consumed, *libc::__errno_location() == libc::ERANGE)
+        };
+        let whole = consumed == s.len() && !s.contains(&0);
+        let d = (!s.is_empty()
+            && !is_c_space(s[0])
+            && whole
+            && !(erange && (v.is_infinite() || v == 0.0))
+            && !v.is_nan())
+        .then_some(v);
+        // zslParseRange: whatever strtod stops at must be the NUL.
+        let r = (consumed == c.as_bytes().len() && !v.is_nan()).then_some(v);
+        (d, r)
+    }
+
+    /// Random number-like strings (digits, dots, signs, exponents,
+    /// hexadecimal forms, words, spaces), parsed here and by glibc.
+    #[test]
+    fn parses_as_glibc_strtod_does() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x57d0d);
+        const PIECES: &[&str] = &[
+            "0", "1", "5", "9", "00", "123456789", "99999999999999999999", ".", ".", "e",
+            "E", "e-", "e+", "e308", "e-308", "e-324", "e400", "-", "+", "0x", "0X", "a",
+            "f", "F", "p", "p-", "p+", "p1023", "p-1074", "p-1080", "inf", "INF",
+            "infinity", "nan", "nan(1)", " ", "\t", "x", "7", "3", "4503599627370497",
+            "1fffffffffffff", "2.5", "e22", "e-5", "0000",
+        ];
+        let mut checked = 0;
+        for _ in 0..200_000 {
+            let n = rng.gen_range(1..6);
+            let s: String = (0..n)
+                .map(|_| PIECES[rng.gen_range(0..PIECES.len())])
+                .collect();
+            let (d, r) = glibc(s.as_bytes());
+            let bits = |v: Option<f64>| v.map(f64::to_bits);
+            assert_eq!(bits(string2d(s.as_bytes())), bits(d), "string2d({s:?})");
+            assert_eq!(bits(range_bound(s.as_bytes())), bits(r), "range_bound({s:?})");
+            checked += usize::from(d.is_some());
+        }
+        assert!(checked > 10_000, "too few valid numbers drawn: {checked}");
+    }
+
     #[test]
     fn extended_parses_keep_64_bits() {
         let p = parse(b"0.1", EXTENDED).unwrap();
