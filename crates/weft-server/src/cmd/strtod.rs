@@ -490,11 +490,52 @@ mod tests {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(0x57d0d);
         const PIECES: &[&str] = &[
-            "0", "1", "5", "9", "00", "123456789", "99999999999999999999", ".", ".", "e",
-            "E", "e-", "e+", "e308", "e-308", "e-324", "e400", "-", "+", "0x", "0X", "a",
-            "f", "F", "p", "p-", "p+", "p1023", "p-1074", "p-1080", "inf", "INF",
-            "infinity", "nan", "nan(1)", " ", "\t", "x", "7", "3", "4503599627370497",
-            "1fffffffffffff", "2.5", "e22", "e-5", "0000",
+            "0",
+            "1",
+            "5",
+            "9",
+            "00",
+            "123456789",
+            "99999999999999999999",
+            ".",
+            ".",
+            "e",
+            "E",
+            "e-",
+            "e+",
+            "e308",
+            "e-308",
+            "e-324",
+            "e400",
+            "-",
+            "+",
+            "0x",
+            "0X",
+            "a",
+            "f",
+            "F",
+            "p",
+            "p-",
+            "p+",
+            "p1023",
+            "p-1074",
+            "p-1080",
+            "inf",
+            "INF",
+            "infinity",
+            "nan",
+            "nan(1)",
+            " ",
+            "\t",
+            "x",
+            "7",
+            "3",
+            "4503599627370497",
+            "1fffffffffffff",
+            "2.5",
+            "e22",
+            "e-5",
+            "0000",
         ];
         let mut checked = 0;
         for _ in 0..200_000 {
@@ -505,7 +546,11 @@ mod tests {
             let (d, r) = glibc(s.as_bytes());
             let bits = |v: Option<f64>| v.map(f64::to_bits);
             assert_eq!(bits(string2d(s.as_bytes())), bits(d), "string2d({s:?})");
-            assert_eq!(bits(range_bound(s.as_bytes())), bits(r), "range_bound({s:?})");
+            assert_eq!(
+                bits(range_bound(s.as_bytes())),
+                bits(r),
+                "range_bound({s:?})"
+            );
             checked += usize::from(d.is_some());
         }
         assert!(checked > 10_000, "too few valid numbers drawn: {checked}");
