@@ -220,7 +220,12 @@ pub fn meta_key_parts(user_key: &[u8]) -> [&[u8]; 2] {
 /// `ns ++ u32be(len) ++ user_key`: the prefix of every element of every
 /// version of `user_key` in namespace `ns`.
 pub fn key_prefix(ns: u8, user_key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(13 + user_key.len() + 16);
+    prefix_with_room(ns, user_key, 16)
+}
+
+/// `key_prefix` in a vector with room for `more` bytes after it.
+fn prefix_with_room(ns: u8, user_key: &[u8], more: usize) -> Vec<u8> {
+    let mut k = Vec::with_capacity(5 + user_key.len() + more);
     k.push(ns);
     k.extend_from_slice(&(user_key.len() as u32).to_be_bytes());
     k.extend_from_slice(user_key);
@@ -230,15 +235,17 @@ pub fn key_prefix(ns: u8, user_key: &[u8]) -> Vec<u8> {
 /// The prefix of every element of version `version` of `user_key` in
 /// namespace `ns`.
 pub fn element_prefix(ns: u8, user_key: &[u8], version: u64) -> Vec<u8> {
-    let mut k = key_prefix(ns, user_key);
+    let mut k = prefix_with_room(ns, user_key, 8 + 16);
     k.extend_from_slice(&version.to_be_bytes());
     k
 }
 
 /// The engine key of element `sub` (field, member, ...) of version
-/// `version` of `user_key` in namespace `ns`.
+/// `version` of `user_key` in namespace `ns`, allocated once at its size
+/// (every element read and write builds one).
 pub fn element_key(ns: u8, user_key: &[u8], version: u64, sub: &[u8]) -> Vec<u8> {
-    let mut k = element_prefix(ns, user_key, version);
+    let mut k = prefix_with_room(ns, user_key, 8 + sub.len());
+    k.extend_from_slice(&version.to_be_bytes());
     k.extend_from_slice(sub);
     k
 }
@@ -250,7 +257,8 @@ pub fn list_key(user_key: &[u8], version: u64, index: u64) -> Vec<u8> {
 
 /// The engine key of `member`'s score-index record.
 pub fn score_key(user_key: &[u8], version: u64, score: f64, member: &[u8]) -> Vec<u8> {
-    let mut k = element_prefix(SCORE_INDEX, user_key, version);
+    let mut k = prefix_with_room(SCORE_INDEX, user_key, 16 + member.len());
+    k.extend_from_slice(&version.to_be_bytes());
     k.extend_from_slice(&encode_score(score));
     k.extend_from_slice(member);
     k

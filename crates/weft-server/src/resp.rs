@@ -384,8 +384,7 @@ pub struct Out {
 impl Out {
     fn line(&mut self, prefix: u8, n: i64) {
         self.buf.push(prefix);
-        let mut b = itoa_buf(n);
-        self.buf.append(&mut b);
+        push_decimal(&mut self.buf, n);
         self.buf.extend_from_slice(b"\r\n");
     }
 
@@ -562,10 +561,11 @@ pub fn format_double(d: f64) -> String {
     out
 }
 
-fn itoa_buf(n: i64) -> Vec<u8> {
+/// Appends `n` in decimal to `out` (every integer reply, bulk length and
+/// array header: no allocation of its own).
+fn push_decimal(out: &mut Vec<u8>, n: i64) {
     let mut tmp = [0u8; 20];
     let mut i = tmp.len();
-    let neg = n < 0;
     let mut u = n.unsigned_abs();
     loop {
         i -= 1;
@@ -575,12 +575,10 @@ fn itoa_buf(n: i64) -> Vec<u8> {
             break;
         }
     }
-    let mut v = Vec::with_capacity(21);
-    if neg {
-        v.push(b'-');
+    if n < 0 {
+        out.push(b'-');
     }
-    v.extend_from_slice(&tmp[i..]);
-    v
+    out.extend_from_slice(&tmp[i..]);
 }
 
 #[cfg(test)]

@@ -296,12 +296,29 @@ const FLOATS: &[&str] = &[
     "0.1",
     "1e-2",
     "123456789012345678901234567890",
+    // C's strtod/strtold forms (cmd/strtod.rs, cmd/long_double.rs).
+    "0x10",
+    "-0X1.8p1",
+    "0x.8",
+    "0x1p-1074",
+    "0x1p-1076",
+    "0x1p99999",
+    "0x1.fffffffffffff8p1023",
+    "0x",
+    "0x1p",
+    "nan(1)",
+    "1e4932",
+    "1.2e4932",
+    "1e-4950",
+    "1e-99999999999",
+    "1e99999999999",
 ];
 
 /// Range bounds of `ZRANGEBYSCORE` and `ZRANGEBYLEX` and their kin.
 const BOUNDS: &[&str] = &[
     "-inf", "+inf", "inf", "(1", "(-inf", "(+inf", "(nan", "((1", "(", "[", "[a", "(a", "[b", "(c",
-    "-", "+", "a", "[\u{e9}", "(0", "1", "(2.5", "2.5", "-1",
+    "-", "+", "a", "[\u{e9}", "(0", "1", "(2.5", "2.5", "-1", "", " 1", "( 1", "(0x10", "0x1p3",
+    "1e400", "(1e-400", "\t2",
 ];
 
 /// Glob patterns, some of them costly for a backtracking matcher.
@@ -329,7 +346,7 @@ const PATTERNS: &[&str] = &[
 /// would block for good).
 const TIMEOUTS: &[&str] = &[
     "0.01", "0.02", ".01", "1e-2", "0.001", "-1", "-0.01", "x", "", "inf", "+inf", "-inf", "nan",
-    "1e20", "0.01x",
+    "1e20", "0.01x", "0x1p-7", "1e-5000", "0x",
 ];
 
 /// Commands that would end the loop, the process, or the one-reply rule.

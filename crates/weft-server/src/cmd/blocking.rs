@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 
 use weft::ReadOptions;
 
-use super::zset::{self, parse_float, Scored};
+use super::long_double::LongDouble;
+use super::zset::{self, Scored};
 use super::{err, list, CmdError, CmdResult, Ctx, Session, COMMANDS, WRONGTYPE};
 use crate::blocking::{db_of, Parked, Waiter};
 use crate::deliver::{ClientRef, Delivery, Wake};
@@ -36,40 +37,18 @@ const NOT_FLOAT: &str = "ERR timeout is not a float or out of range";
 const NEGATIVE: &str = "ERR timeout is negative";
 
 /// Parses a timeout in seconds as Redis 7.0's `getTimeoutFromObjectOrReply`
-/// does: a float (`strtold`: no spaces, no NaN), turned into milliseconds
-/// rounding up (`ceill(t * 1000)`); `None` is 0, wait forever. C's
-/// conversion of an out-of-range value to `long long` gives `LLONG_MIN` on
-/// x86-64, so infinities and huge values are "negative", as in Redis.
+/// does: a `long double` (`strtold`, `long_double.rs`), turned into
+/// milliseconds rounding up (`ceill(t * 1000)`); `None` is 0, wait
+/// forever. C's conversion of an out-of-range value to `long long` gives
+/// `LLONG_MIN` on x86-64, so infinities and huge values are "negative", as
+/// in Redis.
 pub(crate) fn timeout_arg(s: &[u8]) -> Result<Option<Duration>, CmdError> {
-    // Redis's MAX_LONG_DOUBLE_CHARS.
-    if s.len() >= 5 * 1024 {
-        return err(NOT_FLOAT);
-    }
-    let mut secs = parse_float(s).ok_or(CmdError(NOT_FLOAT.into()))?;
-    if secs == 0.0 && underflows(s) {
-        // strtold keeps what f64 rounds to zero: its milliseconds round up
-        // to 1 when positive, to (-)0 when negative.
-        secs = if s.first() == Some(&b'-') {
-            0.0
-        } else {
-            f64::MIN_POSITIVE
-        };
-    }
-    let ms = (secs * 1000.0).ceil();
-    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
-    if !(-LIMIT..LIMIT).contains(&ms) || ms < 0.0 {
+    let secs = LongDouble::parse(s).ok_or(CmdError(NOT_FLOAT.into()))?;
+    let ms = secs.ceil_millis();
+    if ms < 0 {
         return err(NEGATIVE);
     }
-    let ms = ms as u64;
-    Ok((ms > 0).then(|| Duration::from_millis(ms)))
-}
-
-/// True if `s` (parsed as 0) has a non-zero digit in its mantissa: a value
-/// too small for an f64.
-fn underflows(s: &[u8]) -> bool {
-    s.iter()
-        .take_while(|&&c| c != b'e' && c != b'E')
-        .any(|c| (b'1'..=b'9').contains(c))
+    Ok((ms > 0).then(|| Duration::from_millis(ms as u64)))
 }
 
 /// What a blocking command that cannot block (inside `EXEC`) answers for
@@ -672,6 +651,9 @@ mod tests {
         assert_eq!(t("-0.0001"), Ok(None), "ceil(-0.1) is 0: forever");
         assert_eq!(t("-1e-400"), Ok(None));
         assert_eq!(t("1.5e15"), Ok(Some(1_500_000_000_000_000_000)));
+        assert_eq!(t("0x1p-3"), Ok(Some(125)), "strtold reads hexadecimal");
+        // In long double, -0.001 · 1000 is -0.999…, which ceil makes 0.
+        assert_eq!(t("-0.001"), Ok(None), "waits for ever, as in Redis");
         for neg in [
             "-1",
             "-0.002",

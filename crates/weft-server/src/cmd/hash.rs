@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use weft::ReadOptions;
 
 use super::coll::{load_meta, or_new, read_meta};
+use super::long_double::LongDouble;
 use super::{
     cursor_arg, err, int_arg, is, range_arg, scan_opts, CmdError, CmdResult, Ctx, OVERFLOW, SYNTAX,
 };
@@ -37,13 +38,17 @@ fn set_fields(
     let mut batch = Batch::new();
     let old = load_meta(ks, key, Kind::Hash, &mut batch)?;
     let mut meta = or_new(old, Kind::Hash);
+    // Fields set earlier in this command (a field may repeat); one field,
+    // the common case, needs no set (and its allocation).
+    let repeats = pairs.len() > 2;
     let mut seen: HashSet<&[u8]> = HashSet::new();
     let mut added = 0;
     let mut written = false;
     for p in pairs.chunks(2) {
         let (f, v) = (&p[0], &p[1]);
         let fk = field_key(key, &meta, f);
-        let exists = seen.contains(f.as_slice()) || (old.is_some() && ks.db().get(&fk)?.is_some());
+        let exists = (repeats && seen.contains(f.as_slice()))
+            || (old.is_some() && ks.db().get(&fk)?.is_some());
         if exists && only_new {
             continue;
         }
@@ -51,7 +56,9 @@ fn set_fields(
             meta.count += 1;
             added += 1;
         }
-        seen.insert(f);
+        if repeats {
+            seen.insert(f);
+        }
         batch.put(fk, v);
         written = true;
     }
@@ -293,17 +300,10 @@ pub fn hstrlen(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn hincrbyfloat(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let (key, field, by) = (&a[1], &a[2], &a[3]);
-    match std::str::from_utf8(by).ok().and_then(|t| {
-        (!t.is_empty() && !t.starts_with(|c: char| c.is_ascii_whitespace()))
-            .then(|| t.parse::<f64>().ok())
-            .flatten()
-    }) {
-        None => return Err(CmdError("ERR value is not a valid float".into())),
-        Some(v) if !v.is_finite() => {
-            return Err(CmdError("ERR value is NaN or Infinity".into()));
-        }
-        Some(_) => {}
+    let (key, field) = (&a[1], &a[2]);
+    let by = LongDouble::parse(&a[3]).ok_or(CmdError("ERR value is not a valid float".into()))?;
+    if !by.is_finite() {
+        return Err(CmdError("ERR value is NaN or Infinity".into()));
     }
     let ks = &ctx.ks();
     let _g = ks.locks().lock(key);
@@ -315,15 +315,8 @@ pub fn hincrbyfloat(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         Some(_) => ks.db().get(&fk)?,
         None => None,
     };
-    let base = cur.as_deref().unwrap_or(b"0");
-    let valid = std::str::from_utf8(base).ok().is_some_and(|t| {
-        !t.is_empty()
-            && !t.starts_with(|c: char| c.is_ascii_whitespace())
-            && t.parse::<f64>().is_ok_and(|v| !v.is_nan())
-    });
-    if !valid {
-        return Err(CmdError("ERR hash value is not a float".into()));
-    }
+    let base = LongDouble::parse(cur.as_deref().unwrap_or(b"0"))
+        .ok_or(CmdError("ERR hash value is not a float".into()))?;
     let n = super::string::add_floats(base, by).ok_or(CmdError(
         "ERR increment would produce NaN or Infinity".into(),
     ))?;

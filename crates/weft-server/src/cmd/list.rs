@@ -117,7 +117,14 @@ fn push(ctx: &mut Ctx<'_>, a: &[Vec<u8>], left: bool, only_existing: bool) -> Cm
     let ks = &ctx.ks();
     let len = {
         let _g = ks.locks().lock(key);
-        let mut batch = Batch::with_capacity(a[2..].iter().map(|e| e.len() + 40).sum());
+        // Each element record holds the key; the metadata record follows.
+        let room = 64
+            + key.len()
+            + a[2..]
+                .iter()
+                .map(|e| e.len() + 40 + key.len())
+                .sum::<usize>();
+        let mut batch = Batch::with_capacity(room);
         let old = load_meta(ks, key, Kind::List, &mut batch)?;
         if old.is_none() && only_existing {
             ks.write(batch)?;
@@ -238,12 +245,13 @@ fn position(len: u64, i: i64) -> Option<u64> {
     (p >= 0 && (p as u64) < len).then_some(p as u64)
 }
 
+/// As Redis 7.0: the key and its type first, then the index (a missing
+/// key answers nil whatever the index).
 pub fn lindex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let i = int_arg(&a[2])?;
     let ks = &ctx.ks();
     let (_snap, opts) = snapshot(ks);
     let v = match read_meta(ks, &a[1], Kind::List, &opts)? {
-        Some(m) => match position(m.count, i) {
+        Some(m) => match position(m.count, int_arg(&a[2])?) {
             Some(p) => ks.db().get_opt(lkey(&a[1], &m, p), &opts)?,
             None => None,
         },
@@ -253,8 +261,9 @@ pub fn lindex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     Ok(())
 }
 
+/// As Redis 7.0: the key (`no such key`) and its type first, then the
+/// index.
 pub fn lset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let i = int_arg(&a[2])?;
     let key = &a[1];
     let ks = &ctx.ks();
     let _g = ks.locks().lock(key);
@@ -263,7 +272,7 @@ pub fn lset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.write(batch)?;
         return err("ERR no such key");
     };
-    let Some(p) = position(m.count, i) else {
+    let Some(p) = position(m.count, int_arg(&a[2])?) else {
         return err("ERR index out of range");
     };
     batch.put(lkey(key, &m, p), &a[3]);

@@ -8,6 +8,7 @@ mod dump;
 mod hash;
 mod keys;
 mod list;
+mod long_double;
 pub mod meta;
 mod meta_table;
 mod multi;
@@ -16,6 +17,7 @@ mod repl;
 mod server;
 mod set;
 mod string;
+mod strtod;
 mod value;
 mod zset;
 

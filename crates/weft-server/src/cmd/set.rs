@@ -55,14 +55,17 @@ pub fn sadd(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     new.sort_unstable();
     new.dedup();
     let keys: Vec<Vec<u8>> = new.iter().map(|v| mkey(key, &m, v)).collect();
-    let present: Vec<bool> = if old.is_some() {
-        ks.db()
+    let present: Vec<bool> = match (&old, keys.as_slice()) {
+        (None, _) => vec![false; keys.len()],
+        // One member (the common case): a plain get, without multi_get's
+        // vectors.
+        (Some(_), [k]) => vec![ks.db().get(k)?.is_some()],
+        (Some(_), _) => ks
+            .db()
             .multi_get(&keys)
             .into_iter()
             .map(|r| r.map(|v| v.is_some()))
-            .collect::<Result<_, _>>()?
-    } else {
-        vec![false; keys.len()]
+            .collect::<Result<_, _>>()?,
     };
     let mut added = 0;
     for (k, p) in keys.iter().zip(present) {

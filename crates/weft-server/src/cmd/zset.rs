@@ -23,6 +23,7 @@ use weft::{prefix_successor, ReadOptions, Snapshot};
 
 use super::coll::{clamp, key_ready, load_meta, or_new, read_meta, snapshot};
 use super::list::mpop_args;
+use super::strtod;
 use super::{
     cursor_arg, err, int_arg, is, positive_arg, range_arg, scan_opts, CmdError, CmdResult, Ctx,
     SYNTAX, WRONGTYPE,
@@ -40,15 +41,11 @@ const LEX_RANGE: &str = "ERR min or max not valid string range item";
 /// A member and its score.
 pub(super) type Scored = (Vec<u8>, f64);
 
-/// Parses a score as Redis's `string2d` does (`strtod`, no spaces, no
-/// NaN); `-0` is `0`.
+/// Parses a score as Redis's `string2d` does (`strtod`: decimal and
+/// hexadecimal forms, no leading space, no NaN, no overflow, no non-zero
+/// value rounding to zero); `-0` is `0`.
 pub(super) fn parse_float(s: &[u8]) -> Option<f64> {
-    let t = std::str::from_utf8(s).ok()?;
-    if t.is_empty() || t.starts_with(|c: char| c.is_ascii_whitespace()) {
-        return None;
-    }
-    let v: f64 = t.parse().ok()?;
-    (!v.is_nan()).then_some(v + 0.0)
+    strtod::string2d(s).map(|v| v + 0.0)
 }
 
 fn score_arg(s: &[u8]) -> Result<f64, CmdError> {
@@ -136,10 +133,11 @@ struct ScoreRange {
 
 impl ScoreRange {
     fn parse(min: &[u8], max: &[u8]) -> Result<ScoreRange, CmdError> {
+        // `-0` is `0`, as the scores are.
         let one = |s: &[u8]| -> Option<(f64, bool)> {
             match s.strip_prefix(b"(") {
-                Some(rest) => Some((parse_float(rest)?, true)),
-                None => Some((parse_float(s)?, false)),
+                Some(rest) => Some((strtod::range_bound(rest)? + 0.0, true)),
+                None => Some((strtod::range_bound(s)? + 0.0, false)),
             }
         };
         match (one(min), one(max)) {
@@ -473,7 +471,9 @@ fn zadd_generic(
             return Ok((0, 0, None));
         }
         let mut m = or_new(old, Kind::ZSet);
-        // Scores as this command has set them so far (a member may repeat).
+        // Scores as this command has set them so far (a member may repeat;
+        // one member, the common case, needs no map).
+        let repeats = pairs.len() > 1;
         let mut current: HashMap<&[u8], Option<f64>> = HashMap::new();
         let (mut added, mut updated) = (0, 0);
         let mut last = None;
@@ -511,7 +511,9 @@ fn zadd_generic(
                 }
             };
             put_member(&mut batch, key, &m, member, cur, new);
-            current.insert(member, Some(new));
+            if repeats {
+                current.insert(member, Some(new));
+            }
             last = Some(new);
         }
         if added > 0 {
@@ -840,7 +842,8 @@ fn store_zset(
     };
     let mut m = Meta::new_collection(Kind::ZSet, new_version());
     for (member, score) in items {
-        put_member(batch, dst, &m, member, None, *score);
+        // `-0` is stored as `0`, as every score is.
+        put_member(batch, dst, &m, member, None, *score + 0.0);
     }
     m.count = items.len() as u64;
     ks.put_collection(batch, dst, None, &m);
@@ -1204,8 +1207,8 @@ fn parse_set_options(
         if op != SetOp::Diff && !card && remaining > n && is(&a[j], "weights") {
             j += 1;
             for w in s.weights.iter_mut() {
-                *w =
-                    parse_float(&a[j]).ok_or(CmdError("ERR weight value is not a float".into()))?;
+                *w = strtod::string2d(&a[j])
+                    .ok_or(CmdError("ERR weight value is not a float".into()))?;
                 j += 1;
             }
         } else if op != SetOp::Diff && !card && remaining >= 2 && is(&a[j], "aggregate") {
@@ -1328,8 +1331,14 @@ fn compute(op: SetOp, s: &SetArgs<'_>, inputs: Vec<Vec<Scored>>) -> Vec<Scored> 
             }
         }
     }
-    let mut out: Vec<Scored> = acc.into_iter().map(|(m, v)| (m, v + 0.0)).collect();
-    out.sort_by(|x, y| x.1.total_cmp(&y.1).then_with(|| x.0.cmp(&y.0)));
+    // A `-0` stays one in the reply, as Redis prints it ("-0"), but sorts
+    // as 0; `store_zset` stores it as 0.
+    let mut out: Vec<Scored> = acc.into_iter().collect();
+    out.sort_by(|x, y| {
+        (x.1 + 0.0)
+            .total_cmp(&(y.1 + 0.0))
+            .then_with(|| x.0.cmp(&y.0))
+    });
     out
 }
 
@@ -1439,6 +1448,9 @@ mod tests {
         assert_eq!(parse_float(b" 1"), None);
         assert_eq!(parse_float(b""), None);
         assert_eq!(parse_float(b"abc"), None);
+        assert_eq!(parse_float(b"0x10"), Some(16.0));
+        assert_eq!(parse_float(b"1e400"), None);
+        assert_eq!(parse_float(b"1e-400"), None);
     }
 
     #[test]
@@ -1447,6 +1459,12 @@ mod tests {
         assert!(!r.contains(1.0) && r.contains(1.5) && r.contains(f64::INFINITY));
         assert!(ScoreRange::parse(b"(1", b"1").unwrap().is_empty());
         assert!(ScoreRange::parse(b"x", b"1").is_err());
+        // strtod as zslParseRange calls it: spaces, "", hex, overflow.
+        let r = ScoreRange::parse(b" 1", b"(").unwrap();
+        assert!(r.min == 1.0 && r.max == 0.0 && r.max_ex);
+        let r = ScoreRange::parse(b"0x10", b"1e400").unwrap();
+        assert!(r.min == 16.0 && r.max == f64::INFINITY);
+        assert!(ScoreRange::parse(b"1", b"nan").is_err());
         let l = LexRange::parse(b"[b", b"(d").unwrap();
         assert!(l.contains(b"b") && l.contains(b"c") && !l.contains(b"d") && !l.contains(b"a"));
         assert!(LexRange::parse(b"b", b"+").is_err());
