@@ -537,14 +537,18 @@ impl Store {
     /// [`Store::write_batches`] of one non-empty batch: database 0's is
     /// the engine batch as it is, written without the two vectors the
     /// general case builds (this runs for every write command).
-    fn write_one(&self, db: usize, batch: Batch) -> StoreResult<()> {
+    fn write_one(&self, db: usize, mut batch: Batch) -> StoreResult<()> {
         if db != 0 {
             return self.write_batches(vec![(db, batch)]);
         }
         note_write();
+        let notes = (!batch.notes.is_empty()).then(|| batch.take_notes(db));
         let (keys, expires) = (batch.keys, batch.expires);
         self.write_engine(batch.batch)?;
         self.tally(db, keys, expires);
+        if let Some(notes) = notes {
+            crate::notify::defer(notes);
+        }
         Ok(())
     }
 
