@@ -851,3 +851,105 @@ fn wait_readonly_and_promotion() {
     let y: Option<String> = rc.get("y").unwrap();
     assert_eq!(y, None);
 }
+
+/// The ids of the clients `CLIENT LIST TYPE kind` lists, with their flags.
+fn client_list(c: &mut redis::Connection, kind: &str) -> Vec<(String, String)> {
+    let text: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg(kind)
+        .query(c)
+        .unwrap();
+    text.lines()
+        .map(|l| {
+            let field = |name: &str| {
+                l.split(' ')
+                    .find_map(|f| f.strip_prefix(name))
+                    .unwrap()
+                    .to_string()
+            };
+            (field("id="), field("flags="))
+        })
+        .collect()
+}
+
+/// Waits until the primary's `INFO stats` `field` reaches `n`.
+fn wait_stat(p: &mut redis::Connection, field: &str, n: u64) {
+    let deadline = Instant::now() + common::TIMEOUT;
+    while info_field(p, "stats", field).parse::<u64>().unwrap() < n {
+        assert!(Instant::now() < deadline, "{field} never reached {n}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn client_kill_types_keep_replication_links_apart() {
+    let base = tempfile::tempdir().unwrap();
+    let primary = Primary::start(&base.path().join("p"));
+    let mut p = primary.conn();
+    let r = replica(&base.path().join("r"), primary.port);
+    wait_link_up(&r);
+    settle(&mut p, 1);
+
+    // The replica's link is a `replica` client (flags S), not a `normal`
+    // one, and not counted in `connected_clients`, as in Redis.
+    let links = client_list(&mut p, "replica");
+    assert_eq!(links.len(), 1, "{links:?}");
+    assert_eq!(links[0].1, "S");
+    assert!(client_list(&mut p, "slave") == links);
+    assert!(client_list(&mut p, "normal")
+        .iter()
+        .all(|c| c.0 != links[0].0));
+    let mut other = primary.conn();
+    let _: String = redis::cmd("PING").query(&mut other).unwrap();
+    assert_eq!(info_field(&mut p, "clients", "connected_clients"), "2");
+
+    // Sentinel's `CLIENT KILL TYPE normal` leaves the stream alone.
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal"])
+        .query(&mut p)
+        .unwrap();
+    assert_eq!(killed, 1, "the other normal client");
+    assert!(client_list(&mut p, "replica") == links);
+    settle(&mut p, 1);
+    assert!(client_list(&mut p, "replica") == links);
+    assert_eq!(info_field(&mut p, "stats", "sync_partial_ok"), "0");
+
+    // `TYPE replica` cuts the link; the replica connects again and
+    // continues (a partial resync).
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "replica"])
+        .query(&mut p)
+        .unwrap();
+    assert_eq!(killed, 1);
+    assert!(client_list(&mut p, "replica")
+        .iter()
+        .all(|c| c.0 != links[0].0));
+    wait_stat(&mut p, "sync_partial_ok", 1);
+    wait_link_up(&r);
+    settle(&mut p, 1);
+
+    // On the replica, `TYPE master` is its link to the primary: cut, it
+    // connects again and continues; `TYPE normal` leaves it alone.
+    let mut rc = r.conn();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal"])
+        .query(&mut rc)
+        .unwrap();
+    assert_eq!(killed, 0);
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "master"])
+        .query(&mut rc)
+        .unwrap();
+    assert_eq!(killed, 1);
+    wait_stat(&mut p, "sync_partial_ok", 2);
+    wait_link_up(&r);
+    settle(&mut p, 1);
+    assert_eq!(info_field(&mut p, "stats", "sync_full"), "1");
+    // A primary has no link of its own to cut.
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "master"])
+        .query(&mut p)
+        .unwrap();
+    assert_eq!(killed, 0);
+}

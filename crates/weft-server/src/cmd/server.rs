@@ -443,7 +443,9 @@ fn section(t: &mut String, sh: &Shared, name: &str) {
                  blocked_clients:{blocked}\r\ntracking_clients:0\r\n\
                  clients_in_timeout_table:{timed}\r\ntotal_blocking_keys:{blocking_keys}\r\n\
                  pubsub_clients:{pubsub}\r\n\r\n",
-                sh.counters.connected.load(Ordering::Relaxed),
+                // Replicas' links are not counted, as in Redis.
+                (sh.counters.connected.load(Ordering::Relaxed))
+                    .saturating_sub(clients.iter().filter(|c| c.kind() == "replica").count() as u64),
                 sh.runtime.maxclients.load(Ordering::Relaxed),
                 clients
                     .iter()
@@ -1031,7 +1033,8 @@ struct ClientFilter {
     ids: Vec<u64>,
     addr: Option<String>,
     laddr: Option<String>,
-    kind: Option<String>,
+    /// A [`ClientInfo::kind`], or `master`.
+    kind: Option<&'static str>,
     max_age: Option<u64>,
     skip_me: bool,
 }
@@ -1050,16 +1053,8 @@ impl ClientFilter {
         if self.laddr.as_ref().is_some_and(|a| *a != c.laddr) {
             return false;
         }
-        if let Some(k) = &self.kind {
-            let pubsub = c.is_pubsub();
-            let ok = match k.as_str() {
-                "pubsub" => pubsub,
-                "normal" => !pubsub,
-                _ => false, // master, replica, slave: none here
-            };
-            if !ok {
-                return false;
-            }
+        if self.kind.is_some_and(|k| k != c.kind()) {
+            return false;
         }
         if self
             .max_age
@@ -1106,14 +1101,13 @@ fn parse_filter(args: &[Vec<u8>], for_kill: bool) -> Result<ClientFilter, CmdErr
         } else if is(opt, "laddr") && for_kill {
             f.laddr = Some(text);
         } else if is(opt, "type") {
-            let t = text.to_ascii_lowercase();
-            if !matches!(
-                t.as_str(),
-                "normal" | "pubsub" | "master" | "replica" | "slave"
-            ) {
-                return Err(CmdError(format!("ERR Unknown client type '{text}'").into()));
-            }
-            f.kind = Some(t);
+            f.kind = Some(match text.to_ascii_lowercase().as_str() {
+                "normal" => "normal",
+                "pubsub" => "pubsub",
+                "replica" | "slave" => "replica",
+                "master" => "master",
+                _ => return Err(CmdError(format!("ERR Unknown client type '{text}'").into())),
+            });
         } else if is(opt, "user") && for_kill {
             if text != "default" {
                 return Err(CmdError(format!("ERR No such user '{text}'").into()));
@@ -1253,7 +1247,15 @@ pub fn client(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             .filter(|c| f.keeps(c, ctx.session.id))
             .collect();
         kill(ctx, &hit);
-        ctx.out.int(hit.len() as i64);
+        // `TYPE master` on a replica: its link to the primary, which is
+        // no connection of the registry, is cut (it reconnects and
+        // continues, as Redis's does).
+        let master = f.kind == Some("master")
+            && f.ids.is_empty()
+            && f.addr.is_none()
+            && f.laddr.is_none()
+            && ctx.shared.repl.cut_master_link();
+        ctx.out.int(hit.len() as i64 + i64::from(master));
     } else if is(sub, "unblock") && (a.len() == 3 || a.len() == 4) {
         unblock(ctx, a)?;
     } else if is(sub, "unblock") && a.len() < 3 {

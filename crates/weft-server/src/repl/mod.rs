@@ -309,6 +309,20 @@ impl Replication {
         true
     }
 
+    /// `CLIENT KILL TYPE master`: cuts a replica's link to its primary;
+    /// the link thread connects again and asks `PSYNC` to continue.
+    /// Returns whether a synced link was cut (Redis's master client
+    /// exists only then).
+    pub fn cut_master_link(&self) -> bool {
+        let role = self.role.lock();
+        let Some(s) = &role.link_socket else {
+            return false;
+        };
+        let connected = self.link.state.load(Ordering::Relaxed) == 3;
+        let _ = s.shutdown(std::net::Shutdown::Both);
+        connected
+    }
+
     pub(crate) fn add_replica(&self, link: Arc<ReplicaLink>) {
         self.replicas.lock().push(link);
     }
