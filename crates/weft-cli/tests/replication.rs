@@ -20,6 +20,18 @@
 //!   full sync's transfer half way; the replica keeps serving its old
 //!   data whole, also after a SIGKILL and restart, and converges once the
 //!   transfer goes through.
+//! - `client_kill_types_keep_replication_links_apart`: a replica's link
+//!   is a `replica` client (`flags=S`), not cut by `CLIENT KILL TYPE
+//!   normal`; `TYPE replica` on the primary and `TYPE master` on the
+//!   replica cut it, and it continues by a partial resync.
+//! - `masterauth_lets_a_replica_follow_a_primary_with_a_password`: a
+//!   primary with `--requirepass` refuses a replica without the password
+//!   or with a wrong one; `--masterauth` and `CONFIG SET masterauth` let
+//!   it sync.
+//! - `heartbeats_never_claim_what_the_wal_buffer_holds`: under `--sync
+//!   no` the expirer's deletions stay in the WAL's buffer while the idle
+//!   sender sends heartbeats; once a write flushes them they reach the
+//!   replica in order (no reconnect, the same content).
 //! - `wait_readonly_and_promotion`: `WAIT 1` answers 1 once the replica
 //!   applied the write; writes to a replica get `-READONLY` (the plain
 //!   `SET` path too), inside `MULTI` too (the `EXEC` fails); Sentinel's
@@ -58,7 +70,12 @@ impl Primary {
     }
 
     fn start_on(dir: &Path, port: u16) -> Primary {
+        Self::start_with(dir, port, weft_server::SyncMode::EverySec)
+    }
+
+    fn start_with(dir: &Path, port: u16, sync: weft_server::SyncMode) -> Primary {
         let mut c = weft_server::Config::default();
+        c.sync = sync;
         c.port = port;
         c.dir = dir.to_path_buf();
         c.threads = 1;
@@ -952,4 +969,98 @@ fn client_kill_types_keep_replication_links_apart() {
         .query(&mut p)
         .unwrap();
     assert_eq!(killed, 0);
+}
+
+/// A connection to the server on `port` that gives `password`.
+fn conn_auth(port: u16, password: &str) -> redis::Connection {
+    let c = redis::Client::open(format!("redis://:{password}@127.0.0.1:{port}/")).unwrap();
+    let con = c.get_connection_with_timeout(common::TIMEOUT).unwrap();
+    con.set_read_timeout(Some(common::TIMEOUT)).unwrap();
+    con.set_write_timeout(Some(common::TIMEOUT)).unwrap();
+    con
+}
+
+#[test]
+fn masterauth_lets_a_replica_follow_a_primary_with_a_password() {
+    let base = tempfile::tempdir().unwrap();
+    let primary = Served::start(&base.path().join("p"), &["--requirepass", "s3cret"]);
+    let mut p = conn_auth(primary.port, "s3cret");
+    for i in 0..100 {
+        let _: () = p.set(format!("k{i}"), i).unwrap();
+    }
+    let port = primary.port.to_string();
+    // `--masterauth`: the link authenticates and syncs.
+    let with = Served::start(
+        &base.path().join("with"),
+        &["--replicaof", "127.0.0.1", &port, "--masterauth", "s3cret"],
+    );
+    wait_link_up(&with);
+    // Without it the primary refuses the link (`-NOAUTH`): it stays down
+    // while the other syncs and takes writes.
+    let without = replica(&base.path().join("without"), primary.port);
+    settle(&mut p, 1);
+    let mut wc = without.conn();
+    assert_eq!(
+        info_field(&mut wc, "replication", "master_link_status"),
+        "down"
+    );
+    assert_eq!(info_field(&mut p, "replication", "connected_slaves"), "1");
+    let n: u64 = redis::cmd("DBSIZE").query(&mut wc).unwrap();
+    assert_eq!(n, 0);
+    // A wrong password is refused too; `CONFIG SET masterauth` with the
+    // right one takes effect at the next connection.
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "masterauth", "wrong"])
+        .query(&mut wc)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500)); // a retry refused
+    assert_eq!(
+        info_field(&mut wc, "replication", "master_link_status"),
+        "down"
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "masterauth", "s3cret"])
+        .query(&mut wc)
+        .unwrap();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg(&["GET", "masterauth"])
+        .query(&mut wc)
+        .unwrap();
+    assert_eq!(got, ["masterauth", "s3cret"]);
+    wait_link_up(&without);
+    settle(&mut p, 2);
+    assert_same(&mut p, &mut with.conn(), "the replica given --masterauth");
+    assert_same(&mut p, &mut wc, "the replica given CONFIG SET masterauth");
+}
+
+#[test]
+fn heartbeats_never_claim_what_the_wal_buffer_holds() {
+    // `--sync no`: no background sync hands the WAL's buffer to the OS;
+    // the expirer's deletions stay in it until a client's write flushes
+    // it, while the idle sender sends its heartbeats.
+    let base = tempfile::tempdir().unwrap();
+    let primary = Primary::start_with(&base.path().join("p"), 0, weft_server::SyncMode::No);
+    let mut p = primary.conn();
+    let _: () = p.set("kept", 1).unwrap();
+    let r = replica(&base.path().join("r"), primary.port);
+    wait_link_up(&r);
+    settle(&mut p, 1);
+    for i in 0..20 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("e{i}"))
+            .arg(1)
+            .arg("PX")
+            .arg(20 + 10 * i)
+            .query(&mut p)
+            .unwrap();
+    }
+    // Expired and deleted, and a heartbeat or two sent meanwhile.
+    std::thread::sleep(Duration::from_millis(2500));
+    // A write flushes the buffer: the deletions reach the replica in
+    // order, not below what a heartbeat said was sent (the replica would
+    // refuse them and connect again).
+    settle(&mut p, 1);
+    assert_eq!(info_field(&mut p, "stats", "sync_partial_ok"), "0");
+    assert_eq!(info_field(&mut p, "stats", "sync_full"), "1");
+    assert_same(&mut p, &mut r.conn(), "the replica after the expiries");
 }

@@ -707,6 +707,7 @@ enum NewValue {
     ReplicaPriority(u64),
     BacklogSize(u64),
     Notify(u32),
+    MasterAuth(Option<String>),
 }
 
 /// The parameters `CONFIG GET` knows, with their values now.
@@ -752,6 +753,10 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String)> {
         (
             "maxclients",
             sh.runtime.maxclients.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "masterauth",
+            sh.repl.masterauth.lock().clone().unwrap_or_default(),
         ),
         ("maxmemory", "0".into()),
         ("maxmemory-policy", "noeviction".into()),
@@ -850,6 +855,13 @@ fn config_value(sh: &Shared, name: &str, v: &[u8]) -> Result<NewValue, CmdError>
     };
     Ok(match name {
         "requirepass" => NewValue::Password(v.to_vec()),
+        // Empty: none, as Redis's `masterauth ""`.
+        "masterauth" => NewValue::MasterAuth(
+            (!v.is_empty())
+                .then(|| String::from_utf8(v.to_vec()))
+                .transpose()
+                .map_err(|_| bad("argument must be UTF-8"))?,
+        ),
         "maxclients" => {
             let n = non_neg()?;
             if n == 0 {
@@ -935,6 +947,7 @@ fn apply(sh: &Shared, v: NewValue) {
         }
         NewValue::ReplicaPriority(n) => sh.repl.priority.store(n, Ordering::Relaxed),
         NewValue::BacklogSize(n) => sh.repl.backlog_size.store(n, Ordering::Relaxed),
+        NewValue::MasterAuth(pw) => *sh.repl.masterauth.lock() = pw,
     }
 }
 

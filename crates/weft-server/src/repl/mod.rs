@@ -148,6 +148,9 @@ pub struct Replication {
     pub backlog_size: AtomicU64,
     /// `replica-priority`.
     pub priority: AtomicU64,
+    /// `masterauth`: the password given to the primary, read at each
+    /// connection.
+    pub masterauth: Mutex<Option<String>>,
     /// This server's replication id as a primary (new each run and at
     /// each promotion).
     replid: Mutex<String>,
@@ -184,6 +187,7 @@ impl Replication {
             read_only: AtomicBool::new(config.replica_read_only),
             backlog_size: AtomicU64::new(config.repl_backlog_size),
             priority: AtomicU64::new(u64::from(config.replica_priority)),
+            masterauth: Mutex::new(config.masterauth.clone()),
             replid: Mutex::new(crate::random_run_id()),
             replicas: Mutex::new(Vec::new()),
             hold: Mutex::new(None),

@@ -263,9 +263,18 @@ impl<'a> Link<'a> {
 
     fn follow(mut self) -> io::Result<()> {
         let repl = &self.shared.repl;
+        // A primary with `requirepass` answers `-NOAUTH` until `AUTH`, as
+        // Redis's replicas expect.
         let pong = self.command(&["PING"])?;
-        if !pong.starts_with('+') {
+        if !(pong.starts_with('+') || pong.starts_with("-NOAUTH")) {
             return Err(other(format!("PING answered {pong}")));
+        }
+        let password = repl.masterauth.lock().clone();
+        if let Some(pw) = password {
+            let r = self.command(&["AUTH", &pw])?;
+            if !r.starts_with('+') {
+                return Err(other(format!("AUTH (masterauth) answered {r}")));
+            }
         }
         let port = self.shared.port.to_string();
         let r = self.command(&["REPLCONF", "listening-port", &port])?;
