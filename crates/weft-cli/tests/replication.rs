@@ -32,6 +32,11 @@
 //!   no` the expirer's deletions stay in the WAL's buffer while the idle
 //!   sender sends heartbeats; once a write flushes them they reach the
 //!   replica in order (no reconnect, the same content).
+//! - `watch_and_blocked_clients_on_a_replica_see_the_stream`: a `WATCH`
+//!   on a replica fails its `EXEC` when the stream writes the key (a
+//!   `SET`, a hash field, a `FLUSHALL`) or a full sync replaces the data,
+//!   and runs it when nothing was written; a writable replica's `BLPOP`
+//!   is woken by a push from the stream.
 //! - `wait_readonly_and_promotion`: `WAIT 1` answers 1 once the replica
 //!   applied the write; writes to a replica get `-READONLY` (the plain
 //!   `SET` path too), inside `MULTI` too (the `EXEC` fails); Sentinel's
@@ -1063,4 +1068,99 @@ fn heartbeats_never_claim_what_the_wal_buffer_holds() {
     assert_eq!(info_field(&mut p, "stats", "sync_partial_ok"), "0");
     assert_eq!(info_field(&mut p, "stats", "sync_full"), "1");
     assert_same(&mut p, &mut r.conn(), "the replica after the expiries");
+}
+
+/// `MULTI`, `EXISTS key`, `EXEC` on `c` after a `WATCH`: `None` when the
+/// `EXEC` was aborted.
+fn watched_exists(c: &mut redis::Connection, key: &str) -> Option<bool> {
+    let r: Option<(bool,)> = redis::pipe().atomic().exists(key).query(c).unwrap();
+    r.map(|(v,)| v)
+}
+
+#[test]
+fn watch_and_blocked_clients_on_a_replica_see_the_stream() {
+    let base = tempfile::tempdir().unwrap();
+    let primary = Primary::start(&base.path().join("p"));
+    let mut p = primary.conn();
+    let _: () = p.set("k", "v1").unwrap();
+    let _: () = p.hset("h", "f", "a").unwrap();
+    let r = replica(&base.path().join("r"), primary.port);
+    wait_link_up(&r);
+    settle(&mut p, 1);
+    let mut rc = r.conn();
+    let watch = |c: &mut redis::Connection, key: &str| {
+        let _: () = redis::cmd("WATCH").arg(key).query(c).unwrap();
+    };
+
+    // Nothing written: the EXEC runs.
+    watch(&mut rc, "k");
+    assert_eq!(watched_exists(&mut rc, "k"), Some(true));
+    // The stream writes the watched key: the EXEC is aborted.
+    watch(&mut rc, "k");
+    let _: () = p.set("k", "v2").unwrap();
+    settle(&mut p, 1);
+    assert_eq!(watched_exists(&mut rc, "k"), None, "a SET from the stream");
+    // A hash field changed in place (its element record only).
+    watch(&mut rc, "h");
+    let _: () = p.hset("h", "f", "b").unwrap();
+    settle(&mut p, 1);
+    assert_eq!(
+        watched_exists(&mut rc, "h"),
+        None,
+        "an HSET from the stream"
+    );
+    // A key deleted by FLUSHALL (a range delete over the database).
+    watch(&mut rc, "k");
+    let _: () = redis::cmd("FLUSHALL").query(&mut p).unwrap();
+    settle(&mut p, 1);
+    assert_eq!(
+        watched_exists(&mut rc, "k"),
+        None,
+        "a FLUSHALL from the stream"
+    );
+    let _: () = p.set("other", "1").unwrap();
+    // A full sync replaces every key.
+    watch(&mut rc, "other");
+    let mut admin = r.conn();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut admin)
+        .unwrap();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port)
+        .query(&mut admin)
+        .unwrap();
+    wait_link_up(&r);
+    settle(&mut p, 1);
+    assert_eq!(info_field(&mut p, "stats", "sync_full"), "2");
+    assert_eq!(watched_exists(&mut rc, "other"), None, "a full sync");
+
+    // A writable replica's client blocked in BLPOP is woken by a push
+    // from the stream.
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "replica-read-only", "no"])
+        .query(&mut admin)
+        .unwrap();
+    let port = r.port;
+    let blocked = std::thread::spawn(move || {
+        let mut c = conn(port);
+        let got: Option<(String, String)> = redis::cmd("BLPOP")
+            .arg("queue")
+            .arg(15)
+            .query(&mut c)
+            .unwrap();
+        got
+    });
+    let deadline = Instant::now() + common::TIMEOUT;
+    while info_field(&mut admin, "clients", "blocked_clients") != "1" {
+        assert!(Instant::now() < deadline, "the BLPOP never blocked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _: () = p.rpush("queue", "item").unwrap();
+    assert_eq!(
+        blocked.join().unwrap(),
+        Some(("queue".to_string(), "item".to_string()))
+    );
 }
