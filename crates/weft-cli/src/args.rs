@@ -220,6 +220,11 @@ pub struct ServeArgs {
     /// primary]
     #[arg(long, num_args = 1..=2, value_names = ["HOST", "PORT"])]
     pub replicaof: Option<Vec<String>>,
+    /// Password a replica gives its primary when the primary has
+    /// --requirepass (Redis's `masterauth`; `CONFIG SET masterauth`
+    /// changes it) [default: none]
+    #[arg(long, value_name = "PASSWORD")]
+    pub masterauth: Option<String>,
     /// Databases SELECT chooses among, as Redis's `databases`; database n
     /// (n >= 1) is the engine keyspace "db<n>", made on its first write
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65536))]
@@ -867,6 +872,7 @@ mod tests {
                 assert!(s.threads.is_none());
                 assert!(s.busy_poll_us.is_none());
                 assert!(s.requirepass.is_none());
+                assert!(s.masterauth.is_none());
                 assert_eq!(s.databases, 16);
                 assert_eq!(s.notify_keyspace_events, None);
             }
@@ -885,6 +891,7 @@ mod tests {
             "--threads=3",
             "--busy-poll-us=0",
             "--requirepass=s3cret",
+            "--masterauth=m4ster",
             "--databases=4",
             "--notify-keyspace-events=Ex",
         ])
@@ -894,6 +901,7 @@ mod tests {
                 assert_eq!(s.threads, Some(3));
                 assert_eq!(s.busy_poll_us, Some(0));
                 assert_eq!(s.requirepass.as_deref(), Some("s3cret"));
+                assert_eq!(s.masterauth.as_deref(), Some("m4ster"));
                 assert_eq!(s.port, 0);
                 assert_eq!(s.dir, Some(PathBuf::from("/d")));
                 assert_eq!(s.sync, weft_server::SyncMode::Always);

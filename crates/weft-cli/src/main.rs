@@ -233,6 +233,7 @@ fn serve(args: args::ServeArgs, default_dir: PathBuf) -> CliResult {
         config.db_options = config.db_options.memtable(m);
     }
     config.requirepass = args.requirepass.filter(|p| !p.is_empty());
+    config.masterauth = args.masterauth.filter(|p| !p.is_empty());
     if let Some(words) = args.replicaof {
         // `--replicaof HOST PORT`, or Redis's `--replicaof "HOST PORT"`.
         let words: Vec<&str> = words.iter().flat_map(|w| w.split_whitespace()).collect();

@@ -20,6 +20,23 @@
 //!   full sync's transfer half way; the replica keeps serving its old
 //!   data whole, also after a SIGKILL and restart, and converges once the
 //!   transfer goes through.
+//! - `client_kill_types_keep_replication_links_apart`: a replica's link
+//!   is a `replica` client (`flags=S`), not cut by `CLIENT KILL TYPE
+//!   normal`; `TYPE replica` on the primary and `TYPE master` on the
+//!   replica cut it, and it continues by a partial resync.
+//! - `masterauth_lets_a_replica_follow_a_primary_with_a_password`: a
+//!   primary with `--requirepass` refuses a replica without the password
+//!   or with a wrong one; `--masterauth` and `CONFIG SET masterauth` let
+//!   it sync.
+//! - `heartbeats_never_claim_what_the_wal_buffer_holds`: under `--sync
+//!   no` the expirer's deletions stay in the WAL's buffer while the idle
+//!   sender sends heartbeats; once a write flushes them they reach the
+//!   replica in order (no reconnect, the same content).
+//! - `watch_and_blocked_clients_on_a_replica_see_the_stream`: a `WATCH`
+//!   on a replica fails its `EXEC` when the stream writes the key (a
+//!   `SET`, a hash field, a `FLUSHALL`) or a full sync replaces the data,
+//!   and runs it when nothing was written; a writable replica's `BLPOP`
+//!   is woken by a push from the stream.
 //! - `wait_readonly_and_promotion`: `WAIT 1` answers 1 once the replica
 //!   applied the write; writes to a replica get `-READONLY` (the plain
 //!   `SET` path too), inside `MULTI` too (the `EXEC` fails); Sentinel's
@@ -58,7 +75,12 @@ impl Primary {
     }
 
     fn start_on(dir: &Path, port: u16) -> Primary {
+        Self::start_with(dir, port, weft_server::SyncMode::EverySec)
+    }
+
+    fn start_with(dir: &Path, port: u16, sync: weft_server::SyncMode) -> Primary {
         let mut c = weft_server::Config::default();
+        c.sync = sync;
         c.port = port;
         c.dir = dir.to_path_buf();
         c.threads = 1;
@@ -850,4 +872,295 @@ fn wait_readonly_and_promotion() {
     );
     let y: Option<String> = rc.get("y").unwrap();
     assert_eq!(y, None);
+}
+
+/// The ids of the clients `CLIENT LIST TYPE kind` lists, with their flags.
+fn client_list(c: &mut redis::Connection, kind: &str) -> Vec<(String, String)> {
+    let text: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg(kind)
+        .query(c)
+        .unwrap();
+    text.lines()
+        .map(|l| {
+            let field = |name: &str| {
+                l.split(' ')
+                    .find_map(|f| f.strip_prefix(name))
+                    .unwrap()
+                    .to_string()
+            };
+            (field("id="), field("flags="))
+        })
+        .collect()
+}
+
+/// Waits until the primary's `INFO stats` `field` reaches `n`.
+fn wait_stat(p: &mut redis::Connection, field: &str, n: u64) {
+    let deadline = Instant::now() + common::TIMEOUT;
+    while info_field(p, "stats", field).parse::<u64>().unwrap() < n {
+        assert!(Instant::now() < deadline, "{field} never reached {n}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn client_kill_types_keep_replication_links_apart() {
+    let base = tempfile::tempdir().unwrap();
+    let primary = Primary::start(&base.path().join("p"));
+    let mut p = primary.conn();
+    let r = replica(&base.path().join("r"), primary.port);
+    wait_link_up(&r);
+    settle(&mut p, 1);
+
+    // The replica's link is a `replica` client (flags S), not a `normal`
+    // one, and not counted in `connected_clients`, as in Redis.
+    let links = client_list(&mut p, "replica");
+    assert_eq!(links.len(), 1, "{links:?}");
+    assert_eq!(links[0].1, "S");
+    assert!(client_list(&mut p, "slave") == links);
+    assert!(client_list(&mut p, "normal")
+        .iter()
+        .all(|c| c.0 != links[0].0));
+    let mut other = primary.conn();
+    let _: String = redis::cmd("PING").query(&mut other).unwrap();
+    assert_eq!(info_field(&mut p, "clients", "connected_clients"), "2");
+
+    // Sentinel's `CLIENT KILL TYPE normal` leaves the stream alone.
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal"])
+        .query(&mut p)
+        .unwrap();
+    assert_eq!(killed, 1, "the other normal client");
+    assert!(client_list(&mut p, "replica") == links);
+    settle(&mut p, 1);
+    assert!(client_list(&mut p, "replica") == links);
+    assert_eq!(info_field(&mut p, "stats", "sync_partial_ok"), "0");
+
+    // `TYPE replica` cuts the link; the replica connects again and
+    // continues (a partial resync).
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "replica"])
+        .query(&mut p)
+        .unwrap();
+    assert_eq!(killed, 1);
+    assert!(client_list(&mut p, "replica")
+        .iter()
+        .all(|c| c.0 != links[0].0));
+    wait_stat(&mut p, "sync_partial_ok", 1);
+    wait_link_up(&r);
+    settle(&mut p, 1);
+
+    // On the replica, `TYPE master` is its link to the primary: cut, it
+    // connects again and continues; `TYPE normal` leaves it alone.
+    let mut rc = r.conn();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal"])
+        .query(&mut rc)
+        .unwrap();
+    assert_eq!(killed, 0);
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "master"])
+        .query(&mut rc)
+        .unwrap();
+    assert_eq!(killed, 1);
+    wait_stat(&mut p, "sync_partial_ok", 2);
+    wait_link_up(&r);
+    settle(&mut p, 1);
+    assert_eq!(info_field(&mut p, "stats", "sync_full"), "1");
+    // A primary has no link of its own to cut.
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "master"])
+        .query(&mut p)
+        .unwrap();
+    assert_eq!(killed, 0);
+}
+
+/// A connection to the server on `port` that gives `password`.
+fn conn_auth(port: u16, password: &str) -> redis::Connection {
+    let c = redis::Client::open(format!("redis://:{password}@127.0.0.1:{port}/")).unwrap();
+    let con = c.get_connection_with_timeout(common::TIMEOUT).unwrap();
+    con.set_read_timeout(Some(common::TIMEOUT)).unwrap();
+    con.set_write_timeout(Some(common::TIMEOUT)).unwrap();
+    con
+}
+
+#[test]
+fn masterauth_lets_a_replica_follow_a_primary_with_a_password() {
+    let base = tempfile::tempdir().unwrap();
+    let primary = Served::start(&base.path().join("p"), &["--requirepass", "s3cret"]);
+    let mut p = conn_auth(primary.port, "s3cret");
+    for i in 0..100 {
+        let _: () = p.set(format!("k{i}"), i).unwrap();
+    }
+    let port = primary.port.to_string();
+    // `--masterauth`: the link authenticates and syncs.
+    let with = Served::start(
+        &base.path().join("with"),
+        &["--replicaof", "127.0.0.1", &port, "--masterauth", "s3cret"],
+    );
+    wait_link_up(&with);
+    // Without it the primary refuses the link (`-NOAUTH`): it stays down
+    // while the other syncs and takes writes.
+    let without = replica(&base.path().join("without"), primary.port);
+    settle(&mut p, 1);
+    let mut wc = without.conn();
+    assert_eq!(
+        info_field(&mut wc, "replication", "master_link_status"),
+        "down"
+    );
+    assert_eq!(info_field(&mut p, "replication", "connected_slaves"), "1");
+    let n: u64 = redis::cmd("DBSIZE").query(&mut wc).unwrap();
+    assert_eq!(n, 0);
+    // A wrong password is refused too; `CONFIG SET masterauth` with the
+    // right one takes effect at the next connection.
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "masterauth", "wrong"])
+        .query(&mut wc)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500)); // a retry refused
+    assert_eq!(
+        info_field(&mut wc, "replication", "master_link_status"),
+        "down"
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "masterauth", "s3cret"])
+        .query(&mut wc)
+        .unwrap();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg(&["GET", "masterauth"])
+        .query(&mut wc)
+        .unwrap();
+    assert_eq!(got, ["masterauth", "s3cret"]);
+    wait_link_up(&without);
+    settle(&mut p, 2);
+    assert_same(&mut p, &mut with.conn(), "the replica given --masterauth");
+    assert_same(&mut p, &mut wc, "the replica given CONFIG SET masterauth");
+}
+
+#[test]
+fn heartbeats_never_claim_what_the_wal_buffer_holds() {
+    // `--sync no`: no background sync hands the WAL's buffer to the OS;
+    // the expirer's deletions stay in it until a client's write flushes
+    // it, while the idle sender sends its heartbeats.
+    let base = tempfile::tempdir().unwrap();
+    let primary = Primary::start_with(&base.path().join("p"), 0, weft_server::SyncMode::No);
+    let mut p = primary.conn();
+    let _: () = p.set("kept", 1).unwrap();
+    let r = replica(&base.path().join("r"), primary.port);
+    wait_link_up(&r);
+    settle(&mut p, 1);
+    for i in 0..20 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("e{i}"))
+            .arg(1)
+            .arg("PX")
+            .arg(20 + 10 * i)
+            .query(&mut p)
+            .unwrap();
+    }
+    // Expired and deleted, and a heartbeat or two sent meanwhile.
+    std::thread::sleep(Duration::from_millis(2500));
+    // A write flushes the buffer: the deletions reach the replica in
+    // order, not below what a heartbeat said was sent (the replica would
+    // refuse them and connect again).
+    settle(&mut p, 1);
+    assert_eq!(info_field(&mut p, "stats", "sync_partial_ok"), "0");
+    assert_eq!(info_field(&mut p, "stats", "sync_full"), "1");
+    assert_same(&mut p, &mut r.conn(), "the replica after the expiries");
+}
+
+/// `MULTI`, `EXISTS key`, `EXEC` on `c` after a `WATCH`: `None` when the
+/// `EXEC` was aborted.
+fn watched_exists(c: &mut redis::Connection, key: &str) -> Option<bool> {
+    let r: Option<(bool,)> = redis::pipe().atomic().exists(key).query(c).unwrap();
+    r.map(|(v,)| v)
+}
+
+#[test]
+fn watch_and_blocked_clients_on_a_replica_see_the_stream() {
+    let base = tempfile::tempdir().unwrap();
+    let primary = Primary::start(&base.path().join("p"));
+    let mut p = primary.conn();
+    let _: () = p.set("k", "v1").unwrap();
+    let _: () = p.hset("h", "f", "a").unwrap();
+    let r = replica(&base.path().join("r"), primary.port);
+    wait_link_up(&r);
+    settle(&mut p, 1);
+    let mut rc = r.conn();
+    let watch = |c: &mut redis::Connection, key: &str| {
+        let _: () = redis::cmd("WATCH").arg(key).query(c).unwrap();
+    };
+
+    // Nothing written: the EXEC runs.
+    watch(&mut rc, "k");
+    assert_eq!(watched_exists(&mut rc, "k"), Some(true));
+    // The stream writes the watched key: the EXEC is aborted.
+    watch(&mut rc, "k");
+    let _: () = p.set("k", "v2").unwrap();
+    settle(&mut p, 1);
+    assert_eq!(watched_exists(&mut rc, "k"), None, "a SET from the stream");
+    // A hash field changed in place (its element record only).
+    watch(&mut rc, "h");
+    let _: () = p.hset("h", "f", "b").unwrap();
+    settle(&mut p, 1);
+    assert_eq!(
+        watched_exists(&mut rc, "h"),
+        None,
+        "an HSET from the stream"
+    );
+    // A key deleted by FLUSHALL (a range delete over the database).
+    watch(&mut rc, "k");
+    let _: () = redis::cmd("FLUSHALL").query(&mut p).unwrap();
+    settle(&mut p, 1);
+    assert_eq!(
+        watched_exists(&mut rc, "k"),
+        None,
+        "a FLUSHALL from the stream"
+    );
+    let _: () = p.set("other", "1").unwrap();
+    // A full sync replaces every key.
+    watch(&mut rc, "other");
+    let mut admin = r.conn();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut admin)
+        .unwrap();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port)
+        .query(&mut admin)
+        .unwrap();
+    wait_link_up(&r);
+    settle(&mut p, 1);
+    assert_eq!(info_field(&mut p, "stats", "sync_full"), "2");
+    assert_eq!(watched_exists(&mut rc, "other"), None, "a full sync");
+
+    // A writable replica's client blocked in BLPOP is woken by a push
+    // from the stream.
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "replica-read-only", "no"])
+        .query(&mut admin)
+        .unwrap();
+    let port = r.port;
+    let blocked = std::thread::spawn(move || {
+        let mut c = conn(port);
+        let got: Option<(String, String)> = redis::cmd("BLPOP")
+            .arg("queue")
+            .arg(15)
+            .query(&mut c)
+            .unwrap();
+        got
+    });
+    let deadline = Instant::now() + common::TIMEOUT;
+    while info_field(&mut admin, "clients", "blocked_clients") != "1" {
+        assert!(Instant::now() < deadline, "the BLPOP never blocked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _: () = p.rpush("queue", "item").unwrap();
+    assert_eq!(
+        blocked.join().unwrap(),
+        Some(("queue".to_string(), "item".to_string()))
+    );
 }

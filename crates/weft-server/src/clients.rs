@@ -57,6 +57,10 @@ pub struct ClientInfo {
     /// ([`crate::blocking::Parked::ticket`], from 1; `flags=b`), 0 when
     /// not parked: what `CLIENT UNBLOCK` names.
     pub parking: AtomicU64,
+    /// A replica's link (after `PSYNC`): `flags=S`, `CLIENT KILL TYPE
+    /// replica`, and not a `normal` client, so Sentinel's `CLIENT KILL
+    /// TYPE normal` leaves the replication stream alone.
+    pub replica: AtomicBool,
     /// Reply bytes waiting for the client, as of its last wake-up.
     pub omem: AtomicU64,
     /// The selected database (`SELECT`).
@@ -81,6 +85,7 @@ impl ClientInfo {
             monitor: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             parking: AtomicU64::new(0),
+            replica: AtomicBool::new(false),
             omem: AtomicU64::new(0),
             db: AtomicUsize::new(0),
         }
@@ -97,6 +102,21 @@ impl ClientInfo {
         self.subs.load(Ordering::Relaxed) + self.psubs.load(Ordering::Relaxed) > 0
     }
 
+    /// Redis's client type, as `CLIENT KILL TYPE` and `CLIENT LIST TYPE`
+    /// match it: `replica` for a replica's link, else `pubsub` while
+    /// subscribed, else `normal` (a `MONITOR` client is `normal`, as in
+    /// Redis). The one `master` client, a replica's link to its primary,
+    /// is no connection here ([`crate::repl`]).
+    pub fn kind(&self) -> &'static str {
+        if self.replica.load(Ordering::Relaxed) {
+            "replica"
+        } else if self.is_pubsub() {
+            "pubsub"
+        } else {
+            "normal"
+        }
+    }
+
     /// `CLIENT LIST` / `CLIENT INFO` line (without the newline), in
     /// Redis 7.0's field order.
     pub fn line(&self) -> String {
@@ -104,6 +124,9 @@ impl ClientInfo {
         let idle_ms =
             (age.as_millis() as u64).saturating_sub(self.last_active_ms.load(Ordering::Relaxed));
         let mut flags = String::new();
+        if self.replica.load(Ordering::Relaxed) {
+            flags.push('S');
+        }
         if self.monitor.load(Ordering::Relaxed) {
             flags.push('O');
         }

@@ -387,6 +387,9 @@ impl Conn {
         let ip = (self.session.info.as_ref())
             .and_then(|i| i.addr.rsplit_once(':').map(|(ip, _)| ip.to_string()))
             .unwrap_or_default();
+        if let Some(info) = &self.session.info {
+            info.replica.store(true, Ordering::Relaxed);
+        }
         let link = crate::repl::primary::start(shared, stream, pending, req, self.session.id, ip);
         self.session.repl_link = Some(link);
     }

@@ -232,6 +232,20 @@ fn prefix_with_room(ns: u8, user_key: &[u8], more: usize) -> Vec<u8> {
     k
 }
 
+/// The user key a collection element's engine key (namespaces `f`, `l`,
+/// `t`, `z`, `y`, `h`) belongs to; `None` for other namespaces and for a
+/// key too short to hold its user key (a namespace-wide range's bound).
+pub fn element_owner(k: &[u8]) -> Option<&[u8]> {
+    if !matches!(
+        k.first(),
+        Some(&(HASH | LIST | SET | ZSET | SCORE_INDEX | LEGACY_HASH))
+    ) {
+        return None;
+    }
+    let len = u32::from_be_bytes(k.get(1..5)?.try_into().ok()?) as usize;
+    k.get(5..5usize.checked_add(len)?)
+}
+
 /// The prefix of every element of version `version` of `user_key` in
 /// namespace `ns`.
 pub fn element_prefix(ns: u8, user_key: &[u8], version: u64) -> Vec<u8> {

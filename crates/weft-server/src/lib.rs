@@ -295,6 +295,10 @@ pub struct Config {
     /// `replicaof`); `None`: a primary. `REPLICAOF` changes it at run
     /// time (`docs/DESIGN.md` §1.11).
     pub replicaof: Option<(String, u16)>,
+    /// The password a replica gives its primary (`AUTH`) when the
+    /// primary has `requirepass` (Redis's `masterauth`); `CONFIG SET
+    /// masterauth` changes it for the next connection.
+    pub masterauth: Option<String>,
     /// A replica refuses writes (`-READONLY`). Default true (Redis's
     /// `replica-read-only yes`).
     pub replica_read_only: bool,
@@ -354,6 +358,7 @@ impl Default for Config {
             requirepass: None,
             pubsub_output_limit: OutputLimit::PUBSUB_DEFAULT,
             replicaof: None,
+            masterauth: None,
             replica_read_only: true,
             repl_backlog_size: 64 << 20,
             replica_priority: 100,

@@ -22,8 +22,13 @@ impl Served {
     /// Starts `weft serve --port 0 --dir DIR EXTRA...` and waits for its
     /// `listening on 127.0.0.1:PORT` line.
     pub fn start(dir: &Path, extra: &[&str]) -> Served {
+        Self::start_on(dir, 0, extra)
+    }
+
+    /// [`Served::start`] on `port` (0: one the OS picks).
+    pub fn start_on(dir: &Path, port: u16, extra: &[&str]) -> Served {
         let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
-            .args(["serve", "--port", "0", "--dir"])
+            .args(["serve", "--port", &port.to_string(), "--dir"])
             .arg(dir)
             .args(extra)
             .stdout(Stdio::piped())

@@ -443,7 +443,9 @@ fn section(t: &mut String, sh: &Shared, name: &str) {
                  blocked_clients:{blocked}\r\ntracking_clients:0\r\n\
                  clients_in_timeout_table:{timed}\r\ntotal_blocking_keys:{blocking_keys}\r\n\
                  pubsub_clients:{pubsub}\r\n\r\n",
-                sh.counters.connected.load(Ordering::Relaxed),
+                // Replicas' links are not counted, as in Redis.
+                (sh.counters.connected.load(Ordering::Relaxed))
+                    .saturating_sub(clients.iter().filter(|c| c.kind() == "replica").count() as u64),
                 sh.runtime.maxclients.load(Ordering::Relaxed),
                 clients
                     .iter()
@@ -705,6 +707,7 @@ enum NewValue {
     ReplicaPriority(u64),
     BacklogSize(u64),
     Notify(u32),
+    MasterAuth(Option<String>),
 }
 
 /// The parameters `CONFIG GET` knows, with their values now.
@@ -750,6 +753,10 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String)> {
         (
             "maxclients",
             sh.runtime.maxclients.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "masterauth",
+            sh.repl.masterauth.lock().clone().unwrap_or_default(),
         ),
         ("maxmemory", "0".into()),
         ("maxmemory-policy", "noeviction".into()),
@@ -848,6 +855,13 @@ fn config_value(sh: &Shared, name: &str, v: &[u8]) -> Result<NewValue, CmdError>
     };
     Ok(match name {
         "requirepass" => NewValue::Password(v.to_vec()),
+        // Empty: none, as Redis's `masterauth ""`.
+        "masterauth" => NewValue::MasterAuth(
+            (!v.is_empty())
+                .then(|| String::from_utf8(v.to_vec()))
+                .transpose()
+                .map_err(|_| bad("argument must be UTF-8"))?,
+        ),
         "maxclients" => {
             let n = non_neg()?;
             if n == 0 {
@@ -933,6 +947,7 @@ fn apply(sh: &Shared, v: NewValue) {
         }
         NewValue::ReplicaPriority(n) => sh.repl.priority.store(n, Ordering::Relaxed),
         NewValue::BacklogSize(n) => sh.repl.backlog_size.store(n, Ordering::Relaxed),
+        NewValue::MasterAuth(pw) => *sh.repl.masterauth.lock() = pw,
     }
 }
 
@@ -1031,7 +1046,8 @@ struct ClientFilter {
     ids: Vec<u64>,
     addr: Option<String>,
     laddr: Option<String>,
-    kind: Option<String>,
+    /// A [`ClientInfo::kind`], or `master`.
+    kind: Option<&'static str>,
     max_age: Option<u64>,
     skip_me: bool,
 }
@@ -1050,16 +1066,8 @@ impl ClientFilter {
         if self.laddr.as_ref().is_some_and(|a| *a != c.laddr) {
             return false;
         }
-        if let Some(k) = &self.kind {
-            let pubsub = c.is_pubsub();
-            let ok = match k.as_str() {
-                "pubsub" => pubsub,
-                "normal" => !pubsub,
-                _ => false, // master, replica, slave: none here
-            };
-            if !ok {
-                return false;
-            }
+        if self.kind.is_some_and(|k| k != c.kind()) {
+            return false;
         }
         if self
             .max_age
@@ -1106,14 +1114,13 @@ fn parse_filter(args: &[Vec<u8>], for_kill: bool) -> Result<ClientFilter, CmdErr
         } else if is(opt, "laddr") && for_kill {
             f.laddr = Some(text);
         } else if is(opt, "type") {
-            let t = text.to_ascii_lowercase();
-            if !matches!(
-                t.as_str(),
-                "normal" | "pubsub" | "master" | "replica" | "slave"
-            ) {
-                return Err(CmdError(format!("ERR Unknown client type '{text}'").into()));
-            }
-            f.kind = Some(t);
+            f.kind = Some(match text.to_ascii_lowercase().as_str() {
+                "normal" => "normal",
+                "pubsub" => "pubsub",
+                "replica" | "slave" => "replica",
+                "master" => "master",
+                _ => return Err(CmdError(format!("ERR Unknown client type '{text}'").into())),
+            });
         } else if is(opt, "user") && for_kill {
             if text != "default" {
                 return Err(CmdError(format!("ERR No such user '{text}'").into()));
@@ -1253,7 +1260,15 @@ pub fn client(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
             .filter(|c| f.keeps(c, ctx.session.id))
             .collect();
         kill(ctx, &hit);
-        ctx.out.int(hit.len() as i64);
+        // `TYPE master` on a replica: its link to the primary, which is
+        // no connection of the registry, is cut (it reconnects and
+        // continues, as Redis's does).
+        let master = f.kind == Some("master")
+            && f.ids.is_empty()
+            && f.addr.is_none()
+            && f.laddr.is_none()
+            && ctx.shared.repl.cut_master_link();
+        ctx.out.int(hit.len() as i64 + i64::from(master));
     } else if is(sub, "unblock") && (a.len() == 3 || a.len() == 4) {
         unblock(ctx, a)?;
     } else if is(sub, "unblock") && a.len() < 3 {

@@ -148,6 +148,9 @@ pub struct Replication {
     pub backlog_size: AtomicU64,
     /// `replica-priority`.
     pub priority: AtomicU64,
+    /// `masterauth`: the password given to the primary, read at each
+    /// connection.
+    pub masterauth: Mutex<Option<String>>,
     /// This server's replication id as a primary (new each run and at
     /// each promotion).
     replid: Mutex<String>,
@@ -184,6 +187,7 @@ impl Replication {
             read_only: AtomicBool::new(config.replica_read_only),
             backlog_size: AtomicU64::new(config.repl_backlog_size),
             priority: AtomicU64::new(u64::from(config.replica_priority)),
+            masterauth: Mutex::new(config.masterauth.clone()),
             replid: Mutex::new(crate::random_run_id()),
             replicas: Mutex::new(Vec::new()),
             hold: Mutex::new(None),
@@ -307,6 +311,20 @@ impl Replication {
             }
         }
         true
+    }
+
+    /// `CLIENT KILL TYPE master`: cuts a replica's link to its primary;
+    /// the link thread connects again and asks `PSYNC` to continue.
+    /// Returns whether a synced link was cut (Redis's master client
+    /// exists only then).
+    pub fn cut_master_link(&self) -> bool {
+        let role = self.role.lock();
+        let Some(s) = &role.link_socket else {
+            return false;
+        };
+        let connected = self.link.state.load(Ordering::Relaxed) == 3;
+        let _ = s.shutdown(std::net::Shutdown::Both);
+        connected
     }
 
     pub(crate) fn add_replica(&self, link: Arc<ReplicaLink>) {

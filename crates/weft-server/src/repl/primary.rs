@@ -134,24 +134,18 @@ impl Sender {
             if self.link.closed.load(Ordering::Acquire) || self.stop.stopped() {
                 return Ok(());
             }
-            for g in feed.by_ref() {
-                let g = g.map_err(eng)?;
-                wire::group(&mut buf, g.first_seq(), g.ops());
-                if buf.len() >= SEND_CHUNK {
-                    self.send(&buf)?;
-                    buf.clear();
-                }
-            }
-            next = feed.next_seq().max(feed.limit_seq() + 1);
+            self.drain(&mut feed, &mut buf)?;
+            next = next.max(feed.next_seq());
             if !buf.is_empty() {
                 self.send(&buf)?;
                 buf.clear();
                 last_sent = Instant::now();
                 idle_sleep = Duration::from_micros(100);
             } else if last_sent.elapsed() >= HEARTBEAT {
-                // Also says "everything through here was sent", gaps in
-                // the sequences (batches not logged) included.
-                wire::u64_frame(&mut buf, wire::HEARTBEAT, next - 1);
+                let (through, rest) = self.heartbeat_through(&feed, &mut buf)?;
+                feed = rest;
+                next = next.max(through + 1);
+                wire::u64_frame(&mut buf, wire::HEARTBEAT, through);
                 self.send(&buf)?;
                 buf.clear();
                 last_sent = Instant::now();
@@ -162,6 +156,45 @@ impl Sender {
             self.link.sent.store(next - 1, Ordering::Release);
             feed = feed.next_feed(FeedLimit::Visible).map_err(eng)?;
         }
+    }
+
+    /// Frames every batch `feed` yields into `buf`, sending each
+    /// [`SEND_CHUNK`].
+    fn drain(&mut self, feed: &mut weft::ChangeFeed, buf: &mut Vec<u8>) -> io::Result<()> {
+        for g in feed.by_ref() {
+            let g = g.map_err(eng)?;
+            wire::group(buf, g.first_seq(), g.ops());
+            if buf.len() >= SEND_CHUNK {
+                self.send(buf)?;
+                buf.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// What a heartbeat may say was sent, "everything through here",
+    /// sequences no batch holds (gaps) included, after the batches sent
+    /// to reach it are framed into `buf`; with the feed to go on from.
+    ///
+    /// A feed's limit is not that: a record is appended before its
+    /// sequence is visible, and under `manual_wal_flush` (`--sync
+    /// everysec`) it stays in the appender's buffer, which no feed reads,
+    /// until a flush — an event loop's before its replies, or never soon
+    /// for the expirer's deletions. Counted sent, such a record would be
+    /// acknowledged by the replica (a `WAIT` answered for a write it does
+    /// not have) and then arrive below what it applied. So the visible
+    /// sequence is taken first, the WAL's buffer handed to the OS, and a
+    /// feed made after that holds every record through it.
+    fn heartbeat_through(
+        &mut self,
+        feed: &weft::ChangeFeed,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<(u64, weft::ChangeFeed)> {
+        let visible = self.db.visible_sequence();
+        self.db.flush_wal().map_err(eng)?;
+        let mut rest = feed.next_feed(FeedLimit::Visible).map_err(eng)?;
+        self.drain(&mut rest, buf)?;
+        Ok(((rest.next_seq() - 1).max(visible), rest))
     }
 
     /// Sends `+FULLRESYNC` and a checkpoint's files; returns the first

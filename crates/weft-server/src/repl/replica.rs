@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use weft::{ChangeOp, Db, KeyspaceOp, WriteBatch, WriteOptions};
 
 use super::wire;
-use crate::encoding;
+use crate::encoding::{self, Kind};
 use crate::keyspace::{database_of, now_ms, Store};
 use crate::server::Stop;
 use crate::Shared;
@@ -263,9 +263,18 @@ impl<'a> Link<'a> {
 
     fn follow(mut self) -> io::Result<()> {
         let repl = &self.shared.repl;
+        // A primary with `requirepass` answers `-NOAUTH` until `AUTH`, as
+        // Redis's replicas expect.
         let pong = self.command(&["PING"])?;
-        if !pong.starts_with('+') {
+        if !(pong.starts_with('+') || pong.starts_with("-NOAUTH")) {
             return Err(other(format!("PING answered {pong}")));
+        }
+        let password = repl.masterauth.lock().clone();
+        if let Some(pw) = password {
+            let r = self.command(&["AUTH", &pw])?;
+            if !r.starts_with('+') {
+                return Err(other(format!("AUTH (masterauth) answered {r}")));
+            }
         }
         let port = self.shared.port.to_string();
         let r = self.command(&["REPLCONF", "listening-port", &port])?;
@@ -326,7 +335,10 @@ impl<'a> Link<'a> {
                             applier.applied
                         )));
                     }
-                    applier.apply(first, ops).map_err(eng)?;
+                    let ready = applier.apply(first, ops).map_err(eng)?;
+                    for (db, key) in ready {
+                        crate::cmd::key_ready_now(self.shared, db, &key);
+                    }
                     repl.link.applied.store(applier.applied, Ordering::Relaxed);
                     repl.link
                         .master_offset
@@ -425,6 +437,13 @@ impl<'a> Link<'a> {
         }
         self.shared.repl.set_loading(true);
         let loaded = load_staged(&self.shared.store, &staged);
+        // Every key may have changed: a `WATCH` made before the load
+        // fails its `EXEC` (refused while loading, compared after).
+        let locks = &self.shared.store.locks;
+        for i in 0..locks.len() {
+            let _guard = locks.acquire(i);
+            locks.bump(i);
+        }
         self.shared.repl.set_loading(false);
         let (id, seq) = loaded.map_err(eng)?;
         self.shared.repl.set_position(Some((id, seq)));
@@ -562,6 +581,15 @@ struct Target {
 /// Applies the primary's batches: each as one engine batch, the key counts
 /// of every database following the metadata records it creates and
 /// deletes.
+///
+/// Each batch is written holding the stripe locks of the keys it touches
+/// (every stripe for a database-wide range delete or a dropped database),
+/// taken in ascending order as a multi-key command takes them, and the
+/// stripes' versions are bumped before they are released: a `WATCH` on
+/// the replica notices the stream's writes as it notices a command's
+/// (`crate::locks`). The lists and sorted sets whose metadata it wrote
+/// are returned, for the wake-ups of clients blocked on them (with
+/// `replica-read-only no`; the blocking pops are writes).
 struct Applier<'a> {
     store: &'a Store,
     id: String,
@@ -617,10 +645,14 @@ impl<'a> Applier<'a> {
             .map(|v| encoding::decode(&v).is_some_and(|(m, _)| m.expire_at.is_some())))
     }
 
-    fn apply(&mut self, first: u64, ops: Vec<ChangeOp>) -> Result<(), String> {
+    fn apply(&mut self, first: u64, ops: Vec<ChangeOp>) -> Result<Vec<(usize, Vec<u8>)>, String> {
         let e = |e: weft::Error| e.to_string();
         let last = first + ops.len() as u64 - 1;
         let mut batch = WriteBatch::new();
+        let locks = &self.store.locks;
+        let mut stripes: Vec<usize> = Vec::new();
+        let mut every_stripe = false;
+        let mut ready: Vec<(usize, Vec<u8>)> = Vec::new();
         // Per database: (keys, keys with a deadline) created minus deleted.
         let mut tallies: Vec<(usize, i64, i64)> = Vec::new();
         let mut tally =
@@ -653,14 +685,20 @@ impl<'a> Applier<'a> {
                     let t = self.keyspace(keyspace)?;
                     if let (Some(db), Some(&encoding::META)) = (t.db, key.first()) {
                         let old = self.meta_state(&t.handle, db, key, &overlay).map_err(e)?;
-                        let new =
-                            encoding::decode(value).is_some_and(|(m, _)| m.expire_at.is_some());
+                        let meta = encoding::decode(value).map(|(m, _)| m);
+                        let new = meta.as_ref().is_some_and(|m| m.expire_at.is_some());
                         tally(
                             db,
                             i64::from(old.is_none()),
                             i64::from(new) - i64::from(old == Some(true)),
                         );
                         overlay.insert((db, key.to_vec()), Some(new));
+                        stripes.push(locks.index(db, &key[1..]));
+                        if meta.is_some_and(|m| matches!(m.kind, Kind::List | Kind::ZSet)) {
+                            ready.push((db, key[1..].to_vec()));
+                        }
+                    } else if let (Some(db), Some(owner)) = (t.db, encoding::element_owner(key)) {
+                        stripes.push(locks.index(db, owner));
                     }
                     if keyspace == 0 {
                         batch.put(key, value);
@@ -680,6 +718,9 @@ impl<'a> Applier<'a> {
                             tally(db, -1, -i64::from(old));
                         }
                         overlay.insert((db, key.to_vec()), None);
+                        stripes.push(locks.index(db, &key[1..]));
+                    } else if let (Some(db), Some(owner)) = (t.db, encoding::element_owner(key)) {
+                        stripes.push(locks.index(db, owner));
                     }
                     if keyspace == 0 {
                         batch.delete(key);
@@ -702,6 +743,16 @@ impl<'a> Applier<'a> {
                     if t.db.is_some() && start < &past_meta[..] && end > &meta[..] {
                         recount = true;
                     }
+                    // One collection's elements (a deleted key's
+                    // reclamation), or more: every stripe.
+                    if let Some(db) = t.db {
+                        match encoding::element_owner(start) {
+                            Some(owner) if end.starts_with(&start[..5 + owner.len()]) => {
+                                stripes.push(locks.index(db, owner));
+                            }
+                            _ => every_stripe = true,
+                        }
+                    }
                     if keyspace == 0 {
                         batch.delete_range(start, end);
                     } else {
@@ -718,6 +769,7 @@ impl<'a> Applier<'a> {
                         .find(|(id, k)| **id != 0 && k.handle.name() == name)
                         .map(|(id, k)| (*id, k.db));
                     if let Some((id, db)) = found {
+                        every_stripe |= db.is_some();
                         batch.delete(ks_name_key(id));
                         match db {
                             // A database's keyspace stays (the server holds
@@ -735,9 +787,21 @@ impl<'a> Applier<'a> {
         if recount {
             tallies.clear();
         }
-        self.store
-            .write_tallied(batch, &tallies)
-            .map_err(|e| format!("{e:?}"))?;
+        if every_stripe {
+            stripes = (0..locks.len()).collect();
+        } else {
+            stripes.sort_unstable();
+            stripes.dedup();
+        }
+        let guards: Vec<_> = stripes.iter().map(|&i| locks.acquire(i)).collect();
+        let written = self.store.write_tallied(batch, &tallies);
+        if written.is_ok() {
+            for &i in &stripes {
+                locks.bump(i);
+            }
+        }
+        drop(guards);
+        written.map_err(|e| format!("{e:?}"))?;
         for id in forget {
             self.keyspaces.remove(&id);
         }
@@ -749,7 +813,7 @@ impl<'a> Applier<'a> {
             self.store.recount().map_err(|e| format!("{e:?}"))?;
         }
         self.applied = last;
-        Ok(())
+        Ok(ready)
     }
 
     fn keyspace(&self, id: u32) -> Result<&Target, String> {
