@@ -537,14 +537,7 @@ pub fn bzmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     };
     serve_or_park(ctx, w, |ctx, key, old, batch| {
         let got = zpop_n(ctx, key, old, batch, max, count)?;
-        ctx.out.array(2);
-        ctx.out.bulk(key);
-        ctx.out.array(got.len());
-        for (member, score) in &got {
-            ctx.out.array(2);
-            ctx.out.bulk(member);
-            ctx.out.double(*score);
-        }
+        super::zset::reply_key_and_pairs(ctx.out, key, &got);
         Ok(())
     })?;
     Ok(())

@@ -41,6 +41,19 @@ const LEX_RANGE: &str = "ERR min or max not valid string range item";
 /// A member and its score.
 pub(super) type Scored = (Vec<u8>, f64);
 
+/// `ZMPOP`'s and `BZMPOP`'s reply: the key, then its popped members as
+/// `[member, score]` pairs.
+pub(super) fn reply_key_and_pairs(out: &mut crate::resp::Out, key: &[u8], got: &[Scored]) {
+    out.array(2);
+    out.bulk(key);
+    out.array(got.len());
+    for (member, score) in got {
+        out.array(2);
+        out.bulk(member);
+        out.double(*score);
+    }
+}
+
 /// Parses a score as Redis's `string2d` does (`strtod`: decimal and
 /// hexadecimal forms, no leading space, no NaN, no overflow, no non-zero
 /// value rounding to zero); `-0` is `0`.
@@ -1029,14 +1042,7 @@ pub fn zmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         ks.put_collection(&mut batch, key, Some(&old), &m);
         ks.write(batch)?;
         notify_pop(ctx, key, max, m.count == 0);
-        ctx.out.array(2);
-        ctx.out.bulk(key);
-        ctx.out.array(got.len());
-        for (m, s) in &got {
-            ctx.out.array(2);
-            ctx.out.bulk(m);
-            ctx.out.double(*s);
-        }
+        reply_key_and_pairs(ctx.out, key, &got);
         return Ok(());
     }
     ctx.out.null_array();
